@@ -1,0 +1,1 @@
+//! The Sluice node agent.

@@ -1,0 +1,109 @@
+//! The validated desired state of a node: what the manifests mean, with every
+//! field checked and defaulted, so the control side never has to guess.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DesiredState {
+    pub nodes: BTreeMap<String, NodeInfo>,
+    /// Keyed `namespace/name`.
+    pub pods: BTreeMap<String, PodInfo>,
+    /// Keyed `namespace/name`.
+    pub services: BTreeMap<String, ServiceInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeInfo {
+    pub name: String,
+    /// InternalIP addresses, at most one per family.
+    pub addrs: Vec<IpAddr>,
+    pub pod_cidrs: Vec<IpNet>,
+}
+
+impl NodeInfo {
+    pub fn addr_v4(&self) -> Option<IpAddr> {
+        self.addrs.iter().copied().find(IpAddr::is_ipv4)
+    }
+    pub fn addr_v6(&self) -> Option<IpAddr> {
+        self.addrs.iter().copied().find(IpAddr::is_ipv6)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodInfo {
+    pub key: String,
+    pub node: String,
+    pub ips: Vec<IpAddr>,
+    /// An existing network namespace (name under /run/netns) to wire to the
+    /// node, for pods whose processes someone else runs.
+    pub netns: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TrafficPolicy {
+    Cluster,
+    Local,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Protocol {
+    Tcp,
+    Udp,
+}
+
+impl Protocol {
+    pub fn number(self) -> u8 {
+        match self {
+            Protocol::Tcp => sluice_datapath::maps::PROTO_TCP,
+            Protocol::Udp => sluice_datapath::maps::PROTO_UDP,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "TCP",
+            Protocol::Udp => "UDP",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetPort {
+    Number(u16),
+    Name(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServicePortInfo {
+    /// `spec.ports[].name`, empty when the Service has a single unnamed port.
+    pub name: String,
+    pub port: u16,
+    pub protocol: Protocol,
+    pub target: TargetPort,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceInfo {
+    pub key: String,
+    pub policy: TrafficPolicy,
+    /// `sessionAffinity: ClientIP` timeout in seconds.
+    pub affinity_timeout_s: Option<u32>,
+    pub health_check_node_port: Option<u16>,
+    /// LoadBalancer ingress IPs (the VIPs).
+    pub vips: Vec<IpAddr>,
+    pub ports: Vec<ServicePortInfo>,
+    pub endpoints: Vec<EndpointInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointInfo {
+    pub addr: IpAddr,
+    pub node: Option<String>,
+    pub ready: bool,
+    pub serving: bool,
+    pub terminating: bool,
+    /// The slice's ports: (port name, protocol) → port number.
+    pub ports: BTreeMap<(String, Protocol), u16>,
+}

@@ -1,0 +1,421 @@
+//! From manifest text to a [`DesiredState`], rejecting the whole file at the
+//! first invalid field so a half-understood file never reaches the datapath.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+
+use super::manifests::{self, IntOrString, TypeMeta};
+use super::model::*;
+
+/// Annotation naming an existing network namespace for a pod run elsewhere.
+pub const NETNS_ANNOTATION: &str = "sluice.dev/netns";
+/// The label tying an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds`.
+pub const DEFAULT_AFFINITY_TIMEOUT_S: u32 = 10_800;
+/// Kubernetes' upper bound for the same field.
+pub const MAX_AFFINITY_TIMEOUT_S: i64 = 86_400;
+
+/// Where in the file a problem is and what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateError {
+    /// 1-based document index in a multi-document file; 0 for file-level.
+    pub doc: usize,
+    /// `Kind namespace/name`, when known.
+    pub object: String,
+    /// Field path, e.g. `spec.ports[0].port`.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for StateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.doc > 0 {
+            write!(f, "document {}", self.doc)?;
+            if !self.object.is_empty() {
+                write!(f, " ({})", self.object)?;
+            }
+            write!(f, ": ")?;
+        }
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for StateError {}
+
+struct Ctx {
+    doc: usize,
+    object: String,
+}
+
+impl Ctx {
+    fn err(&self, field: impl Into<String>, message: impl Into<String>) -> StateError {
+        StateError {
+            doc: self.doc,
+            object: self.object.clone(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Parse and validate a multi-document YAML file of manifests.
+pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
+    let mut state = DesiredState::default();
+    let mut slices: Vec<(Ctx, manifests::EndpointSlice)> = Vec::new();
+
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let doc_no = i + 1;
+        let value = serde_yaml::Value::deserialize(doc).map_err(|e| StateError {
+            doc: doc_no,
+            object: String::new(),
+            field: String::new(),
+            message: format!("not valid YAML: {e}"),
+        })?;
+        if value.is_null() {
+            continue;
+        }
+        let tm: TypeMeta = serde_yaml::from_value(value.clone()).map_err(|e| StateError {
+            doc: doc_no,
+            object: String::new(),
+            field: String::new(),
+            message: format!("not a Kubernetes object: {e}"),
+        })?;
+        let name = value
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(|n| n.as_str())
+            .unwrap_or("")
+            .to_string();
+        let mut ctx = Ctx {
+            doc: doc_no,
+            object: format!("{} {}", tm.kind, name),
+        };
+        let typed = |ctx: &Ctx, e: serde_yaml::Error| ctx.err("", format!("{e}"));
+        match tm.kind.as_str() {
+            "Node" => {
+                let n: manifests::Node = serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
+                let node = node_info(&ctx, n)?;
+                if state.nodes.insert(node.name.clone(), node).is_some() {
+                    return Err(ctx.err("metadata.name", "duplicate Node"));
+                }
+            }
+            "Pod" => {
+                let p: manifests::Pod = serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
+                ctx.object = format!("Pod {}", namespaced(&p.metadata));
+                let pod = pod_info(&ctx, p)?;
+                if state.pods.insert(pod.key.clone(), pod).is_some() {
+                    return Err(ctx.err("metadata.name", "duplicate Pod"));
+                }
+            }
+            "Service" => {
+                let s: manifests::Service =
+                    serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
+                ctx.object = format!("Service {}", namespaced(&s.metadata));
+                let svc = service_info(&ctx, s)?;
+                if state.services.insert(svc.key.clone(), svc).is_some() {
+                    return Err(ctx.err("metadata.name", "duplicate Service"));
+                }
+            }
+            "EndpointSlice" => {
+                let s: manifests::EndpointSlice =
+                    serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
+                ctx.object = format!("EndpointSlice {}", namespaced(&s.metadata));
+                slices.push((ctx, s));
+            }
+            "" => return Err(ctx.err("kind", "missing")),
+            other => {
+                return Err(ctx.err(
+                    "kind",
+                    format!("{other} is not supported (Node, Pod, Service, EndpointSlice)"),
+                ))
+            }
+        }
+    }
+
+    let mut seen_slices = BTreeMap::new();
+    for (ctx, slice) in slices {
+        attach_slice(&ctx, slice, &mut state, &mut seen_slices)?;
+    }
+    for svc in state.services.values_mut() {
+        // Deterministic order: every node builds the same Maglev table.
+        svc.endpoints.sort_by(|a, b| a.addr.cmp(&b.addr));
+    }
+    Ok(state)
+}
+
+fn namespaced(m: &manifests::ObjectMeta) -> String {
+    format!("{}/{}", m.namespace.as_deref().unwrap_or("default"), m.name)
+}
+
+fn require_name(ctx: &Ctx, m: &manifests::ObjectMeta) -> Result<(), StateError> {
+    if m.name.is_empty() {
+        return Err(ctx.err("metadata.name", "missing"));
+    }
+    Ok(())
+}
+
+fn parse_ip(ctx: &Ctx, field: &str, s: &str) -> Result<IpAddr, StateError> {
+    s.trim()
+        .parse()
+        .map_err(|_| ctx.err(field, format!("{s:?} is not an IP address")))
+}
+
+fn node_info(ctx: &Ctx, n: manifests::Node) -> Result<NodeInfo, StateError> {
+    require_name(ctx, &n.metadata)?;
+    let mut addrs: Vec<IpAddr> = Vec::new();
+    for (i, a) in n.status.addresses.iter().enumerate() {
+        if a.kind != "InternalIP" {
+            continue;
+        }
+        let ip = parse_ip(ctx, &format!("status.addresses[{i}].address"), &a.address)?;
+        if addrs.iter().any(|x| x.is_ipv4() == ip.is_ipv4()) {
+            return Err(ctx.err(
+                format!("status.addresses[{i}]"),
+                "more than one InternalIP of the same family",
+            ));
+        }
+        addrs.push(ip);
+    }
+    let mut pod_cidrs = Vec::new();
+    for (i, c) in n.spec.pod_cidrs.iter().enumerate() {
+        let net: IpNet = c
+            .parse()
+            .map_err(|_| ctx.err(format!("spec.podCIDRs[{i}]"), format!("{c:?} is not a CIDR")))?;
+        if net.trunc() != net {
+            return Err(ctx.err(
+                format!("spec.podCIDRs[{i}]"),
+                format!("{c:?} has host bits set"),
+            ));
+        }
+        pod_cidrs.push(net);
+    }
+    Ok(NodeInfo {
+        name: n.metadata.name,
+        addrs,
+        pod_cidrs,
+    })
+}
+
+fn pod_info(ctx: &Ctx, p: manifests::Pod) -> Result<PodInfo, StateError> {
+    require_name(ctx, &p.metadata)?;
+    let mut ips = Vec::new();
+    for (i, ip) in p.status.pod_ips.iter().enumerate() {
+        ips.push(parse_ip(ctx, &format!("status.podIPs[{i}].ip"), &ip.ip)?);
+    }
+    let netns = p.metadata.annotations.get(NETNS_ANNOTATION).cloned();
+    if let Some(ns) = &netns {
+        if ns.is_empty() || ns.contains('/') || ns == "." || ns == ".." {
+            return Err(ctx.err(
+                format!("metadata.annotations[{NETNS_ANNOTATION}]"),
+                format!("{ns:?} is not a network namespace name"),
+            ));
+        }
+    }
+    Ok(PodInfo {
+        key: namespaced(&p.metadata),
+        node: p.spec.node_name,
+        ips,
+        netns,
+    })
+}
+
+fn protocol(ctx: &Ctx, field: &str, p: Option<&str>) -> Result<Protocol, StateError> {
+    match p.unwrap_or("TCP") {
+        "TCP" => Ok(Protocol::Tcp),
+        "UDP" => Ok(Protocol::Udp),
+        other => Err(ctx.err(field, format!("{other} is not supported (TCP, UDP)"))),
+    }
+}
+
+fn port_number(ctx: &Ctx, field: &str, p: i64) -> Result<u16, StateError> {
+    u16::try_from(p)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| ctx.err(field, format!("must be 1-65535, got {p}")))
+}
+
+fn service_info(ctx: &Ctx, s: manifests::Service) -> Result<ServiceInfo, StateError> {
+    require_name(ctx, &s.metadata)?;
+    let policy = match s.spec.external_traffic_policy.as_deref() {
+        None | Some("Cluster") => TrafficPolicy::Cluster,
+        Some("Local") => TrafficPolicy::Local,
+        Some(o) => {
+            return Err(ctx.err(
+                "spec.externalTrafficPolicy",
+                format!("{o} is not Cluster or Local"),
+            ))
+        }
+    };
+    let affinity_timeout_s = match s.spec.session_affinity.as_deref() {
+        None | Some("None") => None,
+        Some("ClientIP") => {
+            let t = s
+                .spec
+                .session_affinity_config
+                .as_ref()
+                .and_then(|c| c.client_ip.as_ref())
+                .and_then(|c| c.timeout_seconds);
+            match t {
+                None => Some(DEFAULT_AFFINITY_TIMEOUT_S),
+                Some(t) if (1..=MAX_AFFINITY_TIMEOUT_S).contains(&t) => Some(t as u32),
+                Some(t) => {
+                    return Err(ctx.err(
+                        "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+                        format!("must be 1-{MAX_AFFINITY_TIMEOUT_S}, got {t}"),
+                    ))
+                }
+            }
+        }
+        Some(o) => {
+            return Err(ctx.err(
+                "spec.sessionAffinity",
+                format!("{o} is not None or ClientIP"),
+            ))
+        }
+    };
+    let health_check_node_port = match s.spec.health_check_node_port {
+        None => None,
+        Some(p) => Some(port_number(ctx, "spec.healthCheckNodePort", p)?),
+    };
+    let is_lb = s.spec.kind.as_deref() == Some("LoadBalancer");
+    let mut vips = Vec::new();
+    if is_lb {
+        for (i, ing) in s.status.load_balancer.ingress.iter().enumerate() {
+            if let Some(ip) = &ing.ip {
+                let field = format!("status.loadBalancer.ingress[{i}].ip");
+                let ip = parse_ip(ctx, &field, ip)?;
+                if !vips.contains(&ip) {
+                    vips.push(ip);
+                }
+            }
+        }
+    }
+    let mut ports: Vec<ServicePortInfo> = Vec::new();
+    for (i, p) in s.spec.ports.iter().enumerate() {
+        let f = |x: &str| format!("spec.ports[{i}].{x}");
+        let port = port_number(ctx, &f("port"), p.port)?;
+        let proto = protocol(ctx, &f("protocol"), p.protocol.as_deref())?;
+        let name = p.name.clone().unwrap_or_default();
+        if name.is_empty() && s.spec.ports.len() > 1 {
+            return Err(ctx.err(f("name"), "required when a Service has several ports"));
+        }
+        let target = match &p.target_port {
+            None => TargetPort::Number(port),
+            Some(IntOrString::Int(t)) => TargetPort::Number(port_number(ctx, &f("targetPort"), *t)?),
+            Some(IntOrString::String(t)) => match t.parse::<i64>() {
+                Ok(n) => TargetPort::Number(port_number(ctx, &f("targetPort"), n)?),
+                Err(_) if !t.is_empty() => TargetPort::Name(t.clone()),
+                Err(_) => return Err(ctx.err(f("targetPort"), "empty")),
+            },
+        };
+        if ports
+            .iter()
+            .any(|q| q.port == port && q.protocol == proto)
+        {
+            return Err(ctx.err(f("port"), format!("duplicate {port}/{}", proto.as_str())));
+        }
+        ports.push(ServicePortInfo {
+            name,
+            port,
+            protocol: proto,
+            target,
+        });
+    }
+    Ok(ServiceInfo {
+        key: namespaced(&s.metadata),
+        policy,
+        affinity_timeout_s,
+        health_check_node_port,
+        vips,
+        ports,
+        endpoints: Vec::new(),
+    })
+}
+
+fn attach_slice(
+    ctx: &Ctx,
+    slice: manifests::EndpointSlice,
+    state: &mut DesiredState,
+    seen: &mut BTreeMap<String, ()>,
+) -> Result<(), StateError> {
+    require_name(ctx, &slice.metadata)?;
+    if seen.insert(namespaced(&slice.metadata), ()).is_some() {
+        return Err(ctx.err("metadata.name", "duplicate EndpointSlice"));
+    }
+    let family_v4 = match slice.address_type.as_str() {
+        "IPv4" => true,
+        "IPv6" => false,
+        // FQDN slices carry no addresses a packet path can use.
+        "FQDN" => return Ok(()),
+        o => {
+            return Err(ctx.err(
+                "addressType",
+                format!("{o:?} is not IPv4, IPv6 or FQDN"),
+            ))
+        }
+    };
+    let svc_name = slice
+        .metadata
+        .labels
+        .get(SERVICE_NAME_LABEL)
+        .ok_or_else(|| ctx.err(format!("metadata.labels[{SERVICE_NAME_LABEL}]"), "missing"))?;
+    let ns = slice.metadata.namespace.as_deref().unwrap_or("default");
+    let svc_key = format!("{ns}/{svc_name}");
+    let mut ports = BTreeMap::new();
+    for (i, p) in slice.ports.iter().enumerate() {
+        let proto = protocol(ctx, &format!("ports[{i}].protocol"), p.protocol.as_deref())?;
+        let Some(num) = p.port else {
+            // Kubernetes: an unset port means "all ports"; nothing to translate to.
+            continue;
+        };
+        let num = port_number(ctx, &format!("ports[{i}].port"), num)?;
+        ports.insert((p.name.clone().unwrap_or_default(), proto), num);
+    }
+    let mut endpoints = Vec::new();
+    for (i, ep) in slice.endpoints.iter().enumerate() {
+        if ep.addresses.is_empty() {
+            return Err(ctx.err(format!("endpoints[{i}].addresses"), "empty"));
+        }
+        // Kubernetes consumers use the first address only.
+        let field = format!("endpoints[{i}].addresses[0]");
+        let addr = parse_ip(ctx, &field, &ep.addresses[0])?;
+        if addr.is_ipv4() != family_v4 {
+            return Err(ctx.err(field, format!("{addr} is not of addressType {}", slice.address_type)));
+        }
+        let ready = ep.conditions.ready.unwrap_or(true);
+        endpoints.push(EndpointInfo {
+            addr,
+            node: ep.node_name.clone(),
+            ready,
+            serving: ep.conditions.serving.unwrap_or(ready),
+            terminating: ep.conditions.terminating.unwrap_or(false),
+            ports: ports.clone(),
+        });
+    }
+    // A slice may arrive before its Service; kube-proxy keeps it and uses it
+    // once the Service exists. Here the file is the whole truth, so a slice
+    // without a Service simply has no effect.
+    if let Some(svc) = state.services.get_mut(&svc_key) {
+        for ep in endpoints {
+            if let Some(old) = svc.endpoints.iter_mut().find(|e| e.addr == ep.addr) {
+                // The same address in two slices (e.g. during a rollout):
+                // merge ports, keep the most serving view.
+                old.ports.extend(ep.ports);
+                old.ready |= ep.ready;
+                old.serving |= ep.serving;
+                old.terminating &= ep.terminating;
+            } else {
+                svc.endpoints.push(ep);
+            }
+        }
+    }
+    Ok(())
+}

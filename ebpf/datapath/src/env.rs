@@ -1,0 +1,77 @@
+//! What the packet program needs from the engine running it.
+//!
+//! The kernel engine implements these over the skb and aya maps; the
+//! user-space engine over a byte buffer and in-memory maps (`host`).
+
+use crate::maps::{
+    AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, NodeConfig, ServiceKey, ServiceValue,
+};
+
+/// How an L4 checksum update must be applied, mirroring the flags of
+/// `bpf_l4_csum_replace` so the kernel engine maps them one to one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct L4Csum {
+    /// The changed field is part of the pseudo-header (addresses).
+    pub pseudo: bool,
+    /// UDP over IPv4: a zero checksum means "none" and stays zero; a result
+    /// of zero is written as 0xffff (BPF_F_MARK_MANGLED_0).
+    pub udp4: bool,
+}
+
+/// A frame starting at the Ethernet header. Every access is bounds-checked by
+/// the implementation and fails with `None` instead of reading past the end.
+pub trait Packet {
+    fn len(&self) -> usize;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `N` bytes at `off`.
+    fn load<const N: usize>(&self, off: usize) -> Option<[u8; N]>;
+
+    /// Overwrite bytes at `off`; no checksum is touched.
+    fn store(&mut self, off: usize, bytes: &[u8]) -> Option<()>;
+
+    /// Apply a one's-complement difference (RFC 1624) to the IPv4 header
+    /// checksum at `csum_off`.
+    fn l3_csum_apply(&mut self, csum_off: usize, diff: u32) -> Option<()>;
+
+    /// Apply a one's-complement difference to the TCP/UDP/ICMP checksum at
+    /// `csum_off`.
+    fn l4_csum_apply(&mut self, csum_off: usize, diff: u32, how: L4Csum) -> Option<()>;
+
+    /// Grow or shrink the frame at its tail (`bpf_skb_change_tail`).
+    fn resize(&mut self, new_len: usize) -> Option<()>;
+}
+
+/// The maps the control side fills and the program reads (services,
+/// endpoints, Maglev) and the ones the program owns (conntrack, affinity).
+/// Values are returned by copy: it is what the verifier handles best, and
+/// the host maps need no lifetimes tied to a lock.
+pub trait Maps {
+    fn node(&self) -> NodeConfig;
+    fn service(&self, key: &ServiceKey) -> Option<ServiceValue>;
+    fn endpoint(&self, slot: u32) -> Option<Endpoint>;
+    fn maglev(&self, slot: u32) -> Option<u32>;
+
+    fn ct_get(&self, key: &CtKey) -> Option<CtValue>;
+    /// Insert or replace.
+    fn ct_put(&mut self, key: &CtKey, value: &CtValue) -> bool;
+    /// Insert only when absent (BPF_NOEXIST): how SNAT ports are claimed
+    /// without collision.
+    fn ct_put_new(&mut self, key: &CtKey, value: &CtValue) -> bool;
+    fn ct_delete(&mut self, key: &CtKey);
+
+    fn affinity_get(&self, key: &AffinityKey) -> Option<AffinityValue>;
+    fn affinity_put(&mut self, key: &AffinityKey, value: &AffinityValue);
+}
+
+/// Time and randomness, injected so tests and the differential runs are
+/// deterministic.
+pub trait Clock {
+    /// Monotonic nanoseconds (`bpf_ktime_get_ns`).
+    fn now_ns(&self) -> u64;
+    /// A pseudo-random number (`bpf_get_prandom_u32`).
+    fn random(&mut self) -> u32;
+}

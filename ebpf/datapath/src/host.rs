@@ -1,0 +1,1 @@
+//! Host-only helpers: in-memory maps, a Vec-backed packet, the Maglev builder.

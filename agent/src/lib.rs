@@ -1,1 +1,10 @@
 //! The Sluice node agent.
+
+pub mod cli;
+pub mod control;
+pub mod engine;
+pub mod hostnet;
+pub mod netlink;
+pub mod runner;
+pub mod state;
+pub mod status;

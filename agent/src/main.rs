@@ -1,1 +1,57 @@
-fn main() {}
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use tracing::info;
+
+use sluice_agent::cli::{Args, DatapathMode, LogFormat};
+use sluice_agent::engine;
+use sluice_agent::runner::Runner;
+use sluice_agent::state::source::FileSource;
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => b.init(),
+        LogFormat::Json => b.json().init(),
+    }
+}
+
+fn start_engine(args: &Args) -> Result<Box<dyn engine::Engine>> {
+    match args.datapath {
+        DatapathMode::Emulated | DatapathMode::Auto => {
+            // Auto falls back to the emulation until the kernel engine lands.
+            engine::start_emulated(&args.nic, &args.node_name)
+                .with_context(|| format!("starting the emulated datapath on {}", args.nic))
+        }
+        DatapathMode::Kernel => anyhow::bail!(
+            "--datapath kernel is not available in this build; use emulated or auto"
+        ),
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    init_logging(args.log_format);
+
+    let engine = start_engine(&args)?;
+    info!(datapath = engine.kind(), node = %args.node_name, nic = %args.nic, "agent started");
+    let source = Box::new(FileSource::new(&args.state));
+    let mut runner = Runner::new(args.node_name.clone(), source, engine, args.status_file.clone());
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    let mut tick = tokio::time::interval(Duration::from_millis(args.poll_ms));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => runner.tick(),
+            _ = term.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    info!("shutting down");
+    runner.shutdown()
+}

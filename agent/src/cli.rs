@@ -1,0 +1,54 @@
+//! Command-line flags. Every flag also reads from a `SLUICE_*` environment
+//! variable so a unit file can configure the agent without a wrapper.
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DatapathMode {
+    /// The packet program as eBPF in the kernel (TC hooks).
+    Kernel,
+    /// The packet program in user space (AF_PACKET + TAP).
+    Emulated,
+    /// Kernel where it loads, emulated otherwise.
+    Auto,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "sluice-agent", version, about = "Sluice node agent")]
+pub struct Args {
+    /// This node's name, as in the state's Node objects and `spec.nodeName`.
+    #[arg(long, env = "SLUICE_NODE_NAME")]
+    pub node_name: String,
+
+    /// Desired state: a YAML file of Kubernetes manifests (Node, Pod,
+    /// Service, EndpointSlice), re-read when it changes.
+    #[arg(long, env = "SLUICE_STATE")]
+    pub state: PathBuf,
+
+    /// The node's uplink, where load-balanced traffic arrives.
+    #[arg(long, env = "SLUICE_NIC", default_value = "nic0")]
+    pub nic: String,
+
+    #[arg(long, env = "SLUICE_DATAPATH", value_enum, default_value = "auto")]
+    pub datapath: DatapathMode,
+
+    /// Written after every sync attempt (JSON: generation, synced, error).
+    #[arg(long, env = "SLUICE_STATUS_FILE")]
+    pub status_file: Option<PathBuf>,
+
+    /// How often the state source is polled, in milliseconds.
+    #[arg(long, env = "SLUICE_POLL_MS", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub poll_ms: u64,
+
+    #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}

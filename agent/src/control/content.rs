@@ -1,0 +1,197 @@
+//! Desired state to map content: the services, endpoint slots and Maglev
+//! windows this node's packet program must see.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::IpAddr;
+
+use sluice_datapath::host::maglev::{build_maglev, maglev_table_size};
+use sluice_datapath::maps::{
+    Addr, Endpoint, NodeConfig, ServiceKey, ServiceValue, EP_F_LOCAL, SVC_F_AFFINITY, SVC_F_LOCAL,
+};
+
+use super::{stable_hash, to_addr};
+use crate::state::{DesiredState, EndpointInfo, ServiceInfo, ServicePortInfo, TargetPort, TrafficPolicy};
+
+/// SNAT source ports. Above the kernel's default ephemeral range
+/// (32768-60999), so translated flows never collide with the node's own
+/// outgoing connections to the same pod.
+pub const SNAT_PORT_MIN: u16 = 61_000;
+pub const SNAT_PORT_MAX: u16 = 65_535;
+
+/// Everything the control side writes into the packet program's maps, as one
+/// value so an engine can swap it in atomically.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MapContent {
+    pub node: NodeConfig,
+    pub services: Vec<(ServiceKey, ServiceValue)>,
+    pub endpoints: Vec<Endpoint>,
+    pub maglev: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlError {
+    NodeMissing(String),
+    NoNodeAddress(String),
+}
+
+impl fmt::Display for ControlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ControlError::NodeMissing(n) => write!(f, "no Node object named {n:?} in the state"),
+            ControlError::NoNodeAddress(n) => {
+                write!(f, "Node {n:?} has no InternalIP in status.addresses")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ControlError {}
+
+/// Compute the map content for `node_name`.
+pub fn build_content(state: &DesiredState, node_name: &str) -> Result<MapContent, ControlError> {
+    let node = state
+        .nodes
+        .get(node_name)
+        .ok_or_else(|| ControlError::NodeMissing(node_name.to_string()))?;
+    if node.addrs.is_empty() {
+        return Err(ControlError::NoNodeAddress(node_name.to_string()));
+    }
+    let mut out = MapContent {
+        node: NodeConfig {
+            addr4: node.addr_v4().map(to_addr).unwrap_or([0; 16]),
+            addr6: node.addr_v6().map(to_addr).unwrap_or([0; 16]),
+            snat_port_min: SNAT_PORT_MIN,
+            snat_port_max: SNAT_PORT_MAX,
+            _pad: 0,
+        },
+        ..MapContent::default()
+    };
+    let mut used_ids = BTreeSet::new();
+    // BTreeMap order: the same file gives the same layout on every node.
+    for svc in state.services.values() {
+        for port in &svc.ports {
+            for vip in &svc.vips {
+                add_frontend(&mut out, &mut used_ids, svc, port, *vip, node_name);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn add_frontend(
+    out: &mut MapContent,
+    used_ids: &mut BTreeSet<u32>,
+    svc: &ServiceInfo,
+    port: &ServicePortInfo,
+    vip: IpAddr,
+    node_name: &str,
+) {
+    let mut ready: Vec<Endpoint> = Vec::new();
+    let mut terminating: Vec<Endpoint> = Vec::new();
+    for ep in &svc.endpoints {
+        if ep.addr.is_ipv4() != vip.is_ipv4() {
+            continue;
+        }
+        let local = ep.node.as_deref() == Some(node_name);
+        // P4: a Local service only ever sees this node's endpoints.
+        if svc.policy == TrafficPolicy::Local && !local {
+            continue;
+        }
+        let Some(target) = target_port(ep, port) else {
+            continue;
+        };
+        let slot = Endpoint {
+            addr: to_addr(ep.addr),
+            port: target,
+            flags: if local { EP_F_LOCAL } else { 0 },
+            _pad: 0,
+        };
+        // Kubernetes: ready implies not terminating; serving-and-terminating
+        // endpoints are the P5 fallback.
+        if ep.ready && !ep.terminating {
+            push_unique(&mut ready, slot);
+        } else if ep.serving && ep.terminating {
+            push_unique(&mut terminating, slot);
+        }
+    }
+
+    let id = unique_id(
+        used_ids,
+        &format!(
+            "{}/{}/{}/{}",
+            svc.key,
+            port.name,
+            port.protocol.as_str(),
+            vip
+        ),
+    );
+    let mut flags = 0;
+    if svc.policy == TrafficPolicy::Local {
+        flags |= SVC_F_LOCAL;
+    }
+    if svc.affinity_timeout_s.is_some() {
+        flags |= SVC_F_AFFINITY;
+    }
+    let ep_base = out.endpoints.len() as u32;
+    let (maglev_base, maglev_size) = if ready.is_empty() {
+        (0, 0)
+    } else {
+        let size = maglev_table_size(ready.len());
+        let ids: Vec<(Addr, u16)> = ready.iter().map(|e| (e.addr, e.port)).collect();
+        let table = build_maglev(&ids, size);
+        let base = out.maglev.len() as u32;
+        out.maglev.extend_from_slice(&table);
+        (base, size)
+    };
+    let value = ServiceValue {
+        id,
+        flags,
+        ep_base,
+        ready: ready.len() as u32,
+        terminating: terminating.len() as u32,
+        maglev_base,
+        maglev_size,
+        affinity_timeout_s: svc.affinity_timeout_s.unwrap_or(0),
+    };
+    out.endpoints.extend(ready);
+    out.endpoints.extend(terminating);
+    out.services.push((
+        ServiceKey {
+            addr: to_addr(vip),
+            port: port.port,
+            proto: port.protocol.number(),
+            _pad: 0,
+        },
+        value,
+    ));
+}
+
+/// kube-proxy's rule: the endpoint's port is the EndpointSlice port with the
+/// Service port's name and protocol; a numeric `targetPort` serves when the
+/// slice lists no ports at all.
+fn target_port(ep: &EndpointInfo, port: &ServicePortInfo) -> Option<u16> {
+    if let Some(p) = ep.ports.get(&(port.name.clone(), port.protocol)) {
+        return Some(*p);
+    }
+    match (&port.target, ep.ports.is_empty()) {
+        (TargetPort::Number(n), true) => Some(*n),
+        _ => None,
+    }
+}
+
+fn push_unique(v: &mut Vec<Endpoint>, e: Endpoint) {
+    if !v.iter().any(|x| x.addr == e.addr && x.port == e.port) {
+        v.push(e);
+    }
+}
+
+/// Service ids key session affinity, so they must survive unrelated edits:
+/// derived from the frontend's identity, probing past the rare collision.
+fn unique_id(used: &mut BTreeSet<u32>, ident: &str) -> u32 {
+    let mut id = stable_hash(ident).max(1);
+    while !used.insert(id) {
+        id = id.wrapping_add(1).max(1);
+    }
+    id
+}

@@ -1,0 +1,270 @@
+//! Desired state to map content: the control side's half of the packet-path
+//! rules, proven without namespaces.
+
+use sluice_agent::control::pods::{desired_pod_links, gateway4};
+use sluice_agent::control::routes::desired_routes;
+use sluice_agent::control::{build_content, to_addr, ControlError};
+use sluice_agent::state::parse_state;
+use sluice_datapath::maps::{EP_F_LOCAL, PROTO_TCP, PROTO_UDP, SVC_F_AFFINITY, SVC_F_LOCAL};
+
+const NODES: &str = r#"
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+spec: {podCIDRs: ["198.19.1.0/24", "fd00:19:1::/64"]}
+status: {addresses: [{type: InternalIP, address: 198.18.0.11}, {type: InternalIP, address: "fd00:18::11"}]}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-b}
+spec: {podCIDRs: ["198.19.2.0/24", "fd00:19:2::/64"]}
+status: {addresses: [{type: InternalIP, address: 198.18.0.12}, {type: InternalIP, address: "fd00:18::12"}]}
+"#;
+
+fn service(policy: &str, extra: &str) -> String {
+    format!(
+        r#"
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: default}}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: {policy}
+  ports: [{{name: http, port: 80, targetPort: 8080, protocol: TCP}}]
+  {extra}
+status: {{loadBalancer: {{ingress: [{{ip: 198.18.100.1}}]}}}}
+"#
+    )
+}
+
+fn slice(endpoints: &str) -> String {
+    format!(
+        r#"
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: web-1, namespace: default, labels: {{kubernetes.io/service-name: web}}}}
+addressType: IPv4
+ports: [{{name: http, port: 8080, protocol: TCP}}]
+endpoints:
+{endpoints}
+"#
+    )
+}
+
+fn ep(ip: &str, node: &str, ready: bool, serving: bool, terminating: bool) -> String {
+    format!(
+        "- addresses: [{ip}]\n  conditions: {{ready: {ready}, serving: {serving}, terminating: {terminating}}}\n  nodeName: {node}\n"
+    )
+}
+
+fn ip4(s: &str) -> [u8; 16] {
+    to_addr(s.parse().expect("test address"))
+}
+
+#[test]
+fn frontend_key_is_vip_port_protocol() {
+    // spec: P1
+    let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&ep("198.19.1.10", "node-a", true, true, false)));
+    let state = parse_state(&text).expect("valid state");
+    let c = build_content(&state, "node-a").expect("content");
+    assert_eq!(c.services.len(), 1);
+    let (k, _) = &c.services[0];
+    assert_eq!(k.addr, ip4("198.18.100.1"));
+    assert_eq!(k.port, 80);
+    assert_eq!(k.proto, PROTO_TCP);
+}
+
+#[test]
+fn endpoints_carry_the_slice_target_port() {
+    // spec: P2
+    let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&ep("198.19.2.10", "node-b", true, true, false)));
+    let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
+    assert_eq!(c.endpoints.len(), 1);
+    assert_eq!(c.endpoints[0].addr, ip4("198.19.2.10"));
+    assert_eq!(c.endpoints[0].port, 8080);
+    assert_eq!(c.endpoints[0].flags & EP_F_LOCAL, 0, "node-b's pod is remote for node-a");
+}
+
+#[test]
+fn cluster_policy_sees_every_node_and_snats_to_node_ip() {
+    // spec: P3
+    let eps = ep("198.19.1.10", "node-a", true, true, false) + &ep("198.19.2.10", "node-b", true, true, false);
+    let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&eps));
+    let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
+    let (_, v) = c.services[0];
+    assert_eq!(v.flags & SVC_F_LOCAL, 0);
+    assert_eq!(v.ready, 2);
+    assert_eq!(c.node.addr4, ip4("198.18.0.11"));
+    assert!(c.node.snat_port_min > 0 && c.node.snat_port_min <= c.node.snat_port_max);
+}
+
+#[test]
+fn local_policy_sees_only_this_nodes_endpoints() {
+    // spec: P4
+    let eps = ep("198.19.1.10", "node-a", true, true, false) + &ep("198.19.2.10", "node-b", true, true, false);
+    let text = format!("{NODES}{}{}", service("Local", ""), slice(&eps));
+    let state = parse_state(&text).expect("valid");
+    let a = build_content(&state, "node-a").expect("content");
+    let (_, v) = a.services[0];
+    assert_ne!(v.flags & SVC_F_LOCAL, 0);
+    assert_eq!(v.ready, 1);
+    assert_eq!(a.endpoints[v.ep_base as usize].addr, ip4("198.19.1.10"));
+    assert_ne!(a.endpoints[v.ep_base as usize].flags & EP_F_LOCAL, 0);
+    let b = build_content(&state, "node-b").expect("content");
+    assert_eq!(b.endpoints[b.services[0].1.ep_base as usize].addr, ip4("198.19.2.10"));
+}
+
+#[test]
+fn slots_are_ready_first_then_serving_terminating() {
+    // spec: P5
+    let eps = ep("198.19.1.10", "node-a", false, true, true)
+        + &ep("198.19.1.11", "node-a", true, true, false)
+        + &ep("198.19.1.12", "node-a", false, false, true) // not serving: never used
+        + &ep("198.19.1.13", "node-a", false, false, false); // failing readiness
+    let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&eps));
+    let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
+    let (_, v) = c.services[0];
+    assert_eq!((v.ready, v.terminating), (1, 1));
+    let base = v.ep_base as usize;
+    assert_eq!(c.endpoints[base].addr, ip4("198.19.1.11"));
+    assert_eq!(c.endpoints[base + 1].addr, ip4("198.19.1.10"));
+    // Maglev covers the ready endpoint only, every entry points at slot 0.
+    let m = &c.maglev[v.maglev_base as usize..(v.maglev_base + v.maglev_size) as usize];
+    assert!(m.iter().all(|&s| s == 0));
+}
+
+#[test]
+fn nothing_serving_leaves_an_empty_frontend() {
+    // spec: P6 (the program answers with a reset when both counts are zero)
+    let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&ep("198.19.1.10", "node-a", false, false, false)));
+    let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
+    let (_, v) = c.services[0];
+    assert_eq!((v.ready, v.terminating, v.maglev_size), (0, 0, 0));
+}
+
+#[test]
+fn maglev_table_is_prime_and_at_least_100x_the_ready_endpoints() {
+    let eps: String = (10..20).map(|i| ep(&format!("198.19.1.{i}"), "node-a", true, true, false)).collect();
+    let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&eps));
+    let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
+    let (_, v) = c.services[0];
+    assert!(v.maglev_size >= 100 * v.ready);
+    assert!((2..v.maglev_size).take_while(|d| d * d <= v.maglev_size).all(|d| v.maglev_size % d != 0));
+    // Every node computes the same table for the same endpoints.
+    let b = build_content(&parse_state(&text).expect("valid"), "node-b").expect("content");
+    assert_eq!(c.maglev, b.maglev);
+}
+
+#[test]
+fn session_affinity_client_ip_defaults_to_three_hours() {
+    let text = format!("{NODES}{}{}", service("Cluster", "sessionAffinity: ClientIP"), slice(&ep("198.19.1.10", "node-a", true, true, false)));
+    let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
+    let (_, v) = c.services[0];
+    assert_ne!(v.flags & SVC_F_AFFINITY, 0);
+    assert_eq!(v.affinity_timeout_s, 10_800);
+}
+
+#[test]
+fn udp_ports_and_ipv6_vips_become_their_own_frontends() {
+    let text = format!(
+        r#"{NODES}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: dns}}
+spec:
+  type: LoadBalancer
+  ports: [{{name: dns, port: 53, protocol: UDP}}]
+status: {{loadBalancer: {{ingress: [{{ip: 198.18.100.2}}, {{ip: "fd00:18:100::2"}}]}}}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: dns-6, labels: {{kubernetes.io/service-name: dns}}}}
+addressType: IPv6
+ports: [{{name: dns, port: 5353, protocol: UDP}}]
+endpoints: [{{addresses: ["fd00:19:1::10"], nodeName: node-a}}]
+"#
+    );
+    let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
+    assert_eq!(c.services.len(), 2);
+    let v6 = c
+        .services
+        .iter()
+        .find(|(k, _)| k.addr == to_addr("fd00:18:100::2".parse().expect("v6")))
+        .expect("v6 frontend");
+    assert_eq!(v6.0.proto, PROTO_UDP);
+    assert_eq!(v6.1.ready, 1, "conditions default to ready");
+    let v4 = c.services.iter().find(|(k, _)| k.addr == ip4("198.18.100.2")).expect("v4 frontend");
+    assert_eq!(v4.1.ready, 0, "IPv6 endpoints never serve an IPv4 VIP");
+}
+
+#[test]
+fn invalid_files_are_rejected_naming_the_field() {
+    let cases = [
+        (service("Cluster", "").replace("port: 80,", "port: 70000,"), "spec.ports[0].port"),
+        (service("Sideways", ""), "spec.externalTrafficPolicy"),
+        (service("Cluster", "").replace("198.18.100.1", "not-an-ip"), "status.loadBalancer.ingress[0].ip"),
+        (service("Cluster", "").replace("protocol: TCP", "protocol: ICMP"), "spec.ports[0].protocol"),
+        (
+            service("Cluster", "sessionAffinity: ClientIP\n  sessionAffinityConfig: {clientIP: {timeoutSeconds: 0}}"),
+            "timeoutSeconds",
+        ),
+        (slice(&ep("fd00::1", "node-a", true, true, false)), "endpoints[0].addresses[0]"),
+        ("---\nkind: ConfigMap\nmetadata: {name: x}\n".to_string(), "kind"),
+        ("---\nkind: Service\nmetadata: {name: [\n".to_string(), "YAML"),
+    ];
+    for (doc, field) in cases {
+        let text = format!("{NODES}{doc}");
+        let err = parse_state(&text).expect_err(&format!("{field} should be rejected"));
+        assert!(err.to_string().contains(field), "error {err} should name {field}");
+    }
+}
+
+#[test]
+fn a_node_missing_from_the_state_is_an_error() {
+    let state = parse_state(NODES).expect("valid");
+    assert_eq!(
+        build_content(&state, "node-z"),
+        Err(ControlError::NodeMissing("node-z".into()))
+    );
+}
+
+#[test]
+fn routes_go_to_other_nodes_pod_ranges_via_their_internal_ip() {
+    let state = parse_state(NODES).expect("valid");
+    let r = desired_routes(&state, "node-a");
+    let s: Vec<String> = r.iter().map(|r| format!("{} via {}", r.dst, r.via)).collect();
+    assert_eq!(s, ["198.19.2.0/24 via 198.18.0.12", "fd00:19:2::/64 via fd00:18::12"]);
+}
+
+#[test]
+fn pods_with_a_netns_are_wired_with_a_stable_short_link_name() {
+    let text = format!(
+        r#"{NODES}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: web-1, annotations: {{sluice.dev/netns: sl-x-pod1}}}}
+spec: {{nodeName: node-a}}
+status: {{podIPs: [{{ip: 198.19.1.10}}, {{ip: "fd00:19:1::10"}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: web-2, annotations: {{sluice.dev/netns: sl-x-pod2}}}}
+spec: {{nodeName: node-b}}
+"#
+    );
+    let state = parse_state(&text).expect("valid");
+    let links = desired_pod_links(&state, "node-a");
+    assert_eq!(links.len(), 1);
+    let l = &links[0];
+    assert_eq!(l.key, "default/web-1");
+    assert!(l.host_ifname.len() <= 15);
+    assert_eq!(l.netns.to_str(), Some("/run/netns/sl-x-pod1"));
+    assert_eq!(l.ipv4, Some("198.19.1.10".parse().expect("v4")));
+    assert_eq!(l.ipv6, Some("fd00:19:1::10".parse().expect("v6")));
+    assert_eq!(gateway4(&state, "node-a"), Some("198.19.1.1".parse().expect("gw")));
+    assert_eq!(desired_pod_links(&state, "node-a")[0].host_ifname, l.host_ifname);
+}

@@ -15,7 +15,9 @@ pub type Addr = [u8; 16];
 
 /// `::ffff:a.b.c.d`
 pub const fn v4_mapped(a: [u8; 4]) -> Addr {
-    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a[0], a[1], a[2], a[3]]
+    [
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a[0], a[1], a[2], a[3],
+    ]
 }
 
 pub const fn is_v4_mapped(a: &Addr) -> bool {
@@ -95,10 +97,16 @@ pub struct NodeConfig {
     pub _pad: u32,
 }
 
-// Conntrack and affinity: owned by the program. The datapath helper refines
-// these (see its module docs); the control side only reads and expires them.
+// Conntrack and affinity: owned by the program; the control side only reads
+// and expires them.
 
 /// A conntrack tuple as seen on the wire.
+///
+/// Every translated flow has two entries. Forward (`dir` 0): client to VIP,
+/// as the client sent it. Reply (`dir` 1): endpoint to the SNAT address
+/// (`Cluster`) or to the client (`Local`), as the endpoint answers. Each
+/// entry's value is enough to rebuild the other one (see
+/// `conntrack::mirror`), so the pair is kept in step without extra lookups.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CtKey {
@@ -113,14 +121,38 @@ pub struct CtKey {
     pub _pad: [u8; 2],
 }
 
+pub const CT_DIR_FORWARD: u8 = 0;
+pub const CT_DIR_REPLY: u8 = 1;
+
+/// TCP states (`CtValue::state`). Non-TCP flows stay in `CT_STATE_NONE`.
+pub const CT_STATE_NONE: u8 = 0;
+pub const CT_STATE_SYN_SENT: u8 = 1;
+pub const CT_STATE_ESTABLISHED: u8 = 2;
+/// One side sent FIN.
+pub const CT_STATE_FIN_WAIT: u8 = 3;
+/// Both sides sent FIN.
+pub const CT_STATE_CLOSING: u8 = 4;
+/// RST seen.
+pub const CT_STATE_CLOSED: u8 = 5;
+
+/// `CtValue::flags`: the flow is SNATed (`Cluster`).
+pub const CT_F_SNAT: u8 = 1 << 0;
+/// FIN seen from the client.
+pub const CT_F_FIN_FORWARD: u8 = 1 << 1;
+/// FIN seen from the endpoint.
+pub const CT_F_FIN_REPLY: u8 = 1 << 2;
+
 /// The translation to apply to packets matching a [`CtKey`], and the state
-/// of the flow.
+/// of the flow (the same in both entries of a pair).
+///
+/// Forward entry: source := `nat_saddr:nat_sport` (node address and SNAT
+/// port, or the client unchanged for `Local`), destination :=
+/// `nat_daddr:nat_dport` (the endpoint). Reply entry: source := VIP:port,
+/// destination := client address:port.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CtValue {
-    /// Rewrite the source to this address and port.
     pub nat_saddr: Addr,
-    /// Rewrite the destination to this address and port.
     pub nat_daddr: Addr,
     pub nat_sport: u16,
     pub nat_dport: u16,
@@ -130,6 +162,7 @@ pub struct CtValue {
     pub svc_id: u32,
     pub _pad2: u32,
     pub last_seen_ns: u64,
+    /// Monotonic time after which the entry counts as absent.
     pub expires_ns: u64,
 }
 
@@ -141,11 +174,29 @@ pub struct AffinityKey {
     pub _pad: u32,
 }
 
+/// The endpoint a client was sent to. `slot` (relative to the service's
+/// `ep_base`) lets the program check in O(1) that the endpoint is still in
+/// the service's serving slots: the control side may have moved it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AffinityValue {
     pub endpoint: Addr,
     pub port: u16,
-    pub _pad: [u8; 6],
+    pub _pad: u16,
+    pub slot: u32,
     pub last_used_ns: u64,
+}
+
+/// A wildcard frontend key (port 0, protocol 0) the control side may install
+/// once per VIP, with any value: it lets the program recognise packets that
+/// carry no port (non-first fragments, truncated headers) as aimed at a VIP
+/// and drop them instead of passing them to the node kernel.
+#[inline(always)]
+pub const fn vip_marker_key(addr: &Addr) -> ServiceKey {
+    ServiceKey {
+        addr: *addr,
+        port: 0,
+        proto: 0,
+        _pad: 0,
+    }
 }

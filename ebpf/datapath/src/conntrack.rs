@@ -1,0 +1,181 @@
+//! Connection tracking: TCP state, timeouts, and keeping the forward and
+//! reply entries of a flow in step.
+
+use crate::env::Maps;
+use crate::maps::{
+    CtKey, CtValue, CT_DIR_FORWARD, CT_DIR_REPLY, CT_F_FIN_FORWARD, CT_F_FIN_REPLY,
+    CT_STATE_CLOSED, CT_STATE_CLOSING, CT_STATE_ESTABLISHED, CT_STATE_FIN_WAIT, CT_STATE_NONE,
+    CT_STATE_SYN_SENT,
+};
+use crate::parse::{Flow, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
+
+const NS_PER_S: u64 = 1_000_000_000;
+
+// Cilium's defaults (bpf-ct-timeout-*), which kube-proxy users rarely notice
+// differ from nf_conntrack's: a half-open flow gets a minute, an established
+// one six hours, a closing one ten seconds, UDP/other a minute.
+/// TCP between the first SYN and the handshake completing.
+pub const CT_TIMEOUT_TCP_SYN_NS: u64 = 60 * NS_PER_S;
+/// TCP after the handshake.
+pub const CT_TIMEOUT_TCP_ESTABLISHED_NS: u64 = 21_600 * NS_PER_S;
+/// TCP after a FIN or RST: long enough for the last ACKs and retransmits.
+pub const CT_TIMEOUT_TCP_CLOSE_NS: u64 = 10 * NS_PER_S;
+/// UDP and everything else.
+pub const CT_TIMEOUT_OTHER_NS: u64 = 60 * NS_PER_S;
+
+/// Expiry is only pushed forward (and the pair rewritten) when it moved by at
+/// least this much: keeps an established flow's hot path to one lookup.
+pub const CT_REFRESH_NS: u64 = NS_PER_S;
+
+#[inline(always)]
+pub fn timeout_ns(proto_is_tcp: bool, state: u8) -> u64 {
+    if !proto_is_tcp {
+        return CT_TIMEOUT_OTHER_NS;
+    }
+    match state {
+        CT_STATE_SYN_SENT => CT_TIMEOUT_TCP_SYN_NS,
+        CT_STATE_ESTABLISHED => CT_TIMEOUT_TCP_ESTABLISHED_NS,
+        _ => CT_TIMEOUT_TCP_CLOSE_NS,
+    }
+}
+
+/// The state a new flow starts in. A flow first seen mid-stream (after an
+/// agent restart, say) is taken as established, as Cilium does.
+#[inline(always)]
+pub fn initial_state(flow: &Flow) -> u8 {
+    if !flow.is_tcp() {
+        CT_STATE_NONE
+    } else if flow.tcp_flags & TCP_RST != 0 {
+        CT_STATE_CLOSED
+    } else if flow.tcp_flags & TCP_SYN != 0 {
+        CT_STATE_SYN_SENT
+    } else if flow.tcp_flags & TCP_FIN != 0 {
+        CT_STATE_FIN_WAIT
+    } else {
+        CT_STATE_ESTABLISHED
+    }
+}
+
+/// A SYN without ACK: the client opens a connection.
+#[inline(always)]
+pub fn is_pure_syn(flow: &Flow) -> bool {
+    flow.is_tcp() && flow.tcp_flags & (TCP_SYN | TCP_ACK | TCP_RST) == TCP_SYN
+}
+
+/// State and flags after `flow` was seen in direction `dir`.
+#[inline(always)]
+pub fn advance(state: u8, flags: u8, dir: u8, flow: &Flow) -> (u8, u8) {
+    if !flow.is_tcp() {
+        return (state, flags);
+    }
+    let f = flow.tcp_flags;
+    if f & TCP_RST != 0 {
+        return (CT_STATE_CLOSED, flags);
+    }
+    let mut flags = flags;
+    if f & TCP_FIN != 0 {
+        flags |= if dir == CT_DIR_FORWARD {
+            CT_F_FIN_FORWARD
+        } else {
+            CT_F_FIN_REPLY
+        };
+        let both = CT_F_FIN_FORWARD | CT_F_FIN_REPLY;
+        let next = if flags & both == both {
+            CT_STATE_CLOSING
+        } else {
+            CT_STATE_FIN_WAIT
+        };
+        // A FIN never reopens a reset flow.
+        return (
+            if state == CT_STATE_CLOSED {
+                state
+            } else {
+                next
+            },
+            flags,
+        );
+    }
+    let next = match state {
+        CT_STATE_SYN_SENT => {
+            let synack = f & (TCP_SYN | TCP_ACK) == (TCP_SYN | TCP_ACK);
+            let fwd_ack = f & (TCP_SYN | TCP_ACK) == TCP_ACK;
+            if (dir == CT_DIR_REPLY && synack) || (dir == CT_DIR_FORWARD && fwd_ack) {
+                CT_STATE_ESTABLISHED
+            } else {
+                state
+            }
+        }
+        _ => state,
+    };
+    (next, flags)
+}
+
+/// The other entry of the pair, rebuilt from one entry alone.
+#[inline(always)]
+pub fn mirror(key: &CtKey, val: &CtValue) -> (CtKey, CtValue) {
+    let k = CtKey {
+        saddr: val.nat_daddr,
+        daddr: val.nat_saddr,
+        sport: val.nat_dport,
+        dport: val.nat_sport,
+        proto: key.proto,
+        dir: if key.dir == CT_DIR_FORWARD {
+            CT_DIR_REPLY
+        } else {
+            CT_DIR_FORWARD
+        },
+        _pad: [0; 2],
+    };
+    let v = CtValue {
+        nat_saddr: key.daddr,
+        nat_daddr: key.saddr,
+        nat_sport: key.dport,
+        nat_dport: key.sport,
+        ..*val
+    };
+    (k, v)
+}
+
+/// A live entry: present and not expired.
+#[inline(always)]
+pub fn lookup<M: Maps>(maps: &M, key: &CtKey, now: u64) -> Option<CtValue> {
+    let v = maps.ct_get(key)?;
+    if v.expires_ns <= now {
+        None
+    } else {
+        Some(v)
+    }
+}
+
+/// Record that `flow` was seen on entry `key` in its direction: advance the
+/// TCP state, push expiry, and write both entries when anything changed
+/// enough to matter.
+#[inline(always)]
+pub fn touch<M: Maps>(maps: &mut M, key: &CtKey, val: &CtValue, flow: &Flow, now: u64) {
+    let (state, flags) = advance(val.state, val.flags, key.dir, flow);
+    let expires = now.saturating_add(timeout_ns(flow.is_tcp(), state));
+    let changed = state != val.state || flags != val.flags;
+    // Closing states must not be extended by late packets beyond their own
+    // short timeout, but a refresh within it is harmless.
+    if !changed && expires < val.expires_ns.saturating_add(CT_REFRESH_NS) {
+        return;
+    }
+    let v = CtValue {
+        state,
+        flags,
+        last_seen_ns: now,
+        expires_ns: expires,
+        ..*val
+    };
+    maps.ct_put(key, &v);
+    let (ok, ov) = mirror(key, &v);
+    maps.ct_put(&ok, &ov);
+}
+
+/// Remove both entries of a pair.
+#[inline(always)]
+pub fn delete_pair<M: Maps>(maps: &mut M, key: &CtKey, val: &CtValue) {
+    let (ok, _) = mirror(key, val);
+    maps.ct_delete(key);
+    maps.ct_delete(&ok);
+}

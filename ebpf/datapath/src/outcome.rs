@@ -1,0 +1,76 @@
+//! What the program decided, and why (the why feeds the metrics).
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Continue with the (possibly rewritten) frame; the node kernel routes it.
+    Pass,
+    Drop,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub verdict: Verdict,
+    pub event: Event,
+}
+
+macro_rules! events {
+    ($($(#[$doc:meta])* $v:ident => $name:literal,)*) => {
+        /// What happened to a frame; one metrics counter each.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum Event {
+            $($(#[$doc])* $v,)*
+        }
+
+        impl Event {
+            pub const ALL: &'static [Event] = &[$(Event::$v,)*];
+            pub const COUNT: usize = Event::ALL.len();
+
+            /// Metric label.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Event::$v => $name,)*
+                }
+            }
+
+            /// Dense index, for per-event counter arrays.
+            #[inline(always)]
+            pub fn index(&self) -> usize {
+                *self as usize
+            }
+        }
+    };
+}
+
+events! {
+    /// Not IPv4/IPv6: passed untouched.
+    NotIp => "not_ip",
+    /// IP but not a protocol or header layout the program translates.
+    Unhandled => "unhandled",
+    /// No service and no translated flow matched: passed untouched.
+    NotService => "not_service",
+    /// An IP fragment: dropped if aimed at a VIP, else passed.
+    Fragment => "fragment",
+    /// Truncated or inconsistent headers: dropped if aimed at a VIP, else passed.
+    Malformed => "malformed",
+    /// A reply of a translated flow, reverse-translated.
+    ReplyNat => "reply_nat",
+    /// A packet of an existing flow to a VIP, translated as before.
+    Established => "established",
+    /// A new flow to a VIP: endpoint chosen, conntrack created, translated.
+    NewFlow => "new_flow",
+    /// TCP to a VIP with nothing to serve: answered with a reset (P6).
+    Reset => "reset",
+    /// UDP to a VIP with nothing to serve: answered with port unreachable (P6).
+    Unreachable => "unreachable",
+    /// Nothing to serve and no answer possible (a reset, other protocols): dropped.
+    NoEndpoint => "no_endpoint",
+    /// Every SNAT port tried was taken: dropped.
+    NoSnatPort => "no_snat_port",
+    /// `Cluster` flow but the node has no address of the packet's family: dropped.
+    NoNodeAddr => "no_node_addr",
+    /// The chosen endpoint's family differs from the packet's: dropped.
+    BadEndpoint => "bad_endpoint",
+    /// Conntrack refused the entry: dropped.
+    CtFull => "ct_full",
+}

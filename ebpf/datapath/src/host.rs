@@ -1,1 +1,17 @@
-//! Host-only helpers: in-memory maps, a Vec-backed packet, the Maglev builder.
+//! Host-only helpers (feature `host`): byte-buffer packets with software
+//! checksum helpers, in-memory maps, the service table builder (with
+//! Maglev), and clocks.
+
+mod clock;
+mod lru;
+mod maglev;
+mod maps;
+mod packet;
+mod tables;
+
+pub use clock::{SystemClock, TestClock};
+pub use lru::LruMap;
+pub use maglev::{build_maglev, maglev_table_size, MAGLEV_PRIMES};
+pub use maps::{HostMaps, DEFAULT_AFFINITY_CAPACITY, DEFAULT_CT_CAPACITY};
+pub use packet::{FramePacket, VecPacket};
+pub use tables::{ServiceSpec, ServiceTables};

@@ -1,0 +1,153 @@
+//! In-memory maps for the user-space engine and the tests.
+
+use super::lru::LruMap;
+use super::tables::ServiceTables;
+use crate::env::Maps;
+use crate::maps::{
+    AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, NodeConfig, ServiceKey, ServiceValue,
+};
+use std::sync::Arc;
+
+/// Cilium's default conntrack size (`bpf-ct-global-tcp-max`).
+pub const DEFAULT_CT_CAPACITY: usize = 262_144;
+/// Cilium's default for its affinity map.
+pub const DEFAULT_AFFINITY_CAPACITY: usize = 65_536;
+
+#[derive(Clone, Debug)]
+pub struct HostMaps {
+    node: NodeConfig,
+    tables: Arc<ServiceTables>,
+    ct: LruMap<CtKey, CtValue>,
+    affinity: LruMap<AffinityKey, AffinityValue>,
+}
+
+impl Default for HostMaps {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HostMaps {
+    pub fn new() -> Self {
+        Self::with_capacity(DEFAULT_CT_CAPACITY, DEFAULT_AFFINITY_CAPACITY)
+    }
+
+    pub fn with_capacity(ct: usize, affinity: usize) -> Self {
+        Self {
+            node: NodeConfig::default(),
+            tables: Arc::new(ServiceTables::default()),
+            ct: LruMap::new(ct),
+            affinity: LruMap::new(affinity),
+        }
+    }
+
+    pub fn set_node(&mut self, node: NodeConfig) {
+        self.node = node;
+    }
+
+    pub fn node_config(&self) -> NodeConfig {
+        self.node
+    }
+
+    /// Swap in a complete set of services, endpoints and Maglev tables.
+    /// Conntrack is kept: established flows keep their endpoints.
+    pub fn replace_services(&mut self, tables: ServiceTables) {
+        self.tables = Arc::new(tables);
+    }
+
+    /// Same, for tables shared between engines (built once per sync).
+    pub fn replace_services_shared(&mut self, tables: Arc<ServiceTables>) {
+        self.tables = tables;
+    }
+
+    pub fn tables(&self) -> &ServiceTables {
+        &self.tables
+    }
+
+    pub fn ct_len(&self) -> usize {
+        self.ct.len()
+    }
+
+    pub fn ct_capacity(&self) -> usize {
+        self.ct.capacity()
+    }
+
+    pub fn ct_evictions(&self) -> u64 {
+        self.ct.evictions()
+    }
+
+    pub fn ct_iter(&self) -> impl Iterator<Item = (&CtKey, &CtValue)> {
+        self.ct.iter()
+    }
+
+    pub fn ct_snapshot(&self) -> Vec<(CtKey, CtValue)> {
+        self.ct.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
+    pub fn ct_clear(&mut self) {
+        self.ct.clear();
+    }
+
+    /// Drop expired conntrack entries (the program already ignores them;
+    /// this frees the room). Returns how many went.
+    pub fn expire(&mut self, now_ns: u64) -> usize {
+        self.ct.retain(|_, v| v.expires_ns > now_ns)
+    }
+
+    /// Drop affinity entries unused for longer than `max_age_ns`.
+    pub fn expire_affinity(&mut self, now_ns: u64, max_age_ns: u64) -> usize {
+        self.affinity
+            .retain(|_, v| now_ns.saturating_sub(v.last_used_ns) <= max_age_ns)
+    }
+
+    pub fn affinity_len(&self) -> usize {
+        self.affinity.len()
+    }
+
+    pub fn affinity_snapshot(&self) -> Vec<(AffinityKey, AffinityValue)> {
+        self.affinity.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+}
+
+impl Maps for HostMaps {
+    fn node(&self) -> NodeConfig {
+        self.node
+    }
+
+    fn service(&self, key: &ServiceKey) -> Option<ServiceValue> {
+        self.tables.services.get(key).copied()
+    }
+
+    fn endpoint(&self, slot: u32) -> Option<Endpoint> {
+        self.tables.endpoints.get(slot as usize).copied()
+    }
+
+    fn maglev(&self, slot: u32) -> Option<u32> {
+        self.tables.maglev.get(slot as usize).copied()
+    }
+
+    fn ct_get(&self, key: &CtKey) -> Option<CtValue> {
+        self.ct.get(key)
+    }
+
+    fn ct_put(&mut self, key: &CtKey, value: &CtValue) -> bool {
+        self.ct.insert(*key, *value);
+        true
+    }
+
+    fn ct_put_new(&mut self, key: &CtKey, value: &CtValue) -> bool {
+        self.ct.insert_new(*key, *value)
+    }
+
+    fn ct_delete(&mut self, key: &CtKey) {
+        self.ct.remove(key);
+    }
+
+    fn affinity_get(&self, key: &AffinityKey) -> Option<AffinityValue> {
+        self.affinity.get(key)
+    }
+
+    fn affinity_put(&mut self, key: &AffinityKey, value: &AffinityValue) {
+        self.affinity.insert(*key, *value);
+    }
+}

@@ -1,1 +1,21 @@
-//! Network-namespace test bed.
+//! Network-namespace test bed for Sluice.
+//!
+//! - [`netns`]: namespace guards and helpers (addresses, routes, sysctls,
+//!   bridges, veths with offloads off, running code inside a namespace);
+//! - [`whoami`]: the server pods run and bounded TCP/UDP clients;
+//! - [`cluster`]: a client, a bridge and N nodes running `sluice-agent`, with
+//!   pods, Services and EndpointSlices generated as Kubernetes manifests.
+//!
+//! Everything lives in namespaces named `sl-<tag>-<pid>-<n>` and goes away
+//! when its guard drops, also when a test fails.
+
+pub mod cluster;
+pub mod netns;
+pub mod whoami;
+
+pub use cluster::{
+    agent_bin, node_name, AgentStatus, Cluster, ClusterSpec, EndpointSpec, Engine, Family, Policy,
+    Proto, ServiceSpec,
+};
+pub use netns::{exec, in_ns, Netns};
+pub use whoami::{tcp_request, udp_request, Reply, TcpConn, TcpOutcome, UdpOutcome, WhoAmI};

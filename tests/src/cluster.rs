@@ -1,0 +1,828 @@
+//! A cluster out of network namespaces, driven by real agents.
+//!
+//! ```text
+//!   client ns (eth0 198.18.0.2, fd00:18::2)
+//!        │ veth c0
+//!   fabric ns: bridge br0 ──── n1 ── node-1 ns (nic0 198.18.0.11, fd00:18::11) ── pods 198.19.1.0/24
+//!                        └──── n2 ── node-2 ns (nic0 198.18.0.12, fd00:18::12) ── pods 198.19.2.0/24
+//! ```
+//!
+//! The client routes the VIP ranges (198.18.100.0/24, fd00:18:100::/64) via
+//! one node. Pod namespaces are created empty; the agent wires them (the
+//! `sluice.dev/netns` annotation). Every pod runs a who-am-I server bound to
+//! its addresses. Each node runs `sluice-agent` with a state file generated
+//! from the [`ClusterSpec`]; [`Cluster::update`] rewrites the files and waits
+//! for every agent to apply them.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::netns::{spawn_in, stop_child, Netns, TERM_GRACE};
+use crate::whoami::WhoAmI;
+
+/// How long an agent gets to apply a state file.
+pub const APPLY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The datapath engine the agents run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Emulated,
+    Kernel,
+    Auto,
+}
+
+impl Engine {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Emulated => "emulated",
+            Engine::Kernel => "kernel",
+            Engine::Auto => "auto",
+        }
+    }
+}
+
+/// An address family, with the lab's address plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+fn parse_ip(s: String) -> IpAddr {
+    // The plan below only formats valid literals; keep a defined fallback.
+    s.parse().unwrap_or(IpAddr::from([0, 0, 0, 0]))
+}
+
+impl Family {
+    pub const BOTH: [Family; 2] = [Family::V4, Family::V6];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        }
+    }
+    pub fn client_ip(self) -> IpAddr {
+        match self {
+            Family::V4 => parse_ip("198.18.0.2".into()),
+            Family::V6 => parse_ip("fd00:18::2".into()),
+        }
+    }
+    /// Node `i` (1-based): 198.18.0.1i, fd00:18::1i.
+    pub fn node_ip(self, i: usize) -> IpAddr {
+        match self {
+            Family::V4 => parse_ip(format!("198.18.0.{}", 10 + i)),
+            Family::V6 => parse_ip(format!("fd00:18::{}", 10 + i)),
+        }
+    }
+    /// Node `i`'s pod CIDR.
+    pub fn pod_cidr(self, i: usize) -> String {
+        match self {
+            Family::V4 => format!("198.19.{i}.0/24"),
+            Family::V6 => format!("fd00:19:{i}::/64"),
+        }
+    }
+    /// The `k`-th (0-based) pod of node `i`: 198.19.i.(10+k), fd00:19:i::(10+k).
+    pub fn pod_ip(self, i: usize, k: usize) -> IpAddr {
+        match self {
+            Family::V4 => parse_ip(format!("198.19.{i}.{}", 10 + k)),
+            Family::V6 => parse_ip(format!("fd00:19:{i}::{}", 10 + k)),
+        }
+    }
+    /// VIP number `n`: 198.18.100.n, fd00:18:100::n.
+    pub fn vip(self, n: u8) -> IpAddr {
+        match self {
+            Family::V4 => parse_ip(format!("198.18.100.{n}")),
+            Family::V6 => parse_ip(format!("fd00:18:100::{n:x}")),
+        }
+    }
+    pub fn vip_range(self) -> &'static str {
+        match self {
+            Family::V4 => "198.18.100.0/24",
+            Family::V6 => "fd00:18:100::/64",
+        }
+    }
+    fn plen(self) -> u8 {
+        match self {
+            Family::V4 => 24,
+            Family::V6 => 64,
+        }
+    }
+    fn address_type(self) -> &'static str {
+        match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    Cluster,
+    Local,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    Tcp,
+    Udp,
+}
+
+impl Proto {
+    fn as_str(self) -> &'static str {
+        match self {
+            Proto::Tcp => "TCP",
+            Proto::Udp => "UDP",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PodSpec {
+    pub name: String,
+    /// 1-based node index.
+    pub node: usize,
+    pub tcp_ports: Vec<u16>,
+    pub udp_ports: Vec<u16>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PortSpec {
+    pub name: String,
+    pub port: u16,
+    pub target: u16,
+    pub proto: Proto,
+}
+
+#[derive(Debug, Clone)]
+pub struct EndpointSpec {
+    pub pod: String,
+    pub ready: bool,
+    pub serving: bool,
+    pub terminating: bool,
+}
+
+impl EndpointSpec {
+    pub fn ready(pod: &str) -> EndpointSpec {
+        EndpointSpec {
+            pod: pod.into(),
+            ready: true,
+            serving: true,
+            terminating: false,
+        }
+    }
+    /// Serving but terminating (what a pod in its grace period reports).
+    pub fn terminating(pod: &str) -> EndpointSpec {
+        EndpointSpec {
+            pod: pod.into(),
+            ready: false,
+            serving: true,
+            terminating: true,
+        }
+    }
+    /// Neither ready nor serving (failing readiness).
+    pub fn not_ready(pod: &str) -> EndpointSpec {
+        EndpointSpec {
+            pod: pod.into(),
+            ready: false,
+            serving: false,
+            terminating: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ServiceSpec {
+    pub name: String,
+    pub policy: Policy,
+    /// VIP number, see [`Family::vip`].
+    pub vip: u8,
+    pub ports: Vec<PortSpec>,
+    pub endpoints: Vec<EndpointSpec>,
+    pub affinity_timeout_s: Option<u32>,
+}
+
+impl ServiceSpec {
+    /// A LoadBalancer Service with VIP number `vip`, policy `Cluster`.
+    pub fn lb(name: &str, vip: u8) -> ServiceSpec {
+        ServiceSpec {
+            name: name.into(),
+            policy: Policy::Cluster,
+            vip,
+            ports: Vec::new(),
+            endpoints: Vec::new(),
+            affinity_timeout_s: None,
+        }
+    }
+    pub fn policy(mut self, p: Policy) -> Self {
+        self.policy = p;
+        self
+    }
+    pub fn tcp(mut self, name: &str, port: u16, target: u16) -> Self {
+        self.ports.push(PortSpec {
+            name: name.into(),
+            port,
+            target,
+            proto: Proto::Tcp,
+        });
+        self
+    }
+    pub fn udp(mut self, name: &str, port: u16, target: u16) -> Self {
+        self.ports.push(PortSpec {
+            name: name.into(),
+            port,
+            target,
+            proto: Proto::Udp,
+        });
+        self
+    }
+    pub fn endpoint(mut self, e: EndpointSpec) -> Self {
+        self.endpoints.push(e);
+        self
+    }
+    pub fn affinity(mut self, timeout_s: u32) -> Self {
+        self.affinity_timeout_s = Some(timeout_s);
+        self
+    }
+    pub fn endpoint_mut(&mut self, pod: &str) -> Option<&mut EndpointSpec> {
+        self.endpoints.iter_mut().find(|e| e.pod == pod)
+    }
+}
+
+/// What the cluster should look like.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    pub nodes: usize,
+    pub pods: Vec<PodSpec>,
+    pub services: Vec<ServiceSpec>,
+    /// The node (1-based) the client routes the VIPs through.
+    pub client_via: usize,
+}
+
+impl ClusterSpec {
+    pub fn new(nodes: usize) -> ClusterSpec {
+        ClusterSpec {
+            nodes,
+            pods: Vec::new(),
+            services: Vec::new(),
+            client_via: 1,
+        }
+    }
+    /// A pod on node `node` serving TCP 8080 and 81 and UDP 5353.
+    pub fn pod(mut self, name: &str, node: usize) -> Self {
+        self.pods.push(PodSpec {
+            name: name.into(),
+            node,
+            tcp_ports: vec![8080, 81],
+            udp_ports: vec![5353],
+        });
+        self
+    }
+    pub fn service(mut self, s: ServiceSpec) -> Self {
+        self.services.push(s);
+        self
+    }
+    pub fn via(mut self, node: usize) -> Self {
+        self.client_via = node;
+        self
+    }
+    pub fn service_mut(&mut self, name: &str) -> Option<&mut ServiceSpec> {
+        self.services.iter_mut().find(|s| s.name == name)
+    }
+}
+
+/// The agent's status file.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AgentStatus {
+    pub generation: u64,
+    #[serde(default)]
+    pub synced: bool,
+    #[serde(default)]
+    pub datapath: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+struct Agent {
+    node: String,
+    child: Child,
+    log: PathBuf,
+    state: PathBuf,
+    status: PathBuf,
+    yaml: String,
+}
+
+impl Agent {
+    fn read_status(&self) -> Option<AgentStatus> {
+        let text = fs::read_to_string(&self.status).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    fn log_tail(&self, lines: usize) -> String {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Wait until the agent reports `generation >= min`.
+    fn wait_generation(&mut self, min: u64, timeout: Duration) -> Result<AgentStatus> {
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                bail!(
+                    "agent of {} exited ({st}) before applying generation {min}; log {}:\n{}",
+                    self.node,
+                    self.log.display(),
+                    self.log_tail(60)
+                );
+            }
+            if let Some(s) = self.read_status() {
+                if s.generation >= min {
+                    return Ok(s);
+                }
+                last = Some(s);
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "agent of {} did not reach generation {min} within {timeout:?} (last status {last:?}); log {}:\n{}",
+                    self.node,
+                    self.log.display(),
+                    self.log_tail(60)
+                );
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Locate `sluice-agent`: `$SLUICE_AGENT_BIN`, else next to the running
+/// executable (`target/<profile>/` or its `deps/` child).
+pub fn agent_bin() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("SLUICE_AGENT_BIN") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        bail!("SLUICE_AGENT_BIN={} is not a file", p.display());
+    }
+    let exe = std::env::current_exe().context("current_exe")?;
+    let mut dir = exe.parent();
+    for _ in 0..2 {
+        let Some(d) = dir else { break };
+        let cand = d.join("sluice-agent");
+        if cand.is_file() {
+            return Ok(cand);
+        }
+        dir = d.parent();
+    }
+    bail!(
+        "sluice-agent not found next to {} (nor SLUICE_AGENT_BIN set): run `cargo build -p sluice-agent` first",
+        exe.display()
+    )
+}
+
+static CLUSTERS: AtomicU32 = AtomicU32::new(0);
+
+/// A running cluster. Dropping it stops the agents (SIGTERM, then wait) and
+/// the pods' servers, then deletes every namespace.
+pub struct Cluster {
+    engine: Engine,
+    spec: ClusterSpec,
+    dir: PathBuf,
+    agents: Vec<Agent>,
+    servers: Vec<WhoAmI>,
+    /// Pod name → (node, index on node, namespace).
+    pod_ns: BTreeMap<String, (usize, usize, Netns)>,
+    /// Index 0 is node 1.
+    nodes: Vec<Netns>,
+    client: Netns,
+    fabric: Netns,
+}
+
+impl Cluster {
+    /// Build the topology, start pods' servers and agents, wait until every
+    /// agent applied its first state. `tag` is a short word naming the test.
+    pub fn start(tag: &str, engine: Engine, spec: ClusterSpec) -> Result<Cluster> {
+        Self::start_with(tag, engine, spec, None)
+    }
+
+    pub fn start_with(
+        tag: &str,
+        engine: Engine,
+        spec: ClusterSpec,
+        agent: Option<PathBuf>,
+    ) -> Result<Cluster> {
+        if spec.nodes == 0 || spec.nodes > 9 {
+            bail!("1 to 9 nodes, not {}", spec.nodes);
+        }
+        if spec.client_via == 0 || spec.client_via > spec.nodes {
+            bail!("client_via {} is not a node", spec.client_via);
+        }
+        let bin = match agent {
+            Some(b) => b,
+            None => agent_bin()?,
+        };
+        let n = CLUSTERS.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir()
+            .join("sluice-tests")
+            .join(format!("{tag}-{}-{n}", std::process::id()));
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+
+        let fabric = Netns::new(&format!("{tag}-f"))?;
+        let client = Netns::new(&format!("{tag}-c"))?;
+        let mut c = Cluster {
+            engine,
+            spec,
+            dir,
+            agents: Vec::new(),
+            servers: Vec::new(),
+            pod_ns: BTreeMap::new(),
+            nodes: Vec::new(),
+            client,
+            fabric,
+        };
+
+        // Fabric and client.
+        c.fabric.bridge("br0")?;
+        c.client.veth_to("eth0", &c.fabric, "c0")?;
+        c.fabric.enslave("c0", "br0")?;
+        for f in Family::BOTH {
+            c.client
+                .addr_add("eth0", &format!("{}/{}", f.client_ip(), f.plen()))?;
+        }
+
+        // Nodes.
+        for i in 1..=c.spec.nodes {
+            let node = Netns::new(&format!("{tag}-n{i}"))?;
+            let port = format!("n{i}");
+            node.veth_to("nic0", &c.fabric, &port)?;
+            c.fabric.enslave(&port, "br0")?;
+            for f in Family::BOTH {
+                node.addr_add("nic0", &format!("{}/{}", f.node_ip(i), f.plen()))?;
+            }
+            // Nodes are routers, as Kubernetes nodes are.
+            node.sysctl("net.ipv4.ip_forward", "1")?;
+            node.sysctl("net.ipv6.conf.all.forwarding", "1")?;
+            c.nodes.push(node);
+        }
+        c.route_vips_via(c.spec.client_via)?;
+
+        // Pods: empty namespaces plus a who-am-I server on their addresses.
+        let mut per_node = vec![0usize; c.spec.nodes + 1];
+        for p in c.spec.pods.clone() {
+            if p.node == 0 || p.node > c.spec.nodes {
+                bail!("pod {} on node {} which does not exist", p.name, p.node);
+            }
+            if c.pod_ns.contains_key(&p.name) {
+                bail!("pod {} declared twice", p.name);
+            }
+            let k = per_node[p.node];
+            per_node[p.node] += 1;
+            let ns = Netns::new(&format!("{tag}-p{}{k}", p.node))?;
+            let ips: Vec<IpAddr> = Family::BOTH.iter().map(|f| f.pod_ip(p.node, k)).collect();
+            c.servers.push(WhoAmI::start(
+                ns.name(),
+                &p.name,
+                &ips,
+                &p.tcp_ports,
+                &p.udp_ports,
+            )?);
+            c.pod_ns.insert(p.name.clone(), (p.node, k, ns));
+        }
+
+        // Agents.
+        for i in 1..=c.spec.nodes {
+            let node_name = node_name(i);
+            let state = c.dir.join(format!("{node_name}.yaml"));
+            let status = c.dir.join(format!("{node_name}.status.json"));
+            let log = c.dir.join(format!("{node_name}.log"));
+            let yaml = c.manifests(i)?;
+            write_atomic(&state, &yaml)?;
+            let out =
+                fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+            let err = out.try_clone()?;
+            let args: Vec<String> = vec![
+                bin.display().to_string(),
+                "--node-name".into(),
+                node_name.clone(),
+                "--state".into(),
+                state.display().to_string(),
+                "--nic".into(),
+                "nic0".into(),
+                "--datapath".into(),
+                engine.as_str().into(),
+                "--status-file".into(),
+                status.display().to_string(),
+            ];
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            let child = spawn_in(
+                c.nodes[i - 1].name(),
+                &argv,
+                Stdio::from(out),
+                Stdio::from(err),
+            )?;
+            c.agents.push(Agent {
+                node: node_name,
+                child,
+                log,
+                state,
+                status,
+                yaml,
+            });
+        }
+        for a in &mut c.agents {
+            a.wait_generation(1, APPLY_TIMEOUT)?;
+        }
+        Ok(c)
+    }
+
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    pub fn spec(&self) -> &ClusterSpec {
+        &self.spec
+    }
+
+    pub fn client(&self) -> &Netns {
+        &self.client
+    }
+
+    /// The client namespace's name, for the who-am-I clients.
+    pub fn client_ns(&self) -> &str {
+        self.client.name()
+    }
+
+    /// Node `i` (1-based).
+    pub fn node(&self, i: usize) -> Option<&Netns> {
+        i.checked_sub(1).and_then(|j| self.nodes.get(j))
+    }
+
+    pub fn pod(&self, name: &str) -> Option<&Netns> {
+        self.pod_ns.get(name).map(|(_, _, ns)| ns)
+    }
+
+    pub fn pod_ip(&self, name: &str, f: Family) -> Option<IpAddr> {
+        self.pod_ns.get(name).map(|(i, k, _)| f.pod_ip(*i, *k))
+    }
+
+    pub fn pod_node(&self, name: &str) -> Option<usize> {
+        self.pod_ns.get(name).map(|(i, _, _)| *i)
+    }
+
+    /// `VIP:port` of Service `svc`.
+    pub fn vip(&self, svc: &str, f: Family, port: u16) -> Result<SocketAddr> {
+        let s = self
+            .spec
+            .services
+            .iter()
+            .find(|s| s.name == svc)
+            .ok_or_else(|| anyhow!("no service {svc}"))?;
+        Ok(SocketAddr::new(f.vip(s.vip), port))
+    }
+
+    /// Directory of the state files, status files and agent logs.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn agent_log(&self, node: usize) -> String {
+        node.checked_sub(1)
+            .and_then(|j| self.agents.get(j))
+            .map(|a| fs::read_to_string(&a.log).unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    pub fn agent_status(&self, node: usize) -> Option<AgentStatus> {
+        node.checked_sub(1)
+            .and_then(|j| self.agents.get(j))
+            .and_then(Agent::read_status)
+    }
+
+    /// Route the client's VIP ranges through node `i`.
+    pub fn route_vips_via(&mut self, i: usize) -> Result<()> {
+        if i == 0 || i > self.spec.nodes {
+            bail!("no node {i}");
+        }
+        for f in Family::BOTH {
+            self.client
+                .route_via(f.vip_range(), &f.node_ip(i).to_string())?;
+        }
+        self.spec.client_via = i;
+        Ok(())
+    }
+
+    /// Change the desired state, rewrite every node's file and wait until
+    /// every agent whose file changed has applied it.
+    pub fn update(&mut self, f: impl FnOnce(&mut ClusterSpec)) -> Result<()> {
+        let before: Vec<String> = self.spec.pods.iter().map(|p| p.name.clone()).collect();
+        f(&mut self.spec);
+        let after: Vec<String> = self.spec.pods.iter().map(|p| p.name.clone()).collect();
+        if before != after {
+            bail!("pods cannot be added or removed after start");
+        }
+        let mut waits = Vec::new();
+        for i in 1..=self.spec.nodes {
+            let yaml = self.manifests(i)?;
+            let a = &mut self.agents[i - 1];
+            if a.yaml == yaml {
+                continue;
+            }
+            let prev = a.read_status().map(|s| s.generation).unwrap_or(0);
+            write_atomic(&a.state, &yaml)?;
+            a.yaml = yaml;
+            waits.push((i - 1, prev + 1));
+        }
+        for (j, min) in waits {
+            self.agents[j].wait_generation(min, APPLY_TIMEOUT)?;
+        }
+        Ok(())
+    }
+
+    /// The state file of node `i`: every Node, this node's Pods, every
+    /// Service and its EndpointSlices (one per family).
+    pub fn manifests(&self, i: usize) -> Result<String> {
+        let mut docs: Vec<Value> = Vec::new();
+        for n in 1..=self.spec.nodes {
+            docs.push(json!({
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": node_name(n)},
+                "spec": {"podCIDRs": [Family::V4.pod_cidr(n), Family::V6.pod_cidr(n)]},
+                "status": {"addresses": [
+                    {"type": "InternalIP", "address": Family::V4.node_ip(n).to_string()},
+                    {"type": "InternalIP", "address": Family::V6.node_ip(n).to_string()},
+                ]},
+            }));
+        }
+        for (name, (n, k, ns)) in &self.pod_ns {
+            if *n != i {
+                continue;
+            }
+            docs.push(json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "namespace": "default",
+                    "annotations": {"sluice.dev/netns": ns.name()},
+                },
+                "spec": {"nodeName": node_name(*n)},
+                "status": {"podIPs": [
+                    {"ip": Family::V4.pod_ip(*n, *k).to_string()},
+                    {"ip": Family::V6.pod_ip(*n, *k).to_string()},
+                ]},
+            }));
+        }
+        for s in &self.spec.services {
+            let ports: Vec<Value> = s
+                .ports
+                .iter()
+                .map(|p| {
+                    json!({"name": p.name, "port": p.port, "targetPort": p.target, "protocol": p.proto.as_str()})
+                })
+                .collect();
+            let mut spec = json!({
+                "type": "LoadBalancer",
+                "externalTrafficPolicy": match s.policy { Policy::Cluster => "Cluster", Policy::Local => "Local" },
+                "ipFamilies": ["IPv4", "IPv6"],
+                "ipFamilyPolicy": "RequireDualStack",
+                "ports": ports,
+                "sessionAffinity": "None",
+            });
+            if let Some(t) = s.affinity_timeout_s {
+                spec["sessionAffinity"] = json!("ClientIP");
+                spec["sessionAffinityConfig"] = json!({"clientIP": {"timeoutSeconds": t}});
+            }
+            docs.push(json!({
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": s.name, "namespace": "default"},
+                "spec": spec,
+                "status": {"loadBalancer": {"ingress": [
+                    {"ip": Family::V4.vip(s.vip).to_string()},
+                    {"ip": Family::V6.vip(s.vip).to_string()},
+                ]}},
+            }));
+            for f in Family::BOTH {
+                let mut eps = Vec::new();
+                for e in &s.endpoints {
+                    let (n, k, _) = self
+                        .pod_ns
+                        .get(&e.pod)
+                        .ok_or_else(|| anyhow!("service {}: no pod {}", s.name, e.pod))?;
+                    eps.push(json!({
+                        "addresses": [f.pod_ip(*n, *k).to_string()],
+                        "conditions": {"ready": e.ready, "serving": e.serving, "terminating": e.terminating},
+                        "nodeName": node_name(*n),
+                        "targetRef": {"kind": "Pod", "name": e.pod, "namespace": "default"},
+                    }));
+                }
+                let ports: Vec<Value> = s
+                    .ports
+                    .iter()
+                    .map(
+                        |p| json!({"name": p.name, "port": p.target, "protocol": p.proto.as_str()}),
+                    )
+                    .collect();
+                docs.push(json!({
+                    "apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": {
+                        "name": format!("{}-{}", s.name, match f { Family::V4 => "v4", Family::V6 => "v6" }),
+                        "namespace": "default",
+                        "labels": {"kubernetes.io/service-name": s.name},
+                    },
+                    "addressType": f.address_type(),
+                    "ports": ports,
+                    "endpoints": eps,
+                }));
+            }
+        }
+        let mut out = String::new();
+        for d in docs {
+            out.push_str("---\n");
+            out.push_str(&serde_yaml::to_string(&d).context("serialising manifests")?);
+        }
+        Ok(out)
+    }
+
+    fn dump_logs(&self) {
+        for a in &self.agents {
+            eprintln!(
+                "----- agent {} ({}) -----\n{}\n----- status: {:?}",
+                a.node,
+                a.log.display(),
+                a.log_tail(200),
+                a.read_status()
+            );
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let failing = thread::panicking();
+        if failing {
+            self.dump_logs();
+        }
+        // Agents first, in parallel: each restores its node before the
+        // namespaces go.
+        let agents = std::mem::take(&mut self.agents);
+        let stoppers: Vec<_> = agents
+            .into_iter()
+            .map(|mut a| {
+                thread::spawn(move || {
+                    stop_child(&mut a.child, TERM_GRACE);
+                })
+            })
+            .collect();
+        for s in stoppers {
+            let _ = s.join();
+        }
+        self.servers.clear();
+        if failing {
+            eprintln!("sluice-tests: logs kept in {}", self.dir.display());
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+        // Fields drop next: pods, nodes, client, fabric.
+    }
+}
+
+pub fn node_name(i: usize) -> String {
+    format!("node-{i}")
+}
+
+fn write_atomic(path: &Path, text: &str) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_plan() {
+        assert_eq!(Family::V4.node_ip(1).to_string(), "198.18.0.11");
+        assert_eq!(Family::V6.node_ip(2).to_string(), "fd00:18::12");
+        assert_eq!(Family::V4.pod_ip(1, 0).to_string(), "198.19.1.10");
+        assert_eq!(Family::V6.pod_ip(1, 0).to_string(), "fd00:19:1::10");
+        assert_eq!(Family::V4.vip(1).to_string(), "198.18.100.1");
+        assert_eq!(Family::V6.vip(1).to_string(), "fd00:18:100::1");
+    }
+}

@@ -1,0 +1,414 @@
+//! Network namespaces as guards, and the small helpers that configure them.
+//!
+//! Every namespace is named `sl-<tag>-<pid>-<counter>`, so tests running in
+//! parallel threads of one process (and several test processes) never collide,
+//! and a namespace left behind by a killed process can be recognised and swept
+//! ([`sweep_stale`]). Links are always created directly inside namespaces
+//! (`ip -n A link add X type veth peer name Y netns B`), so nothing ever lives
+//! in the root namespace; deleting a namespace deletes its links.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, Once};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use nix::sched::{setns, CloneFlags};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// How long a process gets to exit after SIGTERM before SIGKILL.
+pub const TERM_GRACE: Duration = Duration::from_secs(5);
+
+/// Run a command to completion; error (with its stderr) when it fails.
+pub fn run(cmd: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("spawning {cmd}"))?;
+    if !out.status.success() {
+        bail!(
+            "`{cmd} {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `ip <args>`.
+pub fn ip(args: &[&str]) -> Result<String> {
+    run("ip", args)
+}
+
+/// Run `args` inside namespace `ns` (`ip netns exec`).
+pub fn exec(ns: &str, args: &[&str]) -> Result<String> {
+    let mut full = vec!["netns", "exec", ns];
+    full.extend_from_slice(args);
+    run("ip", &full)
+}
+
+/// Run `f` on a fresh thread that has joined namespace `ns`. Sockets created
+/// there stay in that namespace wherever they are used afterwards.
+pub fn in_ns<T, F>(ns: &str, f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let path = format!("/run/netns/{ns}");
+    let file = File::open(&path).with_context(|| format!("opening {path}"))?;
+    let handle = thread::Builder::new()
+        .name(format!("in-{ns}"))
+        .spawn(move || -> Result<T> {
+            setns(&file, CloneFlags::CLONE_NEWNET).context("setns")?;
+            Ok(f())
+        })
+        .context("spawning namespace thread")?;
+    match handle.join() {
+        Ok(r) => r.with_context(|| format!("in namespace {ns}")),
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// Write a sysctl of namespace `ns`, e.g. `net.ipv4.ip_forward`.
+pub fn sysctl(ns: &str, key: &str, value: &str) -> Result<()> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    let value = value.to_string();
+    in_ns(ns, move || {
+        std::fs::write(&path, value).with_context(|| format!("writing {path}"))
+    })?
+}
+
+/// Turn off TX checksum offload, TSO and GSO on `dev` in `ns` (what
+/// `ethtool -K dev tx off tso off gso off` does), through the ethtool ioctl,
+/// so packets on the wire carry complete checksums.
+pub fn disable_offloads(ns: &str, dev: &str) -> Result<()> {
+    let dev_name = dev.to_string();
+    in_ns(ns, move || ethtool_off(&dev_name))?.with_context(|| format!("offloads of {dev} in {ns}"))
+}
+
+fn ethtool_off(dev: &str) -> Result<()> {
+    const ETHTOOL_STXCSUM: u32 = 0x17;
+    const ETHTOOL_STSO: u32 = 0x1f;
+    const ETHTOOL_SGSO: u32 = 0x24;
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    #[repr(C)]
+    struct IfReq {
+        name: [libc::c_char; libc::IFNAMSIZ],
+        data: *mut libc::c_void,
+        _pad: [u8; 16],
+    }
+    if dev.len() >= libc::IFNAMSIZ {
+        bail!("interface name {dev} too long");
+    }
+    // SAFETY: a plain datagram socket, closed by OwnedFd.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error()).context("socket for ethtool");
+    }
+    // SAFETY: fd is a fresh, owned descriptor.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    for cmd in [ETHTOOL_SGSO, ETHTOOL_STSO, ETHTOOL_STXCSUM] {
+        let mut val = EthtoolValue { cmd, data: 0 };
+        let mut req = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            data: &mut val as *mut EthtoolValue as *mut libc::c_void,
+            _pad: [0; 16],
+        };
+        for (d, s) in req.name.iter_mut().zip(dev.bytes()) {
+            *d = s as libc::c_char;
+        }
+        // SAFETY: SIOCETHTOOL with a valid ifreq pointing at a live ethtool_value.
+        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut req as *mut IfReq) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            // A device without the feature reports EOPNOTSUPP: nothing to turn off.
+            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                return Err(e).with_context(|| format!("ethtool cmd {cmd:#x} on {dev}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A network namespace that lives as long as this guard. Dropping it stops
+/// the processes it spawned (SIGTERM, then SIGKILL after [`TERM_GRACE`]),
+/// kills anything else still running in it, and deletes it.
+pub struct Netns {
+    name: String,
+    children: Mutex<Vec<Child>>,
+}
+
+impl Netns {
+    /// A new namespace with `lo` up. `tag` should be short: it is only there
+    /// to tell namespaces apart when debugging.
+    pub fn new(tag: &str) -> Result<Netns> {
+        sweep_stale_once();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("sl-{tag}-{}-{n}", std::process::id());
+        // The first `ip netns add` of a host makes /run/netns a shared mount;
+        // parallel first calls can trip over each other, so retry a little.
+        let mut last = None;
+        for _ in 0..5 {
+            match ip(&["netns", "add", &name]) {
+                Ok(_) => {
+                    last = None;
+                    break;
+                }
+                Err(e) => {
+                    last = Some(e);
+                    thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+        if let Some(e) = last {
+            return Err(e);
+        }
+        let ns = Netns {
+            name,
+            children: Mutex::new(Vec::new()),
+        };
+        ns.ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `ip -n <ns> <args>`.
+    pub fn ip(&self, args: &[&str]) -> Result<String> {
+        let mut full = vec!["-n", self.name.as_str()];
+        full.extend_from_slice(args);
+        ip(&full)
+    }
+
+    /// Run a command inside this namespace.
+    pub fn exec(&self, args: &[&str]) -> Result<String> {
+        exec(&self.name, args)
+    }
+
+    pub fn in_ns<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        in_ns(&self.name, f)
+    }
+
+    pub fn sysctl(&self, key: &str, value: &str) -> Result<()> {
+        sysctl(&self.name, key, value)
+    }
+
+    /// Add an address; IPv6 ones without duplicate address detection.
+    pub fn addr_add(&self, dev: &str, cidr: &str) -> Result<()> {
+        if cidr.contains(':') {
+            self.ip(&["-6", "addr", "add", cidr, "dev", dev, "nodad"])?;
+        } else {
+            self.ip(&["addr", "add", cidr, "dev", dev])?;
+        }
+        Ok(())
+    }
+
+    /// `ip route replace <dst> via <via>`.
+    pub fn route_via(&self, dst: &str, via: &str) -> Result<()> {
+        self.ip(&["route", "replace", dst, "via", via])?;
+        Ok(())
+    }
+
+    pub fn link_up(&self, dev: &str) -> Result<()> {
+        self.ip(&["link", "set", dev, "up"])?;
+        Ok(())
+    }
+
+    pub fn disable_offloads(&self, dev: &str) -> Result<()> {
+        disable_offloads(&self.name, dev)
+    }
+
+    /// A veth pair `local` (here) — `remote` (in `peer`), both up, offloads
+    /// off on both ends.
+    pub fn veth_to(&self, local: &str, peer: &Netns, remote: &str) -> Result<()> {
+        for n in [local, remote] {
+            if n.len() > 15 {
+                bail!("interface name {n} longer than 15 characters");
+            }
+        }
+        self.ip(&[
+            "link", "add", local, "type", "veth", "peer", "name", remote, "netns", &peer.name,
+        ])?;
+        self.disable_offloads(local)?;
+        peer.disable_offloads(remote)?;
+        self.link_up(local)?;
+        peer.link_up(remote)?;
+        Ok(())
+    }
+
+    /// A bridge named `name`, up, STP off (ports forward at once).
+    pub fn bridge(&self, name: &str) -> Result<()> {
+        self.ip(&[
+            "link",
+            "add",
+            name,
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+            "forward_delay",
+            "0",
+        ])?;
+        self.link_up(name)
+    }
+
+    pub fn enslave(&self, dev: &str, bridge: &str) -> Result<()> {
+        self.ip(&["link", "set", dev, "master", bridge])?;
+        Ok(())
+    }
+
+    /// Spawn `args` inside this namespace (`ip netns exec`), in its own
+    /// process group (a terminal's Ctrl-C reaches only us, and we stop it in
+    /// order). The namespace stops it when dropped.
+    pub fn spawn(&self, args: &[&str], stdout: Stdio, stderr: Stdio) -> Result<u32> {
+        let child = spawn_in(&self.name, args, stdout, stderr)?;
+        let pid = child.id();
+        self.children
+            .lock()
+            .map_err(|_| anyhow!("children lock poisoned"))?
+            .push(child);
+        Ok(pid)
+    }
+}
+
+/// Spawn `args` in namespace `ns` without tracking it; the caller owns it.
+pub fn spawn_in(ns: &str, args: &[&str], stdout: Stdio, stderr: Stdio) -> Result<Child> {
+    use std::os::unix::process::CommandExt;
+    let (prog, rest) = args.split_first().ok_or_else(|| anyhow!("empty command"))?;
+    Command::new("ip")
+        .args(["netns", "exec", ns, prog])
+        .args(rest)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("spawning {prog} in {ns}"))
+}
+
+/// SIGTERM, wait up to `grace`, then SIGKILL; always reaps.
+pub fn stop_child(child: &mut Child, grace: Duration) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Kill every process whose network namespace is `ns` (never ourselves).
+fn kill_pids_in(ns: &str) {
+    let Ok(out) = ip(&["netns", "pids", ns]) else {
+        return;
+    };
+    let me = std::process::id();
+    for pid in out.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+        if pid as u32 != me && pid > 1 {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let children = match self.children.get_mut() {
+            Ok(c) => std::mem::take(c),
+            Err(p) => std::mem::take(p.into_inner()),
+        };
+        for mut c in children {
+            stop_child(&mut c, TERM_GRACE);
+        }
+        kill_pids_in(&self.name);
+        for _ in 0..5 {
+            if ip(&["netns", "del", &self.name]).is_ok() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("sluice-tests: could not delete namespace {}", self.name);
+    }
+}
+
+fn sweep_stale_once() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let n = sweep_stale();
+        if n > 0 {
+            eprintln!("sluice-tests: removed {n} namespaces left by dead test processes");
+        }
+    });
+}
+
+/// Delete `sl-*-<pid>-<n>` namespaces whose creating process is gone (a test
+/// process killed without unwinding). Returns how many were removed.
+pub fn sweep_stale() -> usize {
+    let Ok(entries) = std::fs::read_dir("/run/netns") else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = stale_owner(&name) else {
+            continue;
+        };
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        kill_pids_in(&name);
+        if ip(&["netns", "del", &name]).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// The pid in a name `sl-<tag>-<pid>-<n>`.
+fn stale_owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("sl-")?;
+    let mut parts = rest.rsplitn(3, '-');
+    let n = parts.next()?;
+    let pid = parts.next()?;
+    parts.next()?;
+    n.parse::<u32>().ok()?;
+    pid.parse::<u32>().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stale_owner;
+
+    #[test]
+    fn owner_parsed_from_name() {
+        assert_eq!(stale_owner("sl-n1-1234-7"), Some(1234));
+        assert_eq!(stale_owner("sl-tcp-n1-1234-7"), Some(1234));
+        assert_eq!(stale_owner("sl-1234-7"), None);
+        assert_eq!(stale_owner("other-1-2"), None);
+    }
+}

@@ -1,0 +1,403 @@
+//! LoadBalancer packet path end to end: a client namespace, node namespaces
+//! running `sluice-agent`, pods in their own namespaces, real TCP and UDP.
+//!
+//! Every scenario is written once as `fn(Engine, Family)` and instantiated
+//! per engine and address family by `engine_tests!` at the bottom, so the
+//! test names read `emulated::tcp_reaches_pod::v4`,
+//! `kernel::cluster_remote_pod_sees_node_ip::v6`, ...
+//!
+//! Needs root and `target/<profile>/sluice-agent` (`cargo build -p
+//! sluice-agent`) or `SLUICE_AGENT_BIN`.
+
+use std::net::SocketAddr;
+
+use sluice_tests::{
+    tcp_request, udp_request, Cluster, ClusterSpec, EndpointSpec, Engine, Family, Policy, Reply,
+    ServiceSpec, TcpConn, TcpOutcome, UdpOutcome,
+};
+
+fn start(tag: &str, engine: Engine, f: Family, spec: ClusterSpec) -> Cluster {
+    let tag = format!(
+        "{tag}{}",
+        match f {
+            Family::V4 => "4",
+            Family::V6 => "6",
+        }
+    );
+    Cluster::start(&tag, engine, spec).expect("cluster starts and every agent applies its state")
+}
+
+fn web(policy: Policy) -> ServiceSpec {
+    ServiceSpec::lb("web", 1)
+        .policy(policy)
+        .tcp("http", 80, 8080)
+}
+
+/// One TCP request to `svc`'s VIP; the pod's answer and the connected peer.
+fn ask(c: &Cluster, svc: &str, f: Family, port: u16) -> (Reply, SocketAddr) {
+    let vip = c.vip(svc, f, port).expect("service exists");
+    let out = tcp_request(c.client_ns(), vip).expect("client runs");
+    match out {
+        TcpOutcome::Reply { reply, peer } => (reply, peer),
+        other => panic!("TCP to {vip}: expected an answer from a pod, got {other:?}"),
+    }
+}
+
+// spec: P1, P2
+/// A TCP client reaching the VIP gets a real answer from the pod, which was
+/// reached on its own IP and the targetPort (8080, not 80).
+fn tcp_reaches_pod(engine: Engine, f: Family) {
+    let c = start(
+        "tcp",
+        engine,
+        f,
+        ClusterSpec::new(1)
+            .pod("web-1", 1)
+            .service(web(Policy::Cluster).endpoint(EndpointSpec::ready("web-1"))),
+    );
+    let vip = c.vip("web", f, 80).expect("vip");
+    let (reply, peer) = ask(&c, "web", f, 80);
+    assert_eq!(reply.pod, "web-1");
+    assert_eq!(
+        reply.local,
+        SocketAddr::new(c.pod_ip("web-1", f).expect("pod ip"), 8080),
+        "P2: DNAT to the pod's IP and targetPort"
+    );
+    assert_eq!(peer, vip, "the client talks to the VIP");
+}
+
+// spec: P1, P2
+/// Same over UDP: a connected socket only accepts the answer from VIP:port.
+fn udp_reaches_pod(engine: Engine, f: Family) {
+    let c = start(
+        "udp",
+        engine,
+        f,
+        ClusterSpec::new(1).pod("web-1", 1).service(
+            ServiceSpec::lb("dns", 1)
+                .udp("dns", 53, 5353)
+                .endpoint(EndpointSpec::ready("web-1")),
+        ),
+    );
+    let vip = c.vip("dns", f, 53).expect("vip");
+    match udp_request(c.client_ns(), vip, 3).expect("client runs") {
+        UdpOutcome::Reply { reply, peer } => {
+            assert_eq!(reply.pod, "web-1");
+            assert_eq!(
+                reply.local,
+                SocketAddr::new(c.pod_ip("web-1", f).expect("pod ip"), 5353)
+            );
+            assert_eq!(peer, vip);
+        }
+        other => panic!("UDP to {vip}: expected an answer, got {other:?}"),
+    }
+}
+
+// spec: P3
+/// `Cluster`, pod on the receiving node: the pod sees the node's IP as the
+/// source; the client sees the VIP as the reply source.
+fn cluster_local_pod_sees_node_ip(engine: Engine, f: Family) {
+    let c = start(
+        "p3l",
+        engine,
+        f,
+        ClusterSpec::new(1)
+            .pod("web-1", 1)
+            .service(web(Policy::Cluster).endpoint(EndpointSpec::ready("web-1"))),
+    );
+    for _ in 0..3 {
+        let (reply, peer) = ask(&c, "web", f, 80);
+        assert_eq!(reply.pod, "web-1");
+        assert_eq!(reply.peer.ip(), f.node_ip(1), "P3: SNAT to the node IP");
+        assert_eq!(
+            peer,
+            c.vip("web", f, 80).expect("vip"),
+            "reply source = VIP"
+        );
+    }
+}
+
+// spec: P3
+/// `Cluster`, the only pod on another node: node 1 receives, SNATs to its own
+/// IP and forwards to node 2; the reply comes back through node 1, which
+/// answers the client from the VIP.
+fn cluster_remote_pod_sees_node_ip(engine: Engine, f: Family) {
+    let c = start(
+        "p3r",
+        engine,
+        f,
+        ClusterSpec::new(2)
+            .pod("web-2", 2)
+            .service(web(Policy::Cluster).endpoint(EndpointSpec::ready("web-2")))
+            .via(1),
+    );
+    for _ in 0..3 {
+        let (reply, peer) = ask(&c, "web", f, 80);
+        assert_eq!(reply.pod, "web-2");
+        assert_eq!(
+            reply.peer.ip(),
+            f.node_ip(1),
+            "P3: the pod sees the receiving node's IP"
+        );
+        assert_eq!(
+            reply.local,
+            SocketAddr::new(c.pod_ip("web-2", f).expect("pod ip"), 8080)
+        );
+        assert_eq!(
+            peer,
+            c.vip("web", f, 80).expect("vip"),
+            "reply source = VIP"
+        );
+    }
+}
+
+// spec: P4
+/// `Local`: no SNAT, the pod sees the client's own IP; the client still sees
+/// the VIP as the reply source (DSR).
+fn local_pod_sees_client_ip(engine: Engine, f: Family) {
+    let c = start(
+        "p4",
+        engine,
+        f,
+        ClusterSpec::new(1)
+            .pod("web-1", 1)
+            .service(web(Policy::Local).endpoint(EndpointSpec::ready("web-1"))),
+    );
+    for _ in 0..3 {
+        let (reply, peer) = ask(&c, "web", f, 80);
+        assert_eq!(reply.pod, "web-1");
+        assert_eq!(reply.peer.ip(), f.client_ip(), "P4: client IP preserved");
+        assert_eq!(
+            peer,
+            c.vip("web", f, 80).expect("vip"),
+            "reply source = VIP"
+        );
+    }
+}
+
+// spec: P4, P6
+/// `Local` on a node without any pod of the Service: the node does not
+/// forward to the other node's pod; it resets.
+fn local_without_local_pod_resets(engine: Engine, f: Family) {
+    let c = start(
+        "p4r",
+        engine,
+        f,
+        ClusterSpec::new(2)
+            .pod("web-2", 2)
+            .service(web(Policy::Local).endpoint(EndpointSpec::ready("web-2")))
+            .via(1),
+    );
+    let vip = c.vip("web", f, 80).expect("vip");
+    let out = tcp_request(c.client_ns(), vip).expect("client runs");
+    assert!(
+        matches!(out, TcpOutcome::Refused),
+        "P4/P6: expected a reset from node 1, got {out:?}"
+    );
+}
+
+// spec: P6
+/// No endpoint, or only endpoints that are neither ready nor serving: the
+/// connect fails at once with a reset (ECONNREFUSED), not a timeout.
+fn no_endpoint_tcp_reset(engine: Engine, f: Family) {
+    let c = start(
+        "p6t",
+        engine,
+        f,
+        ClusterSpec::new(1)
+            .pod("web-1", 1)
+            .service(ServiceSpec::lb("empty", 1).tcp("http", 80, 8080))
+            .service(
+                ServiceSpec::lb("down", 2)
+                    .tcp("http", 80, 8080)
+                    .endpoint(EndpointSpec::not_ready("web-1")),
+            ),
+    );
+    for svc in ["empty", "down"] {
+        let vip = c.vip(svc, f, 80).expect("vip");
+        let out = tcp_request(c.client_ns(), vip).expect("client runs");
+        assert!(
+            matches!(out, TcpOutcome::Refused),
+            "P6: {svc} ({vip}): expected a reset, got {out:?}"
+        );
+    }
+}
+
+// spec: P6
+/// UDP to a VIP port with no endpoint: ICMP port unreachable, which a
+/// connected UDP socket reports as ECONNREFUSED.
+fn no_endpoint_udp_unreachable(engine: Engine, f: Family) {
+    let c = start(
+        "p6u",
+        engine,
+        f,
+        ClusterSpec::new(1)
+            .pod("web-1", 1)
+            .service(ServiceSpec::lb("dns", 1).udp("dns", 53, 5353)),
+    );
+    let vip = c.vip("dns", f, 53).expect("vip");
+    let out = udp_request(c.client_ns(), vip, 3).expect("client runs");
+    assert!(
+        matches!(out, UdpOutcome::Refused),
+        "P6: expected ICMP port unreachable, got {out:?}"
+    );
+}
+
+// spec: P5
+/// Only serving-and-terminating endpoints: still served, for `Cluster` and
+/// for `Local`.
+fn only_terminating_endpoints_serve(engine: Engine, f: Family) {
+    let c = start(
+        "p5t",
+        engine,
+        f,
+        ClusterSpec::new(1)
+            .pod("web-1", 1)
+            .service(web(Policy::Cluster).endpoint(EndpointSpec::terminating("web-1")))
+            .service(
+                ServiceSpec::lb("web-local", 2)
+                    .policy(Policy::Local)
+                    .tcp("http", 80, 8080)
+                    .endpoint(EndpointSpec::terminating("web-1")),
+            ),
+    );
+    for svc in ["web", "web-local"] {
+        let (reply, peer) = ask(&c, svc, f, 80);
+        assert_eq!(reply.pod, "web-1", "P5 fallback for {svc}");
+        assert_eq!(peer, c.vip(svc, f, 80).expect("vip"));
+    }
+}
+
+// spec: P5
+/// An established connection keeps its endpoint while that endpoint turns
+/// terminating; new connections then go to the ready one.
+fn established_survives_terminating(engine: Engine, f: Family) {
+    let mut c = start(
+        "p5e",
+        engine,
+        f,
+        ClusterSpec::new(1).pod("web-1", 1).pod("web-2", 1).service(
+            web(Policy::Cluster)
+                .endpoint(EndpointSpec::ready("web-1"))
+                .endpoint(EndpointSpec::ready("web-2")),
+        ),
+    );
+    let vip = c.vip("web", f, 80).expect("vip");
+    let mut conn = match TcpConn::connect(c.client_ns(), vip).expect("client runs") {
+        Ok(conn) => conn,
+        Err(o) => panic!("connect to {vip}: {o:?}"),
+    };
+    let first = conn.request().expect("first answer");
+    let chosen = first.pod.clone();
+    let other = if chosen == "web-1" { "web-2" } else { "web-1" };
+
+    c.update(|s| {
+        let svc = s.service_mut("web").expect("service web");
+        *svc.endpoint_mut(&chosen).expect("endpoint") = EndpointSpec::terminating(&chosen);
+    })
+    .expect("agents apply the terminating endpoint");
+
+    for _ in 0..3 {
+        let again = conn
+            .request()
+            .expect("the established connection keeps working");
+        assert_eq!(
+            again.pod, chosen,
+            "P5: same endpoint for the established flow"
+        );
+        assert_eq!(again.peer, first.peer, "same translated source");
+    }
+    assert_eq!(conn.peer_addr().expect("peer"), vip);
+
+    for _ in 0..5 {
+        let (reply, _) = ask(&c, "web", f, 80);
+        assert_eq!(
+            reply.pod, other,
+            "new connections go to the ready endpoint, not the terminating {chosen}"
+        );
+    }
+}
+
+/// A port the Service does not expose is not load-balanced: nothing answers
+/// from a pod (the pods do listen on 81, to catch a translation keeping the
+/// port), while the Service's own port works.
+fn wrong_port_not_balanced(engine: Engine, f: Family) {
+    let c = start(
+        "port",
+        engine,
+        f,
+        ClusterSpec::new(1)
+            .pod("web-1", 1)
+            .service(web(Policy::Cluster).endpoint(EndpointSpec::ready("web-1"))),
+    );
+    let (reply, _) = ask(&c, "web", f, 80);
+    assert_eq!(reply.pod, "web-1");
+    for port in [81, 8080] {
+        let vip = c.vip("web", f, port).expect("vip");
+        let out = tcp_request(c.client_ns(), vip).expect("client runs");
+        assert!(
+            !matches!(out, TcpOutcome::Reply { .. }),
+            "{vip} is not a Service port, yet a pod answered: {out:?}"
+        );
+    }
+}
+
+/// Instantiate every scenario for one engine and both families.
+macro_rules! instantiate {
+    ($module:ident, $engine:expr, $($name:ident),* $(,)?) => {
+        mod $module {
+            $(
+                mod $name {
+                    #[test]
+                    fn v4() {
+                        crate::$name($engine, crate::Family::V4)
+                    }
+                    #[test]
+                    fn v6() {
+                        crate::$name($engine, crate::Family::V6)
+                    }
+                }
+            )*
+        }
+    };
+    (ignored $why:literal, $module:ident, $engine:expr, $($name:ident),* $(,)?) => {
+        mod $module {
+            $(
+                mod $name {
+                    #[test]
+                    #[ignore = $why]
+                    fn v4() {
+                        crate::$name($engine, crate::Family::V4)
+                    }
+                    #[test]
+                    #[ignore = $why]
+                    fn v6() {
+                        crate::$name($engine, crate::Family::V6)
+                    }
+                }
+            )*
+        }
+    };
+}
+
+/// Every scenario under every engine.
+macro_rules! engine_tests {
+    ($($name:ident),* $(,)?) => {
+        instantiate!(emulated, crate::Engine::Emulated, $($name),*);
+        instantiate!(ignored "kernel engine: issue 3", kernel, crate::Engine::Kernel, $($name),*);
+    };
+}
+
+engine_tests!(
+    tcp_reaches_pod,
+    udp_reaches_pod,
+    cluster_local_pod_sees_node_ip,
+    cluster_remote_pod_sees_node_ip,
+    local_pod_sees_client_ip,
+    local_without_local_pod_resets,
+    no_endpoint_tcp_reset,
+    no_endpoint_udp_unreachable,
+    only_terminating_endpoints_serve,
+    established_survives_terminating,
+    wrong_port_not_balanced,
+);

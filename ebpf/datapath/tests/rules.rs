@@ -1,0 +1,774 @@
+//! The packet program against the spec's packet rules (P1-P6), both traffic
+//! policies, IPv4 and IPv6, on frames crafted with etherparse and re-checked
+//! after processing (every checksum recomputed).
+
+mod common;
+
+use common::*;
+use sluice_datapath::maps::{
+    CtKey, CT_DIR_FORWARD, CT_DIR_REPLY, CT_STATE_CLOSED, CT_STATE_CLOSING, CT_STATE_ESTABLISHED,
+    CT_STATE_FIN_WAIT, CT_STATE_SYN_SENT, PROTO_TCP, PROTO_UDP, SVC_F_AFFINITY, SVC_F_LOCAL,
+};
+use sluice_datapath::{Event, Hook, Verdict};
+use std::collections::HashSet;
+
+const PORT: u16 = 80;
+const TARGET: u16 = 8080;
+
+/// Run a test body for IPv4 and IPv6.
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod v4 { $( #[test] fn $name() { super::$name(super::Net { v6: false }); } )* }
+        mod v6 { $( #[test] fn $name() { super::$name(super::Net { v6: true }); } )* }
+    };
+}
+
+both!(
+    p1_frontend_match,
+    p2_dnat_tcp_checksums,
+    p2_dnat_udp_checksums,
+    p3_cluster_snat_and_reply,
+    p3_unique_snat_ports,
+    p4_local_no_snat_and_reply,
+    p5_ready_first,
+    p5_only_terminating,
+    p5_established_keeps_terminating_endpoint,
+    p6_tcp_reset_syn,
+    p6_tcp_reset_ack,
+    p6_rst_not_answered,
+    p6_udp_port_unreachable,
+    affinity_sticks_and_expires,
+    affinity_leaves_terminating_endpoint,
+    ct_tcp_states,
+    ct_expiry,
+    ct_syn_retransmit_keeps_entry,
+    fragments,
+    truncated_frames_pass_or_drop,
+    vlan_tagged,
+    no_node_address,
+    no_snat_port,
+);
+
+fn tcp_svc(net: Net, flags: u32, ready: &[u16], terminating: &[u16]) -> common::Env {
+    let s = spec(
+        svc_key(net.vip(), PORT, PROTO_TCP),
+        flags,
+        ready.iter().map(|&n| ep(net.pod(n), TARGET)).collect(),
+        terminating
+            .iter()
+            .map(|&n| ep(net.pod(n), TARGET))
+            .collect(),
+    );
+    let u = spec(
+        svc_key(net.vip(), 53, PROTO_UDP),
+        flags,
+        ready.iter().map(|&n| ep(net.pod(n), 5353)).collect(),
+        terminating.iter().map(|&n| ep(net.pod(n), 5353)).collect(),
+    );
+    common::Env::new(net, &[s, u])
+}
+
+// spec: P1
+fn p1_frontend_match(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let hit = tcp(net, net.client(), 40000, net.vip(), PORT, &syn(1));
+    assert_eq!(env.run(&hit, Hook::WireIngress).0.event, Event::NewFlow);
+
+    let misses = [
+        tcp(net, net.client(), 40001, net.vip(), PORT + 1, &syn(1)),
+        udp(net, net.client(), 40002, net.vip(), PORT, b"x"),
+        tcp(net, net.client(), 40003, net.other(), PORT, &syn(1)),
+    ];
+    for f in misses {
+        let (o, out) = env.run(&f, Hook::WireIngress);
+        assert_eq!(o.verdict, Verdict::Pass);
+        assert_eq!(o.event, Event::NotService);
+        assert_eq!(out, f, "passes untouched");
+    }
+    // Frontends are only looked up where VIP traffic arrives.
+    let f = tcp(net, net.client(), 40004, net.vip(), PORT, &syn(1));
+    let (o, out) = env.run(&f, Hook::WireEgress);
+    assert_eq!((o.verdict, out), (Verdict::Pass, f));
+}
+
+// spec: P2
+fn p2_dnat_tcp_checksums(net: Net) {
+    for flags in [0, SVC_F_LOCAL] {
+        let mut env = tcp_svc(net, flags, &[1], &[]);
+        let f = tcp(
+            net,
+            net.client(),
+            40000,
+            net.vip(),
+            PORT,
+            &seg(TCP_SYN, 7, 0, b"hello"),
+        );
+        let (o, out) = env.run(&f, Hook::WireIngress);
+        assert_eq!(o.event, Event::NewFlow);
+        let d = decode(&out);
+        assert_eq!(d.dst, net.pod(1));
+        assert_eq!(d.ports().1, TARGET);
+        assert_eq!(d.ttl, 64, "TTL untouched");
+        match d.l4 {
+            L4::Tcp { payload, seq, .. } => {
+                assert_eq!(payload, b"hello");
+                assert_eq!(seq, 7);
+            }
+            l => panic!("{l:?}"),
+        }
+    }
+}
+
+// spec: P2
+fn p2_dnat_udp_checksums(net: Net) {
+    for flags in [0, SVC_F_LOCAL] {
+        let mut env = tcp_svc(net, flags, &[1, 2], &[]);
+        let f = udp(net, net.client(), 41000, net.vip(), 53, b"query");
+        let (o, out) = env.run(&f, Hook::WireIngress);
+        assert_eq!(o.event, Event::NewFlow);
+        let d = decode(&out);
+        assert!(d.dst == net.pod(1) || d.dst == net.pod(2));
+        assert_eq!(d.ports().1, 5353);
+        if let L4::Udp { csum, .. } = d.l4 {
+            assert_ne!(csum, 0);
+        }
+    }
+    if !net.v6 {
+        // spec: P2 — a UDP/IPv4 datagram without checksum stays without one.
+        let mut env = tcp_svc(net, 0, &[1], &[]);
+        let mut f = udp(net, net.client(), 41001, net.vip(), 53, b"query");
+        let l4 = 14 + 20;
+        f[l4 + 6] = 0;
+        f[l4 + 7] = 0;
+        let (_, out) = env.run(&f, Hook::WireIngress);
+        let d = decode(&out);
+        assert_eq!(d.src, net.node());
+        match d.l4 {
+            L4::Udp { csum, .. } => assert_eq!(csum, 0),
+            l => panic!("{l:?}"),
+        }
+    }
+}
+
+// spec: P3
+fn p3_cluster_snat_and_reply(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let f = tcp(net, net.client(), 40000, net.vip(), PORT, &syn(100));
+    let (_, out) = env.run(&f, Hook::WireIngress);
+    let d = decode(&out);
+    assert_eq!(d.src, net.node(), "SNAT to the node address");
+    let (snat_port, dport) = d.ports();
+    assert!((SNAT_MIN..=SNAT_MAX).contains(&snat_port));
+    assert_eq!((d.dst, dport), (net.pod(1), TARGET));
+
+    // The endpoint's reply, from a remote node (wire) or a local pod.
+    for hook in [Hook::WireIngress, Hook::FromPod] {
+        let r = tcp(
+            net,
+            net.pod(1),
+            TARGET,
+            net.node(),
+            snat_port,
+            &seg(TCP_SYN | TCP_ACK, 900, 101, b""),
+        );
+        let (o, out) = env.run(&r, hook);
+        assert_eq!((o.verdict, o.event), (Verdict::Pass, Event::ReplyNat));
+        let d = decode(&out);
+        assert_eq!((d.src, d.ports().0), (net.vip(), PORT), "DSR: from the VIP");
+        assert_eq!((d.dst, d.ports().1), (net.client(), 40000));
+    }
+}
+
+// spec: P3
+fn p3_unique_snat_ports(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let mut seen = HashSet::new();
+    for i in 0..2000u16 {
+        let client = net.client_n(i % 50);
+        let f = tcp(net, client, 10000 + i, net.vip(), PORT, &syn(1));
+        let (o, out) = env.run(&f, Hook::WireIngress);
+        assert_eq!(o.event, Event::NewFlow);
+        let d = decode(&out);
+        assert!(
+            seen.insert((d.src, d.ports().0, d.dst, d.ports().1)),
+            "SNAT tuple reused"
+        );
+    }
+}
+
+// spec: P4
+fn p4_local_no_snat_and_reply(net: Net) {
+    // The control side puts only this node's endpoints in a Local service.
+    let mut env = tcp_svc(net, SVC_F_LOCAL, &[1, 2], &[]);
+    for i in 0..50u16 {
+        let f = tcp(net, net.client(), 40000 + i, net.vip(), PORT, &syn(1));
+        let (_, out) = env.run(&f, Hook::WireIngress);
+        let d = decode(&out);
+        assert_eq!(d.src, net.client(), "client address kept");
+        assert_eq!(d.ports().0, 40000 + i, "client port kept");
+        assert!(d.dst == net.pod(1) || d.dst == net.pod(2));
+
+        let r = tcp(
+            net,
+            d.dst,
+            TARGET,
+            net.client(),
+            40000 + i,
+            &seg(TCP_SYN | TCP_ACK, 5, 2, b""),
+        );
+        let (o, out) = env.run(&r, Hook::FromPod);
+        assert_eq!(o.event, Event::ReplyNat);
+        let d = decode(&out);
+        assert_eq!((d.src, d.ports().0), (net.vip(), PORT));
+        assert_eq!((d.dst, d.ports().1), (net.client(), 40000 + i));
+    }
+}
+
+// spec: P5
+fn p5_ready_first(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1, 2], &[3]);
+    for i in 0..300u16 {
+        let f = tcp(net, net.client(), 20000 + i, net.vip(), PORT, &syn(1));
+        let d = decode(&env.run(&f, Hook::WireIngress).1);
+        assert_ne!(
+            d.dst,
+            net.pod(3),
+            "terminating endpoint used while ready exist"
+        );
+    }
+}
+
+// spec: P5
+fn p5_only_terminating(net: Net) {
+    for flags in [0, SVC_F_LOCAL] {
+        let mut env = tcp_svc(net, flags, &[], &[3, 4]);
+        let mut used = HashSet::new();
+        for i in 0..100u16 {
+            let f = tcp(net, net.client(), 20000 + i, net.vip(), PORT, &syn(1));
+            let (o, out) = env.run(&f, Hook::WireIngress);
+            assert_eq!(o.event, Event::NewFlow);
+            used.insert(decode(&out).dst);
+        }
+        assert_eq!(used, HashSet::from([net.pod(3), net.pod(4)]));
+    }
+}
+
+// spec: P5
+fn p5_established_keeps_terminating_endpoint(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1, 2], &[]);
+    let f = tcp(net, net.client(), 40000, net.vip(), PORT, &syn(1));
+    let first = decode(&env.run(&f, Hook::WireIngress).1);
+    let chosen = first.dst;
+    let (keep, other) = if chosen == net.pod(1) { (1, 2) } else { (2, 1) };
+    // The chosen endpoint starts terminating.
+    let s = spec(
+        svc_key(net.vip(), PORT, PROTO_TCP),
+        0,
+        vec![ep(net.pod(other), TARGET)],
+        vec![ep(net.pod(keep), TARGET)],
+    );
+    env.set_services(&[s]);
+    let ack = tcp(
+        net,
+        net.client(),
+        40000,
+        net.vip(),
+        PORT,
+        &seg(TCP_ACK, 2, 1, b"data"),
+    );
+    let (o, out) = env.run(&ack, Hook::WireIngress);
+    assert_eq!(o.event, Event::Established);
+    let d = decode(&out);
+    assert_eq!(d.dst, chosen, "established flow keeps its endpoint");
+    assert_eq!(d.ports().0, first.ports().0, "and its SNAT port");
+
+    // The same tuple reused for a new connection re-chooses: a ready one.
+    let (o, out) = env.run(&f, Hook::WireIngress);
+    assert_eq!(o.event, Event::NewFlow);
+    assert_eq!(decode(&out).dst, net.pod(other));
+}
+
+// spec: P6
+fn p6_tcp_reset_syn(net: Net) {
+    for flags in [0, SVC_F_LOCAL] {
+        let mut env = tcp_svc(net, flags, &[], &[]);
+        let f = tcp(net, net.client(), 40000, net.vip(), PORT, &syn(1000));
+        let (o, out) = env.run(&f, Hook::WireIngress);
+        assert_eq!((o.verdict, o.event), (Verdict::Pass, Event::Reset));
+        let d = decode(&out);
+        assert_eq!((d.src, d.dst, d.ttl), (net.vip(), net.client(), 64));
+        match d.l4 {
+            L4::Tcp {
+                sport,
+                dport,
+                flags,
+                seq,
+                ack,
+                payload,
+            } => {
+                assert_eq!((sport, dport), (PORT, 40000));
+                assert_eq!(flags, TCP_RST | TCP_ACK);
+                assert_eq!((seq, ack), (0, 1001));
+                assert!(payload.is_empty());
+            }
+            l => panic!("{l:?}"),
+        }
+        assert_eq!(out[0..6], MAC_A, "MACs swapped");
+    }
+}
+
+// spec: P6
+fn p6_tcp_reset_ack(net: Net) {
+    let mut env = tcp_svc(net, 0, &[], &[]);
+    let f = tcp(
+        net,
+        net.client(),
+        40000,
+        net.vip(),
+        PORT,
+        &seg(TCP_ACK | TCP_PSH, 5000, 777, b"payload"),
+    );
+    let (o, out) = env.run(&f, Hook::WireIngress);
+    assert_eq!(o.event, Event::Reset);
+    match decode(&out).l4 {
+        L4::Tcp { flags, seq, .. } => {
+            assert_eq!(flags, TCP_RST);
+            assert_eq!(seq, 777, "seq = their ack");
+        }
+        l => panic!("{l:?}"),
+    }
+    // Without ACK, with payload and FIN: ack covers all of it.
+    let f = tcp(
+        net,
+        net.client(),
+        40001,
+        net.vip(),
+        PORT,
+        &seg(TCP_FIN, 5000, 0, b"abc"),
+    );
+    let (_, out) = env.run(&f, Hook::WireIngress);
+    match decode(&out).l4 {
+        L4::Tcp {
+            flags, seq, ack, ..
+        } => {
+            assert_eq!(flags, TCP_RST | TCP_ACK);
+            assert_eq!((seq, ack), (0, 5004));
+        }
+        l => panic!("{l:?}"),
+    }
+}
+
+// spec: P6
+fn p6_rst_not_answered(net: Net) {
+    let mut env = tcp_svc(net, 0, &[], &[]);
+    let f = tcp(
+        net,
+        net.client(),
+        40000,
+        net.vip(),
+        PORT,
+        &seg(TCP_RST, 1, 0, b""),
+    );
+    let (o, _) = env.run(&f, Hook::WireIngress);
+    assert_eq!(o.verdict, Verdict::Drop);
+}
+
+// spec: P6
+fn p6_udp_port_unreachable(net: Net) {
+    let mut env = tcp_svc(net, 0, &[], &[]);
+    let f = udp(net, net.client(), 41000, net.vip(), 53, &[0xab; 100]);
+    let (o, out) = env.run(&f, Hook::WireIngress);
+    assert_eq!((o.verdict, o.event), (Verdict::Pass, Event::Unreachable));
+    let d = decode(&out);
+    assert_eq!((d.src, d.dst, d.ttl), (net.vip(), net.client(), 64));
+    let ip_len = if net.v6 { 40 } else { 20 };
+    match d.l4 {
+        L4::Icmp { ty, code, payload } => {
+            if net.v6 {
+                assert_eq!((ty, code), (1, 4));
+            } else {
+                assert_eq!((ty, code), (3, 3));
+            }
+            // The original IP header and the UDP header, unchanged.
+            assert_eq!(payload, f[14..14 + ip_len + 8].to_vec());
+        }
+        l => panic!("{l:?}"),
+    }
+    if !net.v6 {
+        // With IPv4 options the whole original header is quoted.
+        let f = with_ipv4_options(&udp(net, net.client(), 41001, net.vip(), 53, b"q"));
+        let (o, out) = env.run(&f, Hook::WireIngress);
+        assert_eq!(o.event, Event::Unreachable);
+        match decode(&out).l4 {
+            L4::Icmp { payload, .. } => assert_eq!(payload, f[14..14 + 24 + 8].to_vec()),
+            l => panic!("{l:?}"),
+        }
+    }
+}
+
+fn affinity_env(net: Net, timeout_s: u32, ready: &[u16], terminating: &[u16]) -> common::Env {
+    let mut s = spec(
+        svc_key(net.vip(), PORT, PROTO_TCP),
+        SVC_F_AFFINITY,
+        ready.iter().map(|&n| ep(net.pod(n), TARGET)).collect(),
+        terminating
+            .iter()
+            .map(|&n| ep(net.pod(n), TARGET))
+            .collect(),
+    );
+    s.affinity_timeout_s = timeout_s;
+    common::Env::new(net, &[s])
+}
+
+// spec: P2 (sessionAffinity: ClientIP)
+fn affinity_sticks_and_expires(net: Net) {
+    let mut env = affinity_env(net, 30, &[1, 2, 3, 4, 5], &[]);
+    let mut first = None;
+    for i in 0..40u16 {
+        let f = tcp(net, net.client(), 30000 + i, net.vip(), PORT, &syn(1));
+        let d = decode(&env.run(&f, Hook::WireIngress).1);
+        assert_eq!(
+            *first.get_or_insert(d.dst),
+            d.dst,
+            "same client, same endpoint"
+        );
+        env.clock.advance_s(20);
+    }
+    // Past the timeout each new flow may land elsewhere.
+    let mut seen = HashSet::new();
+    for i in 0..40u16 {
+        env.clock.advance_s(31);
+        let f = tcp(net, net.client(), 31000 + i, net.vip(), PORT, &syn(1));
+        seen.insert(decode(&env.run(&f, Hook::WireIngress).1).dst);
+    }
+    assert!(seen.len() > 1, "affinity never expired");
+    // Other clients are spread over the endpoints.
+    let mut spread = HashSet::new();
+    for c in 0..40u16 {
+        let f = tcp(net, net.client_n(c), 32000, net.vip(), PORT, &syn(1));
+        spread.insert(decode(&env.run(&f, Hook::WireIngress).1).dst);
+    }
+    assert!(spread.len() > 2);
+}
+
+// spec: P5 (affinity does not pin new flows to a terminating endpoint)
+fn affinity_leaves_terminating_endpoint(net: Net) {
+    let mut env = affinity_env(net, 3600, &[1, 2], &[]);
+    let f = tcp(net, net.client(), 30000, net.vip(), PORT, &syn(1));
+    let chosen = decode(&env.run(&f, Hook::WireIngress).1).dst;
+    let (keep, other) = if chosen == net.pod(1) { (1, 2) } else { (2, 1) };
+    let mut s = spec(
+        svc_key(net.vip(), PORT, PROTO_TCP),
+        SVC_F_AFFINITY,
+        vec![ep(net.pod(other), TARGET)],
+        vec![ep(net.pod(keep), TARGET)],
+    );
+    s.affinity_timeout_s = 3600;
+    env.set_services(&[s]);
+    let f = tcp(net, net.client(), 30001, net.vip(), PORT, &syn(1));
+    assert_eq!(
+        decode(&env.run(&f, Hook::WireIngress).1).dst,
+        net.pod(other)
+    );
+}
+
+fn fwd_key(net: Net, sport: u16) -> CtKey {
+    CtKey {
+        saddr: net.client(),
+        daddr: net.vip(),
+        sport,
+        dport: PORT,
+        proto: PROTO_TCP,
+        dir: CT_DIR_FORWARD,
+        _pad: [0; 2],
+    }
+}
+
+fn pair_state(env: &common::Env, net: Net, sport: u16) -> (u8, u8) {
+    use sluice_datapath::env::Maps;
+    let fk = fwd_key(net, sport);
+    let fv = env.maps.ct_get(&fk).expect("forward entry");
+    let rk = CtKey {
+        saddr: fv.nat_daddr,
+        daddr: fv.nat_saddr,
+        sport: fv.nat_dport,
+        dport: fv.nat_sport,
+        proto: PROTO_TCP,
+        dir: CT_DIR_REPLY,
+        _pad: [0; 2],
+    };
+    let rv = env.maps.ct_get(&rk).expect("reply entry");
+    (fv.state, rv.state)
+}
+
+/// The client side and the endpoint side of one translated connection.
+struct Conn {
+    net: Net,
+    cport: u16,
+    ep: sluice_datapath::maps::Addr,
+    snat_port: u16,
+}
+
+impl Conn {
+    fn open(env: &mut common::Env, net: Net, cport: u16) -> Self {
+        let f = tcp(net, net.client(), cport, net.vip(), PORT, &syn(1));
+        let d = decode(&env.run(&f, Hook::WireIngress).1);
+        Conn {
+            net,
+            cport,
+            ep: d.dst,
+            snat_port: d.ports().0,
+        }
+    }
+    fn client(&self, env: &mut common::Env, flags: u8) -> sluice_datapath::Outcome {
+        let n = self.net;
+        let f = tcp(
+            n,
+            n.client(),
+            self.cport,
+            n.vip(),
+            PORT,
+            &seg(flags, 2, 2, b""),
+        );
+        env.run(&f, Hook::WireIngress).0
+    }
+    fn server(&self, env: &mut common::Env, flags: u8) -> sluice_datapath::Outcome {
+        let n = self.net;
+        let f = tcp(
+            n,
+            self.ep,
+            TARGET,
+            n.node(),
+            self.snat_port,
+            &seg(flags, 2, 2, b""),
+        );
+        env.run(&f, Hook::WireIngress).0
+    }
+}
+
+// spec: P5 (connection tracking backs "established flows keep their endpoint")
+fn ct_tcp_states(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let c = Conn::open(&mut env, net, 40000);
+    assert_eq!(
+        pair_state(&env, net, 40000),
+        (CT_STATE_SYN_SENT, CT_STATE_SYN_SENT)
+    );
+    assert_eq!(c.server(&mut env, TCP_SYN | TCP_ACK).event, Event::ReplyNat);
+    assert_eq!(
+        pair_state(&env, net, 40000),
+        (CT_STATE_ESTABLISHED, CT_STATE_ESTABLISHED)
+    );
+    c.client(&mut env, TCP_FIN | TCP_ACK);
+    assert_eq!(
+        pair_state(&env, net, 40000),
+        (CT_STATE_FIN_WAIT, CT_STATE_FIN_WAIT)
+    );
+    c.server(&mut env, TCP_FIN | TCP_ACK);
+    assert_eq!(
+        pair_state(&env, net, 40000),
+        (CT_STATE_CLOSING, CT_STATE_CLOSING)
+    );
+
+    let c = Conn::open(&mut env, net, 40001);
+    c.client(&mut env, TCP_ACK);
+    assert_eq!(
+        pair_state(&env, net, 40001).0,
+        CT_STATE_ESTABLISHED,
+        "forward ACK"
+    );
+    c.server(&mut env, TCP_RST);
+    assert_eq!(
+        pair_state(&env, net, 40001),
+        (CT_STATE_CLOSED, CT_STATE_CLOSED)
+    );
+    // A closed flow lingers for the close timeout, then is gone.
+    env.clock.advance_s(11);
+    assert_eq!(c.server(&mut env, TCP_ACK).event, Event::NotService);
+}
+
+// spec: P5 (timeouts)
+fn ct_expiry(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let c = Conn::open(&mut env, net, 40000);
+    env.clock.advance_s(59);
+    assert_eq!(c.server(&mut env, TCP_SYN | TCP_ACK).event, Event::ReplyNat);
+    // Established: six hours without traffic still holds.
+    env.clock.advance_s(21_599);
+    assert_eq!(c.client(&mut env, TCP_ACK).event, Event::Established);
+    env.clock.advance_s(21_601);
+    assert_eq!(
+        c.server(&mut env, TCP_ACK).event,
+        Event::NotService,
+        "expired"
+    );
+    assert_eq!(
+        c.client(&mut env, TCP_ACK).event,
+        Event::NewFlow,
+        "expired entry replaced"
+    );
+
+    // A half-open flow lasts 60 s.
+    let c = Conn::open(&mut env, net, 40001);
+    env.clock.advance_s(61);
+    assert_eq!(
+        c.server(&mut env, TCP_SYN | TCP_ACK).event,
+        Event::NotService
+    );
+
+    // UDP: 60 s, refreshed by traffic.
+    let f = udp(net, net.client(), 41000, net.vip(), 53, b"q");
+    assert_eq!(env.run(&f, Hook::WireIngress).0.event, Event::NewFlow);
+    env.clock.advance_s(50);
+    assert_eq!(env.run(&f, Hook::WireIngress).0.event, Event::Established);
+    env.clock.advance_s(50);
+    assert_eq!(env.run(&f, Hook::WireIngress).0.event, Event::Established);
+    env.clock.advance_s(61);
+    assert_eq!(env.run(&f, Hook::WireIngress).0.event, Event::NewFlow);
+
+    let before = env.maps.ct_len();
+    assert!(before > 0);
+    env.clock.advance_s(100_000);
+    assert_eq!(env.maps.expire(env.now()), before);
+    assert_eq!(env.maps.ct_len(), 0);
+}
+
+// spec: P3 (a retransmitted SYN keeps its SNAT port and endpoint)
+fn ct_syn_retransmit_keeps_entry(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1, 2, 3], &[]);
+    let f = tcp(net, net.client(), 40000, net.vip(), PORT, &syn(1));
+    let a = decode(&env.run(&f, Hook::WireIngress).1);
+    env.clock.advance_s(1);
+    let (o, out) = env.run(&f, Hook::WireIngress);
+    assert_eq!(o.event, Event::Established);
+    let b = decode(&out);
+    assert_eq!((a.src, a.ports(), a.dst), (b.src, b.ports(), b.dst));
+    assert_eq!(env.maps.ct_len(), 2);
+}
+
+// spec: P1 (fragments aimed at a VIP cannot be matched to a port)
+fn fragments(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let frag = |f: &[u8], more: bool, off: u16| {
+        if net.v6 {
+            ipv6_fragment(f, more, off)
+        } else {
+            ipv4_fragment(f, more, off)
+        }
+    };
+    let to_vip = udp(net, net.client(), 41000, net.vip(), 53, &[0; 64]);
+    let to_other = udp(net, net.client(), 41000, net.other(), 53, &[0; 64]);
+    for (more, off) in [(true, 0), (false, 8), (true, 8)] {
+        let (o, _) = env.run(&frag(&to_vip, more, off), Hook::WireIngress);
+        assert_eq!((o.verdict, o.event), (Verdict::Drop, Event::Fragment));
+        let f = frag(&to_other, more, off);
+        let (o, out) = env.run(&f, Hook::WireIngress);
+        assert_eq!((o.verdict, o.event), (Verdict::Pass, Event::Fragment));
+        assert_eq!(out, f);
+    }
+}
+
+// spec: P1 (malformed frames never translated, never read out of bounds)
+fn truncated_frames_pass_or_drop(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let to_vip = tcp(
+        net,
+        net.client(),
+        40000,
+        net.vip(),
+        PORT,
+        &seg(TCP_SYN, 1, 0, b"abcd"),
+    );
+    let to_other = tcp(
+        net,
+        net.client(),
+        40000,
+        net.other(),
+        PORT,
+        &seg(TCP_SYN, 1, 0, b"abcd"),
+    );
+    let ip_end = 14 + if net.v6 { 40 } else { 20 };
+    for cut in 0..to_vip.len() {
+        let f = &to_other[..cut];
+        let (o, out) = env.run(f, Hook::WireIngress);
+        assert_eq!(o.verdict, Verdict::Pass);
+        assert_eq!(out, f);
+        let (o, out) = env.run(&to_vip[..cut], Hook::WireIngress);
+        if cut >= ip_end {
+            // The IP header is readable: aimed at the VIP, dropped.
+            assert_eq!(
+                (o.verdict, o.event),
+                (Verdict::Drop, Event::Malformed),
+                "cut {cut}"
+            );
+        } else {
+            assert_eq!(o.verdict, Verdict::Pass);
+            assert_eq!(out, to_vip[..cut]);
+        }
+    }
+    // Ethernet padding after a complete packet is fine.
+    let mut padded = to_vip.clone();
+    padded.extend_from_slice(&[0; 16]);
+    assert_eq!(env.run(&padded, Hook::WireIngress).0.event, Event::NewFlow);
+}
+
+// spec: P2 (802.1Q tagged, and IPv4 options)
+fn vlan_tagged(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let f = vlan_tag(&tcp(net, net.client(), 40000, net.vip(), PORT, &syn(1)), 7);
+    let (o, out) = env.run(&f, Hook::WireIngress);
+    assert_eq!(o.event, Event::NewFlow);
+    let d = decode(&out);
+    assert_eq!(
+        (d.dst, d.ports().1, d.src),
+        (net.pod(1), TARGET, net.node())
+    );
+    if !net.v6 {
+        let f = with_ipv4_options(&tcp(net, net.client(), 40001, net.vip(), PORT, &syn(1)));
+        let (o, out) = env.run(&f, Hook::WireIngress);
+        assert_eq!(o.event, Event::NewFlow);
+        let d = decode(&out);
+        assert_eq!(
+            (d.dst, d.ports().1, d.src),
+            (net.pod(1), TARGET, net.node())
+        );
+    }
+}
+
+// spec: P3
+fn no_node_address(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let mut n = env.maps.node_config();
+    n.addr4 = [0; 16];
+    n.addr6 = [0; 16];
+    env.maps.set_node(n);
+    let f = tcp(net, net.client(), 40000, net.vip(), PORT, &syn(1));
+    let (o, _) = env.run(&f, Hook::WireIngress);
+    assert_eq!((o.verdict, o.event), (Verdict::Drop, Event::NoNodeAddr));
+}
+
+// spec: P3 (collision-free SNAT ports; exhaustion drops)
+fn no_snat_port(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let mut n = env.maps.node_config();
+    n.snat_port_min = 40000;
+    n.snat_port_max = 40000;
+    env.maps.set_node(n);
+    let a = tcp(net, net.client(), 40000, net.vip(), PORT, &syn(1));
+    assert_eq!(env.run(&a, Hook::WireIngress).0.event, Event::NewFlow);
+    let b = tcp(net, net.client_n(1), 40000, net.vip(), PORT, &syn(1));
+    let (o, _) = env.run(&b, Hook::WireIngress);
+    assert_eq!((o.verdict, o.event), (Verdict::Drop, Event::NoSnatPort));
+    // Once the first flow's entry expired its port is free again.
+    env.clock.advance_s(61);
+    assert_eq!(env.run(&b, Hook::WireIngress).0.event, Event::NewFlow);
+}
+
+#[test]
+fn events_have_names() {
+    let names: HashSet<_> = Event::ALL.iter().map(|e| e.name()).collect();
+    assert_eq!(names.len(), Event::ALL.len());
+    for (i, e) in Event::ALL.iter().enumerate() {
+        assert_eq!(e.index(), i);
+    }
+}

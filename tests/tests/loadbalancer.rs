@@ -342,6 +342,53 @@ fn wrong_port_not_balanced(engine: Engine, f: Family) {
     }
 }
 
+// spec: P3
+/// `Cluster` chooses among all ready pods cluster-wide: over 20 connections
+/// through node 1, pods on both nodes answer, and both see node 1's IP.
+fn cluster_spreads_over_nodes(engine: Engine, f: Family) {
+    let c = start(
+        "p3s",
+        engine,
+        f,
+        ClusterSpec::new(2).pod("web-1", 1).pod("web-2", 2).service(
+            web(Policy::Cluster)
+                .endpoint(EndpointSpec::ready("web-1"))
+                .endpoint(EndpointSpec::ready("web-2")),
+        ),
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        let (reply, peer) = ask(&c, "web", f, 80);
+        assert_eq!(reply.peer.ip(), f.node_ip(1), "P3: SNAT to node 1's IP");
+        assert_eq!(peer, c.vip("web", f, 80).expect("vip"));
+        seen.insert(reply.pod);
+    }
+    // Maglev over random source ports: one pod taking all 20 has odds 2^-19.
+    assert_eq!(seen.len(), 2, "both pods answered: {seen:?}");
+}
+
+// issue 2: sessionAffinity ClientIP
+/// With `sessionAffinity: ClientIP`, every connection of one client goes to
+/// the same pod.
+fn client_ip_affinity_sticks(engine: Engine, f: Family) {
+    let c = start(
+        "aff",
+        engine,
+        f,
+        ClusterSpec::new(1).pod("web-1", 1).pod("web-2", 1).service(
+            web(Policy::Cluster)
+                .affinity(60)
+                .endpoint(EndpointSpec::ready("web-1"))
+                .endpoint(EndpointSpec::ready("web-2")),
+        ),
+    );
+    let (first, _) = ask(&c, "web", f, 80);
+    for _ in 0..10 {
+        let (reply, _) = ask(&c, "web", f, 80);
+        assert_eq!(reply.pod, first.pod, "affinity keeps the client on one pod");
+    }
+}
+
 /// Instantiate every scenario for one engine and both families.
 macro_rules! instantiate {
     ($module:ident, $engine:expr, $($name:ident),* $(,)?) => {
@@ -393,6 +440,7 @@ engine_tests!(
     udp_reaches_pod,
     cluster_local_pod_sees_node_ip,
     cluster_remote_pod_sees_node_ip,
+    cluster_spreads_over_nodes,
     local_pod_sees_client_ip,
     local_without_local_pod_resets,
     no_endpoint_tcp_reset,
@@ -400,4 +448,5 @@ engine_tests!(
     only_terminating_endpoints_serve,
     established_survives_terminating,
     wrong_port_not_balanced,
+    client_ip_affinity_sticks,
 );

@@ -610,6 +610,20 @@ impl Cluster {
             .and_then(Agent::read_status)
     }
 
+    /// Stop node `i`'s agent (SIGTERM, then SIGKILL after the grace) and
+    /// return whether it exited by itself with success.
+    pub fn stop_agent(&mut self, i: usize) -> Result<bool> {
+        let a = i
+            .checked_sub(1)
+            .and_then(|j| self.agents.get_mut(j))
+            .ok_or_else(|| anyhow!("no agent on node {i}"))?;
+        if let Some(st) = a.child.try_wait()? {
+            bail!("agent of node-{i} had already exited ({st})");
+        }
+        stop_child(&mut a.child, TERM_GRACE);
+        Ok(a.child.try_wait()?.is_some_and(|st| st.success()))
+    }
+
     /// Route the client's VIP ranges through node `i`.
     pub fn route_vips_via(&mut self, i: usize) -> Result<()> {
         if i == 0 || i > self.spec.nodes {

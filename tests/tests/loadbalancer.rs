@@ -389,6 +389,47 @@ fn client_ip_affinity_sticks(engine: Engine, f: Family) {
     }
 }
 
+/// On SIGTERM the agent exits cleanly and gives the node back as it found
+/// it: `nic0` with its addresses in the node namespace, pods unplugged.
+fn agent_restores_node_on_sigterm(engine: Engine, f: Family) {
+    let mut c = start(
+        "term",
+        engine,
+        f,
+        ClusterSpec::new(1)
+            .pod("web-1", 1)
+            .service(web(Policy::Cluster).endpoint(EndpointSpec::ready("web-1"))),
+    );
+    let (reply, _) = ask(&c, "web", f, 80);
+    assert_eq!(reply.pod, "web-1");
+    assert!(
+        c.stop_agent(1).expect("agent running"),
+        "agent exits with success on SIGTERM"
+    );
+    let node = c.node(1).expect("node 1");
+    let addrs = node
+        .ip(&["-o", "addr", "show", "dev", "nic0"])
+        .expect("nic0 is back in the node namespace");
+    for fam in Family::BOTH {
+        assert!(
+            addrs.contains(&format!("{} ", fam.node_ip(1)))
+                || addrs.contains(&format!("{}/", fam.node_ip(1))),
+            "nic0 keeps {}: {addrs}",
+            fam.node_ip(1)
+        );
+    }
+    let links = c
+        .pod("web-1")
+        .expect("pod")
+        .ip(&["-o", "link", "show"])
+        .expect("pod links");
+    assert_eq!(
+        links.lines().count(),
+        1,
+        "only lo is left in the pod namespace: {links}"
+    );
+}
+
 /// Instantiate every scenario for one engine and both families.
 macro_rules! instantiate {
     ($module:ident, $engine:expr, $($name:ident),* $(,)?) => {
@@ -449,4 +490,5 @@ engine_tests!(
     established_survives_terminating,
     wrong_port_not_balanced,
     client_ip_affinity_sticks,
+    agent_restores_node_on_sigterm,
 );

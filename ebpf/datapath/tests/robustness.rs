@@ -329,7 +329,7 @@ fn random_and_mutated_frames() {
         Hook::FromPod,
     ];
     let mut buf = Vec::with_capacity(256);
-    let mut events = vec![0u64; Event::COUNT];
+    let mut events = [0u64; Event::COUNT];
     let (mut oob, mut checked) = (0u64, 0u64);
     let start = std::time::Instant::now();
     for i in 0..frames {

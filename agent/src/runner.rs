@@ -119,8 +119,9 @@ impl Runner {
             self.routes.push(*r);
         }
 
-        self.status.services = content.services.len();
-        self.status.endpoints = content.endpoints.len();
+        // Per-VIP marker entries (port 0) are not frontends.
+        self.status.services = content.tables.services.keys().filter(|k| k.port != 0).count();
+        self.status.endpoints = content.tables.endpoints.len();
         self.status.pods = self.pods.len();
         Ok(())
     }

@@ -3,9 +3,9 @@
 
 use sluice_agent::control::pods::{desired_pod_links, gateway4};
 use sluice_agent::control::routes::desired_routes;
-use sluice_agent::control::{build_content, to_addr, ControlError};
+use sluice_agent::control::{build_content, to_addr, ControlError, MapContent};
 use sluice_agent::state::parse_state;
-use sluice_datapath::maps::{EP_F_LOCAL, PROTO_TCP, PROTO_UDP, SVC_F_AFFINITY, SVC_F_LOCAL};
+use sluice_datapath::maps::{ServiceKey, ServiceValue, EP_F_LOCAL, PROTO_TCP, PROTO_UDP, SVC_F_AFFINITY, SVC_F_LOCAL};
 
 const NODES: &str = r#"
 apiVersion: v1
@@ -59,6 +59,17 @@ fn ep(ip: &str, node: &str, ready: bool, serving: bool, terminating: bool) -> St
     )
 }
 
+/// Frontends proper, without the per-VIP marker entries (port 0).
+fn real_services(c: &MapContent) -> impl Iterator<Item = (&ServiceKey, &ServiceValue)> {
+    c.tables.services.iter().filter(|(k, _)| k.port != 0)
+}
+
+fn only_service(c: &MapContent) -> ServiceValue {
+    let v: Vec<_> = real_services(c).map(|(_, v)| *v).collect();
+    assert_eq!(v.len(), 1, "exactly one frontend expected");
+    v[0]
+}
+
 fn ip4(s: &str) -> [u8; 16] {
     to_addr(s.parse().expect("test address"))
 }
@@ -69,8 +80,9 @@ fn frontend_key_is_vip_port_protocol() {
     let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&ep("198.19.1.10", "node-a", true, true, false)));
     let state = parse_state(&text).expect("valid state");
     let c = build_content(&state, "node-a").expect("content");
-    assert_eq!(c.services.len(), 1);
-    let (k, _) = &c.services[0];
+    let keys: Vec<_> = real_services(&c).map(|(k, _)| *k).collect();
+    assert_eq!(keys.len(), 1);
+    let k = keys[0];
     assert_eq!(k.addr, ip4("198.18.100.1"));
     assert_eq!(k.port, 80);
     assert_eq!(k.proto, PROTO_TCP);
@@ -81,10 +93,10 @@ fn endpoints_carry_the_slice_target_port() {
     // spec: P2
     let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&ep("198.19.2.10", "node-b", true, true, false)));
     let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
-    assert_eq!(c.endpoints.len(), 1);
-    assert_eq!(c.endpoints[0].addr, ip4("198.19.2.10"));
-    assert_eq!(c.endpoints[0].port, 8080);
-    assert_eq!(c.endpoints[0].flags & EP_F_LOCAL, 0, "node-b's pod is remote for node-a");
+    assert_eq!(c.tables.endpoints.len(), 1);
+    assert_eq!(c.tables.endpoints[0].addr, ip4("198.19.2.10"));
+    assert_eq!(c.tables.endpoints[0].port, 8080);
+    assert_eq!(c.tables.endpoints[0].flags & EP_F_LOCAL, 0, "node-b's pod is remote for node-a");
 }
 
 #[test]
@@ -93,7 +105,7 @@ fn cluster_policy_sees_every_node_and_snats_to_node_ip() {
     let eps = ep("198.19.1.10", "node-a", true, true, false) + &ep("198.19.2.10", "node-b", true, true, false);
     let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&eps));
     let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
-    let (_, v) = c.services[0];
+    let v = only_service(&c);
     assert_eq!(v.flags & SVC_F_LOCAL, 0);
     assert_eq!(v.ready, 2);
     assert_eq!(c.node.addr4, ip4("198.18.0.11"));
@@ -107,13 +119,13 @@ fn local_policy_sees_only_this_nodes_endpoints() {
     let text = format!("{NODES}{}{}", service("Local", ""), slice(&eps));
     let state = parse_state(&text).expect("valid");
     let a = build_content(&state, "node-a").expect("content");
-    let (_, v) = a.services[0];
+    let v = only_service(&a);
     assert_ne!(v.flags & SVC_F_LOCAL, 0);
     assert_eq!(v.ready, 1);
-    assert_eq!(a.endpoints[v.ep_base as usize].addr, ip4("198.19.1.10"));
-    assert_ne!(a.endpoints[v.ep_base as usize].flags & EP_F_LOCAL, 0);
+    assert_eq!(a.tables.endpoints[v.ep_base as usize].addr, ip4("198.19.1.10"));
+    assert_ne!(a.tables.endpoints[v.ep_base as usize].flags & EP_F_LOCAL, 0);
     let b = build_content(&state, "node-b").expect("content");
-    assert_eq!(b.endpoints[b.services[0].1.ep_base as usize].addr, ip4("198.19.2.10"));
+    assert_eq!(b.tables.endpoints[only_service(&b).ep_base as usize].addr, ip4("198.19.2.10"));
 }
 
 #[test]
@@ -125,13 +137,13 @@ fn slots_are_ready_first_then_serving_terminating() {
         + &ep("198.19.1.13", "node-a", false, false, false); // failing readiness
     let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&eps));
     let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
-    let (_, v) = c.services[0];
+    let v = only_service(&c);
     assert_eq!((v.ready, v.terminating), (1, 1));
     let base = v.ep_base as usize;
-    assert_eq!(c.endpoints[base].addr, ip4("198.19.1.11"));
-    assert_eq!(c.endpoints[base + 1].addr, ip4("198.19.1.10"));
+    assert_eq!(c.tables.endpoints[base].addr, ip4("198.19.1.11"));
+    assert_eq!(c.tables.endpoints[base + 1].addr, ip4("198.19.1.10"));
     // Maglev covers the ready endpoint only, every entry points at slot 0.
-    let m = &c.maglev[v.maglev_base as usize..(v.maglev_base + v.maglev_size) as usize];
+    let m = &c.tables.maglev[v.maglev_base as usize..(v.maglev_base + v.maglev_size) as usize];
     assert!(m.iter().all(|&s| s == 0));
 }
 
@@ -140,7 +152,7 @@ fn nothing_serving_leaves_an_empty_frontend() {
     // spec: P6 (the program answers with a reset when both counts are zero)
     let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&ep("198.19.1.10", "node-a", false, false, false)));
     let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
-    let (_, v) = c.services[0];
+    let v = only_service(&c);
     assert_eq!((v.ready, v.terminating, v.maglev_size), (0, 0, 0));
 }
 
@@ -149,19 +161,19 @@ fn maglev_table_is_prime_and_at_least_100x_the_ready_endpoints() {
     let eps: String = (10..20).map(|i| ep(&format!("198.19.1.{i}"), "node-a", true, true, false)).collect();
     let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&eps));
     let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
-    let (_, v) = c.services[0];
+    let v = only_service(&c);
     assert!(v.maglev_size >= 100 * v.ready);
     assert!((2..v.maglev_size).take_while(|d| d * d <= v.maglev_size).all(|d| v.maglev_size % d != 0));
     // Every node computes the same table for the same endpoints.
     let b = build_content(&parse_state(&text).expect("valid"), "node-b").expect("content");
-    assert_eq!(c.maglev, b.maglev);
+    assert_eq!(c.tables.maglev, b.tables.maglev);
 }
 
 #[test]
 fn session_affinity_client_ip_defaults_to_three_hours() {
     let text = format!("{NODES}{}{}", service("Cluster", "sessionAffinity: ClientIP"), slice(&ep("198.19.1.10", "node-a", true, true, false)));
     let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
-    let (_, v) = c.services[0];
+    let v = only_service(&c);
     assert_ne!(v.flags & SVC_F_AFFINITY, 0);
     assert_eq!(v.affinity_timeout_s, 10_800);
 }
@@ -188,15 +200,13 @@ endpoints: [{{addresses: ["fd00:19:1::10"], nodeName: node-a}}]
 "#
     );
     let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
-    assert_eq!(c.services.len(), 2);
-    let v6 = c
-        .services
-        .iter()
+    assert_eq!(real_services(&c).count(), 2);
+    let v6 = real_services(&c)
         .find(|(k, _)| k.addr == to_addr("fd00:18:100::2".parse().expect("v6")))
         .expect("v6 frontend");
     assert_eq!(v6.0.proto, PROTO_UDP);
     assert_eq!(v6.1.ready, 1, "conditions default to ready");
-    let v4 = c.services.iter().find(|(k, _)| k.addr == ip4("198.18.100.2")).expect("v4 frontend");
+    let v4 = real_services(&c).find(|(k, _)| k.addr == ip4("198.18.100.2")).expect("v4 frontend");
     assert_eq!(v4.1.ready, 0, "IPv6 endpoints never serve an IPv4 VIP");
 }
 

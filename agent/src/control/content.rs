@@ -1,16 +1,15 @@
 //! Desired state to map content: the services, endpoint slots and Maglev
 //! windows this node's packet program must see.
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::net::IpAddr;
 
-use sluice_datapath::host::maglev::{build_maglev, maglev_table_size};
+use sluice_datapath::host::{ServiceSpec, ServiceTables};
 use sluice_datapath::maps::{
-    Addr, Endpoint, NodeConfig, ServiceKey, ServiceValue, EP_F_LOCAL, SVC_F_AFFINITY, SVC_F_LOCAL,
+    Endpoint, NodeConfig, ServiceKey, EP_F_LOCAL, SVC_F_AFFINITY, SVC_F_LOCAL,
 };
 
-use super::{stable_hash, to_addr};
+use super::to_addr;
 use crate::state::{DesiredState, EndpointInfo, ServiceInfo, ServicePortInfo, TargetPort, TrafficPolicy};
 
 /// SNAT source ports. Above the kernel's default ephemeral range
@@ -21,12 +20,12 @@ pub const SNAT_PORT_MAX: u16 = 65_535;
 
 /// Everything the control side writes into the packet program's maps, as one
 /// value so an engine can swap it in atomically.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct MapContent {
     pub node: NodeConfig,
-    pub services: Vec<(ServiceKey, ServiceValue)>,
-    pub endpoints: Vec<Endpoint>,
-    pub maglev: Vec<u32>,
+    /// Services, endpoint slots (ready first) and Maglev windows, laid out
+    /// by the datapath's own builder so both engines read the same layout.
+    pub tables: ServiceTables,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +56,19 @@ pub fn build_content(state: &DesiredState, node_name: &str) -> Result<MapContent
     if node.addrs.is_empty() {
         return Err(ControlError::NoNodeAddress(node_name.to_string()));
     }
-    let mut out = MapContent {
+    // BTreeMap order: the same file gives the same layout on every node.
+    let specs: Vec<ServiceSpec> = state
+        .services
+        .values()
+        .flat_map(|svc| {
+            svc.ports.iter().flat_map(move |port| {
+                svc.vips
+                    .iter()
+                    .map(move |vip| frontend(svc, port, *vip, node_name))
+            })
+        })
+        .collect();
+    Ok(MapContent {
         node: NodeConfig {
             addr4: node.addr_v4().map(to_addr).unwrap_or([0; 16]),
             addr6: node.addr_v6().map(to_addr).unwrap_or([0; 16]),
@@ -65,28 +76,11 @@ pub fn build_content(state: &DesiredState, node_name: &str) -> Result<MapContent
             snat_port_max: SNAT_PORT_MAX,
             _pad: 0,
         },
-        ..MapContent::default()
-    };
-    let mut used_ids = BTreeSet::new();
-    // BTreeMap order: the same file gives the same layout on every node.
-    for svc in state.services.values() {
-        for port in &svc.ports {
-            for vip in &svc.vips {
-                add_frontend(&mut out, &mut used_ids, svc, port, *vip, node_name);
-            }
-        }
-    }
-    Ok(out)
+        tables: ServiceTables::build(&specs),
+    })
 }
 
-fn add_frontend(
-    out: &mut MapContent,
-    used_ids: &mut BTreeSet<u32>,
-    svc: &ServiceInfo,
-    port: &ServicePortInfo,
-    vip: IpAddr,
-    node_name: &str,
-) {
+fn frontend(svc: &ServiceInfo, port: &ServicePortInfo, vip: IpAddr, node_name: &str) -> ServiceSpec {
     let mut ready: Vec<Endpoint> = Vec::new();
     let mut terminating: Vec<Endpoint> = Vec::new();
     for ep in &svc.endpoints {
@@ -115,17 +109,6 @@ fn add_frontend(
             push_unique(&mut terminating, slot);
         }
     }
-
-    let id = unique_id(
-        used_ids,
-        &format!(
-            "{}/{}/{}/{}",
-            svc.key,
-            port.name,
-            port.protocol.as_str(),
-            vip
-        ),
-    );
     let mut flags = 0;
     if svc.policy == TrafficPolicy::Local {
         flags |= SVC_F_LOCAL;
@@ -133,38 +116,20 @@ fn add_frontend(
     if svc.affinity_timeout_s.is_some() {
         flags |= SVC_F_AFFINITY;
     }
-    let ep_base = out.endpoints.len() as u32;
-    let (maglev_base, maglev_size) = if ready.is_empty() {
-        (0, 0)
-    } else {
-        let size = maglev_table_size(ready.len());
-        let ids: Vec<(Addr, u16)> = ready.iter().map(|e| (e.addr, e.port)).collect();
-        let table = build_maglev(&ids, size);
-        let base = out.maglev.len() as u32;
-        out.maglev.extend_from_slice(&table);
-        (base, size)
-    };
-    let value = ServiceValue {
-        id,
-        flags,
-        ep_base,
-        ready: ready.len() as u32,
-        terminating: terminating.len() as u32,
-        maglev_base,
-        maglev_size,
-        affinity_timeout_s: svc.affinity_timeout_s.unwrap_or(0),
-    };
-    out.endpoints.extend(ready);
-    out.endpoints.extend(terminating);
-    out.services.push((
-        ServiceKey {
+    ServiceSpec {
+        key: ServiceKey {
             addr: to_addr(vip),
             port: port.port,
             proto: port.protocol.number(),
             _pad: 0,
         },
-        value,
-    ));
+        // Derived from the frontend key: stable across resyncs and nodes.
+        id: 0,
+        flags,
+        affinity_timeout_s: svc.affinity_timeout_s.unwrap_or(0),
+        ready,
+        terminating,
+    }
 }
 
 /// kube-proxy's rule: the endpoint's port is the EndpointSlice port with the
@@ -184,14 +149,4 @@ fn push_unique(v: &mut Vec<Endpoint>, e: Endpoint) {
     if !v.iter().any(|x| x.addr == e.addr && x.port == e.port) {
         v.push(e);
     }
-}
-
-/// Service ids key session affinity, so they must survive unrelated edits:
-/// derived from the frontend's identity, probing past the rare collision.
-fn unique_id(used: &mut BTreeSet<u32>, ident: &str) -> u32 {
-    let mut id = stable_hash(ident).max(1);
-    while !used.insert(id) {
-        id = id.wrapping_add(1).max(1);
-    }
-    id
 }

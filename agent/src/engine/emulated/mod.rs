@@ -1,0 +1,540 @@
+//! The emulated engine: the packet program in user space, at the same hooks
+//! a TC program would use (`docs/architecture.md`, "The emulated engine").
+//!
+//! Start, in the node namespace (the calling thread's):
+//! 1. capture `nic`'s MAC, MTU, addresses and main-table routes;
+//! 2. create a private *wire* namespace and move the real link into it (up,
+//!    no addresses, IPv6 off: silent);
+//! 3. create a TAP named `nic` with the same MAC and MTU in the node
+//!    namespace and give it the captured addresses and routes;
+//! 4. relay: wire `AF_PACKET` → program (`WireIngress`) → TAP, and TAP →
+//!    program (`WireEgress`) → wire.
+//!
+//! Pods: a veth whose pod end is created in the pod's namespace and whose
+//! host end lives in the wire namespace, relayed to a node-side TAP named
+//! `host_ifname`: pod → program (`FromPod`) → TAP; TAP → pod untouched.
+//!
+//! Every step registers its undo before the next one runs, so a failed
+//! start, [`Engine::shutdown`] and `Drop` all leave the node as it was.
+
+mod offload;
+mod relay;
+mod sys;
+
+pub use offload::{complete_csum, segment_tcp, VnetHdr, VNET_HDR_LEN};
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use sluice_datapath::host::ServiceTables;
+use sluice_datapath::maps::vip_marker_key;
+use tracing::{info, warn};
+
+use super::{Engine, MapContent, PodLink};
+use crate::netlink::snapshot::LinkSnapshot;
+use crate::netlink::{netns_add, netns_del, sysctl, Netns};
+use relay::{PodIo, Relay, Shared};
+
+static ENGINE_SEQ: AtomicU32 = AtomicU32::new(0);
+
+struct Wire {
+    name: String,
+    ns: Netns,
+}
+
+pub struct EmulatedEngine {
+    nic: String,
+    node: Netns,
+    snapshot: LinkSnapshot,
+    wire: Option<Wire>,
+    /// The real link is in the wire namespace and must go back.
+    link_moved: bool,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    pods: BTreeMap<String, PodLink>,
+    done: bool,
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(40)
+        .collect()
+}
+
+impl EmulatedEngine {
+    /// Take over `nic` in the calling thread's network namespace.
+    pub fn start(nic: &str, node_name: &str) -> Result<Self> {
+        let node = Netns::current().context("opening the node network namespace")?;
+        let snapshot = LinkSnapshot::capture(&node, nic)
+            .with_context(|| format!("reading the configuration of {nic}"))?;
+        let wake = sys::eventfd()?;
+        let mut e = EmulatedEngine {
+            nic: nic.to_string(),
+            node,
+            snapshot,
+            wire: None,
+            link_moved: false,
+            shared: Arc::new(Shared::new(wake)),
+            thread: None,
+            pods: BTreeMap::new(),
+            done: false,
+        };
+        // On error `e` drops here and its Drop undoes what was done.
+        e.take_over(node_name)?;
+        info!(nic, wire_ns = %e.wire.as_ref().map_or("", |w| w.name.as_str()), "emulated datapath started");
+        Ok(e)
+    }
+
+    fn wire(&self) -> Result<&Netns> {
+        self.wire
+            .as_ref()
+            .map(|w| &w.ns)
+            .ok_or_else(|| anyhow!("the wire namespace is gone"))
+    }
+
+    fn take_over(&mut self, node_name: &str) -> Result<()> {
+        let nic = self.nic.clone();
+        self.node
+            .run(sysctl::prepare_node)?
+            .context("setting the node's forwarding sysctls")?;
+
+        let name = format!(
+            "sluice-w-{}-{}-{}",
+            sanitize(node_name),
+            std::process::id(),
+            ENGINE_SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let _ = netns_del(&name);
+        let ns = netns_add(&name).context("creating the wire namespace")?;
+        self.wire = Some(Wire { name, ns });
+        let wire_path = self
+            .wire
+            .as_ref()
+            .map(|w| w.ns.proc_path())
+            .ok_or_else(|| anyhow!("no wire namespace"))?;
+
+        self.node
+            .ip(&[
+                "link",
+                "set",
+                "dev",
+                &nic,
+                "netns",
+                &wire_path.to_string_lossy(),
+            ])
+            .with_context(|| format!("moving {nic} into the wire namespace"))?;
+        self.link_moved = true;
+
+        let wire = self.wire()?;
+        let n = nic.clone();
+        wire.run(move || sysctl::disable_ipv6(&n, true))?
+            .with_context(|| format!("silencing IPv6 on {nic} in the wire namespace"))?;
+        wire.ip(&["link", "set", "dev", &nic, "up"])
+            .with_context(|| format!("setting {nic} up in the wire namespace"))?;
+        let n = nic.clone();
+        let wire_sock = wire
+            .run(move || sys::open_packet_socket(&n))?
+            .with_context(|| format!("opening the wire socket on {nic}"))?;
+
+        let n = nic.clone();
+        let tap = self
+            .node
+            .run(move || sys::open_tap(&n))?
+            .with_context(|| format!("creating the TAP {nic} in the node namespace"))?;
+        let mtu = self.snapshot.mtu.to_string();
+        self.node
+            .ip(&[
+                "link",
+                "set",
+                "dev",
+                &nic,
+                "address",
+                &self.snapshot.mac,
+                "mtu",
+                &mtu,
+            ])
+            .with_context(|| format!("setting MAC and MTU of the TAP {nic}"))?;
+        let n = nic.clone();
+        self.node
+            .run(move || sysctl::prepare_uplink(&n))?
+            .with_context(|| format!("setting sysctls of the TAP {nic}"))?;
+        if self.snapshot.up {
+            self.node
+                .ip(&["link", "set", "dev", &nic, "up"])
+                .with_context(|| format!("setting the TAP {nic} up"))?;
+        }
+        self.snapshot.restore(&self.node, &nic).with_context(|| {
+            format!("giving the TAP {nic} the addresses and routes of the link")
+        })?;
+
+        let relay = Relay {
+            shared: self.shared.clone(),
+            wire: wire_sock,
+            tap,
+        };
+        let h = std::thread::Builder::new()
+            .name(format!("sluice-relay-{nic}"))
+            .spawn(move || relay.run())
+            .context("spawning the relay thread")?;
+        self.thread = Some(h);
+        Ok(())
+    }
+
+    fn plug(&mut self, pod: &PodLink) -> Result<()> {
+        let host = pod.host_ifname.as_str();
+        let peer = pod.pod_ifname.as_str();
+        let wire = self.wire()?;
+        let pod_ns = Netns::open(&pod.netns)?;
+
+        // Leftovers of an earlier agent (or of a failed plug).
+        let _ = wire.del_link_if_exists(host);
+        let _ = pod_ns.del_link_if_exists(peer);
+        let _ = self.node.del_link_if_exists(host);
+
+        wire.ip(&[
+            "link",
+            "add",
+            host,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            peer,
+            "netns",
+            &pod_ns.proc_path().to_string_lossy(),
+        ])
+        .with_context(|| format!("creating the veth {host}/{peer}"))?;
+        let h = host.to_string();
+        wire.run(move || sysctl::disable_ipv6(&h, true))??;
+        wire.ip(&["link", "set", "dev", host, "up"])?;
+
+        // Pod side.
+        pod_ns.ip(&["link", "set", "dev", "lo", "up"])?;
+        let p = peer.to_string();
+        pod_ns
+            .run(move || sys::disable_tx_offloads(&p))?
+            .with_context(|| format!("disabling offloads on {peer} in the pod"))?;
+        pod_ns.ip(&["link", "set", "dev", peer, "up"])?;
+        if let Some(v4) = pod.ipv4 {
+            pod_ns.ip(&["addr", "replace", &format!("{v4}/32"), "dev", peer])?;
+            if let Some(gw) = pod.gateway4 {
+                let gw = gw.to_string();
+                pod_ns.ip(&["route", "replace", &gw, "dev", peer, "scope", "link"])?;
+                pod_ns.ip(&["route", "replace", "default", "via", &gw, "dev", peer])?;
+            }
+        }
+        if let Some(v6) = pod.ipv6 {
+            pod_ns.ip(&[
+                "addr",
+                "replace",
+                &format!("{v6}/128"),
+                "dev",
+                peer,
+                "nodad",
+            ])?;
+            pod_ns.ip(&[
+                "-6", "route", "replace", "default", "via", "fe80::1", "dev", peer,
+            ])?;
+        }
+
+        // Node side.
+        let h = host.to_string();
+        let tap = self
+            .node
+            .run(move || sys::open_tap(&h))?
+            .with_context(|| format!("creating the TAP {host}"))?;
+        let h = host.to_string();
+        self.node.run(move || sysctl::prepare_link(&h))??;
+        self.node.ip(&["link", "set", "dev", host, "up"])?;
+        if let Some(gw) = pod.gateway4 {
+            self.node
+                .ip(&["addr", "replace", &format!("{gw}/32"), "dev", host])?;
+        }
+        self.node
+            .ip(&["addr", "replace", "fe80::1/64", "dev", host, "nodad"])?;
+        if let Some(v4) = pod.ipv4 {
+            self.node
+                .ip(&["route", "replace", &format!("{v4}/32"), "dev", host])?;
+        }
+        if let Some(v6) = pod.ipv6 {
+            self.node
+                .ip(&["-6", "route", "replace", &format!("{v6}/128"), "dev", host])?;
+        }
+
+        let h = host.to_string();
+        let sock = wire
+            .run(move || sys::open_packet_socket(&h))?
+            .with_context(|| format!("opening the socket on {host}"))?;
+        self.shared.pods().push(Arc::new(PodIo {
+            key: pod.key.clone(),
+            sock,
+            tap,
+        }));
+        self.shared.pods_changed();
+        Ok(())
+    }
+
+    fn unplug(&mut self, pod: &PodLink) -> Result<()> {
+        let before = {
+            let mut pods = self.shared.pods();
+            let n = pods.len();
+            pods.retain(|p| p.key != pod.key);
+            n != pods.len()
+        };
+        if before {
+            // Wait until the loop let go of the fds, so the TAP goes with them.
+            self.shared.pods_changed();
+        }
+        let mut first: Option<anyhow::Error> = None;
+        if let Ok(w) = self.wire() {
+            if let Err(e) = w.del_link_if_exists(&pod.host_ifname) {
+                first.get_or_insert(e);
+            }
+        }
+        wait_gone(&self.node, &pod.host_ifname);
+        if let Err(e) = self.node.del_link_if_exists(&pod.host_ifname) {
+            first.get_or_insert(e);
+        }
+        match first {
+            Some(e) => Err(e.context(format!("unplugging pod {}", pod.key))),
+            None => Ok(()),
+        }
+    }
+
+    /// Undo everything, best effort; the first error is returned.
+    fn teardown(&mut self) -> Result<()> {
+        if self.done {
+            return Ok(());
+        }
+        self.done = true;
+        let mut errors: Vec<String> = Vec::new();
+        let mut note = |r: Result<()>| {
+            if let Err(e) = r {
+                let s = format!("{e:#}");
+                warn!(error = %s, "emulated datapath teardown");
+                errors.push(s);
+            }
+        };
+
+        // Stop the loop; its fds (wire socket, nic TAP) close with it.
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.wake();
+        if let Some(h) = self.thread.take() {
+            if h.join().is_err() {
+                note(Err(anyhow!("the relay thread panicked")));
+            }
+        }
+        for pod in std::mem::take(&mut self.pods).into_values() {
+            note(self.unplug(&pod));
+        }
+        self.shared.pods().clear();
+
+        let nic = self.nic.clone();
+        if self.link_moved {
+            wait_gone(&self.node, &nic);
+            note(
+                self.node
+                    .del_link_if_exists(&nic)
+                    .with_context(|| format!("removing the TAP {nic}")),
+            );
+            let back = self.wire().and_then(|w| {
+                w.ip(&[
+                    "link",
+                    "set",
+                    "dev",
+                    &nic,
+                    "netns",
+                    &self.node.proc_path().to_string_lossy(),
+                ])
+                .with_context(|| format!("moving {nic} back to the node namespace"))
+            });
+            match back {
+                Ok(_) => {
+                    self.link_moved = false;
+                    note(self.restore_link());
+                }
+                Err(e) => note(Err(e)),
+            }
+        }
+        if let Some(w) = self.wire.take() {
+            let name = w.name.clone();
+            drop(w);
+            note(netns_del(&name));
+        }
+        if errors.is_empty() {
+            info!(nic = %self.nic, "emulated datapath stopped; {} restored", self.nic);
+            Ok(())
+        } else {
+            bail!("stopping the emulated datapath: {}", errors.join("; "))
+        }
+    }
+
+    fn restore_link(&self) -> Result<()> {
+        let nic = self.nic.clone();
+        if let Some(v) = self.snapshot.disable_ipv6.clone() {
+            let n = nic.clone();
+            self.node
+                .run(move || sysctl::set(&["net", "ipv6", "conf", &n, "disable_ipv6"], &v))??;
+        }
+        let mtu = self.snapshot.mtu.to_string();
+        self.node
+            .ip(&["link", "set", "dev", &nic, "mtu", &mtu])
+            .with_context(|| format!("restoring the MTU of {nic}"))?;
+        if self.snapshot.up {
+            self.node
+                .ip(&["link", "set", "dev", &nic, "up"])
+                .with_context(|| format!("setting {nic} up"))?;
+        }
+        self.snapshot.restore(&self.node, &nic)
+    }
+}
+
+/// A TAP disappears once its last fd closes; give the kernel a moment.
+fn wait_gone(ns: &Netns, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while ns.link_exists(name) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Check a content's slot and Maglev windows (the program bounds-checks
+/// every read anyway; this catches a broken layout at sync time, by name),
+/// then add the VIP markers that let it drop port-less fragments.
+fn tables_from(content: &MapContent) -> Result<ServiceTables> {
+    let t = &content.tables;
+    let n_ep = t.endpoints.len() as u64;
+    let n_mg = t.maglev.len() as u64;
+    for (k, v) in &t.services {
+        let ep_end = u64::from(v.ep_base) + u64::from(v.ready) + u64::from(v.terminating);
+        if ep_end > n_ep {
+            bail!(
+                "service {:?}:{} has endpoint slots {}..{} past the {} endpoints",
+                k.addr,
+                k.port,
+                v.ep_base,
+                ep_end,
+                n_ep
+            );
+        }
+        if v.ready > 0 && u64::from(v.maglev_base) + u64::from(v.maglev_size) > n_mg {
+            bail!(
+                "service {:?}:{} has a Maglev window past the table ({} entries)",
+                k.addr,
+                k.port,
+                n_mg
+            );
+        }
+    }
+    let mut out = t.clone();
+    let vips: Vec<_> = t.services.keys().map(|k| k.addr).collect();
+    for a in vips {
+        out.services.entry(vip_marker_key(&a)).or_default();
+    }
+    Ok(out)
+}
+
+impl Engine for EmulatedEngine {
+    fn kind(&self) -> &'static str {
+        "emulated"
+    }
+
+    fn apply(&mut self, content: &MapContent) -> Result<()> {
+        let tables = tables_from(content).context("checking the map content")?;
+        let mut maps = self.shared.maps();
+        maps.set_node(content.node);
+        maps.replace_services(tables);
+        Ok(())
+    }
+
+    fn plug_pod(&mut self, pod: &PodLink) -> Result<()> {
+        if let Some(old) = self.pods.get(&pod.key).cloned() {
+            if old == *pod {
+                return Ok(());
+            }
+            self.unplug(&old)?;
+            self.pods.remove(&pod.key);
+        }
+        if let Err(e) = self.plug(pod) {
+            let _ = self.unplug(pod);
+            return Err(e.context(format!("plugging pod {}", pod.key)));
+        }
+        self.pods.insert(pod.key.clone(), pod.clone());
+        info!(pod = %pod.key, link = %pod.host_ifname, "pod plugged");
+        Ok(())
+    }
+
+    fn unplug_pod(&mut self, key: &str) -> Result<()> {
+        let Some(pod) = self.pods.remove(key) else {
+            return Ok(());
+        };
+        self.unplug(&pod)?;
+        info!(pod = %key, "pod unplugged");
+        Ok(())
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.shared.counters.list()
+    }
+
+    fn shutdown(mut self: Box<Self>) -> Result<()> {
+        self.teardown()
+    }
+}
+
+impl Drop for EmulatedEngine {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_datapath::maps::{v4_mapped, Endpoint, ServiceKey, ServiceValue, PROTO_TCP};
+
+    #[test]
+    fn content_windows_are_checked() {
+        let key = ServiceKey {
+            addr: v4_mapped([198, 18, 100, 1]),
+            port: 80,
+            proto: PROTO_TCP,
+            _pad: 0,
+        };
+        let mut c = MapContent::default();
+        c.tables.services.insert(
+            key,
+            ServiceValue {
+                id: 1,
+                ep_base: 0,
+                ready: 1,
+                maglev_size: 251,
+                ..Default::default()
+            },
+        );
+        c.tables.endpoints = vec![Endpoint::default()];
+        c.tables.maglev = vec![0; 251];
+        let t = tables_from(&c).unwrap();
+        assert_eq!(t.services.len(), 2, "service and its VIP marker");
+        c.tables.maglev.truncate(100);
+        assert!(tables_from(&c).is_err());
+        c.tables.maglev = vec![0; 251];
+        c.tables.endpoints.clear();
+        assert!(tables_from(&c).is_err());
+    }
+
+    #[test]
+    fn wire_namespace_names_are_safe() {
+        assert_eq!(sanitize("node/a b.c"), "node-a-b-c");
+    }
+}

@@ -1,0 +1,410 @@
+//! The relay loop: one thread polling the wire socket, the `nic0` TAP, every
+//! pod's socket and TAP, and a wakeup eventfd. Every frame crossing a hook
+//! runs the packet program; the maps are shared with `apply()` behind a
+//! mutex taken once per batch.
+//!
+//! I/O is plain non-blocking `recv`/`write` in batches (no mmap rings yet).
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use sluice_datapath::env::Clock;
+use sluice_datapath::host::{FramePacket, HostMaps, SystemClock};
+use sluice_datapath::{process, Event, Hook, Verdict};
+use tracing::{debug, warn};
+
+use super::offload::{self, VnetHdr, VNET_HDR_LEN};
+use super::sys;
+
+/// Frames read per fd before moving to the next one.
+const BATCH: usize = 64;
+/// Room for a 64 KiB GSO super-frame, its vnet header, and growth.
+const BUF_LEN: usize = VNET_HDR_LEN + 65_536 + 512;
+const AFFINITY_MAX_AGE_NS: u64 = 86_400 * 1_000_000_000;
+
+macro_rules! engine_counters {
+    ($($field:ident => $name:literal,)*) => {
+        #[derive(Default)]
+        pub struct EngineCounters { $(pub $field: AtomicU64,)* }
+        impl EngineCounters {
+            fn list(&self) -> Vec<(&'static str, u64)> {
+                vec![$(($name, self.$field.load(Ordering::Relaxed)),)*]
+            }
+        }
+    };
+}
+
+engine_counters! {
+    csum_completed => "engine_csum_completed",
+    gso_frames => "engine_gso_frames",
+    gso_segments => "engine_gso_segments",
+    offload_dropped => "engine_offload_dropped",
+    rx_truncated => "engine_rx_truncated",
+    rx_errors => "engine_rx_errors",
+    tx_dropped => "engine_tx_dropped",
+    tx_errors => "engine_tx_errors",
+    panics => "engine_panics",
+    ct_expired => "engine_ct_expired",
+}
+
+#[derive(Default)]
+pub struct Counters {
+    events: [AtomicU64; Event::COUNT],
+    pass: AtomicU64,
+    drop: AtomicU64,
+    pub engine: EngineCounters,
+}
+
+impl Counters {
+    fn count(&self, event: Event, verdict: Verdict) {
+        if let Some(c) = self.events.get(event.index()) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        match verdict {
+            Verdict::Pass => &self.pass,
+            Verdict::Drop => &self.drop,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn list(&self) -> Vec<(&'static str, u64)> {
+        let mut v: Vec<(&'static str, u64)> = Event::ALL
+            .iter()
+            .map(|e| {
+                (
+                    e.name(),
+                    self.events
+                        .get(e.index())
+                        .map_or(0, |c| c.load(Ordering::Relaxed)),
+                )
+            })
+            .collect();
+        v.push(("verdict_pass", self.pass.load(Ordering::Relaxed)));
+        v.push(("verdict_drop", self.drop.load(Ordering::Relaxed)));
+        v.extend(self.engine.list());
+        v
+    }
+}
+
+/// A plugged pod as the loop sees it.
+pub struct PodIo {
+    pub key: String,
+    /// `AF_PACKET` on the pod link's host end (in the wire namespace).
+    pub sock: OwnedFd,
+    /// The node-side TAP.
+    pub tap: OwnedFd,
+}
+
+pub struct Shared {
+    pub maps: Mutex<HostMaps>,
+    pub counters: Counters,
+    pub stop: AtomicBool,
+    pub wake: OwnedFd,
+    pub pods: Mutex<Vec<Arc<PodIo>>>,
+    /// Bumped on every change of `pods`; the loop publishes the generation it
+    /// runs with in `pods_seen`.
+    pub pods_gen: AtomicU64,
+    pub pods_seen: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(wake: OwnedFd) -> Self {
+        Shared {
+            maps: Mutex::new(HostMaps::new()),
+            counters: Counters::default(),
+            stop: AtomicBool::new(false),
+            wake,
+            pods: Mutex::new(Vec::new()),
+            pods_gen: AtomicU64::new(0),
+            pods_seen: AtomicU64::new(0),
+        }
+    }
+
+    pub fn maps(&self) -> MutexGuard<'_, HostMaps> {
+        self.maps.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn pods(&self) -> MutexGuard<'_, Vec<Arc<PodIo>>> {
+        self.pods.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn wake(&self) {
+        sys::eventfd_signal(self.wake.as_raw_fd());
+    }
+
+    /// Tell the loop the pod set changed and wait (bounded) until it runs
+    /// with the new set, so fds removed from it are no longer in use.
+    pub fn pods_changed(&self) {
+        let gen = self.pods_gen.fetch_add(1, Ordering::SeqCst) + 1;
+        self.wake();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.pods_seen.load(Ordering::SeqCst) < gen && Instant::now() < deadline {
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// Where a frame goes after the program passed it.
+#[derive(Clone, Copy)]
+enum Out {
+    /// A TAP: the bare frame.
+    Tap(RawFd),
+    /// An `AF_PACKET` socket with vnet headers: a zero header, then the frame.
+    Sock(RawFd),
+}
+
+pub struct Relay {
+    pub shared: Arc<Shared>,
+    /// `AF_PACKET` on the real `nic0` (in the wire namespace).
+    pub wire: OwnedFd,
+    /// The TAP named `nic0` in the node namespace.
+    pub tap: OwnedFd,
+}
+
+struct Worker<'a> {
+    shared: &'a Shared,
+    clock: SystemClock,
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+    logged_errors: u32,
+}
+
+impl Relay {
+    pub fn run(self) {
+        let shared = self.shared.clone();
+        let mut w = Worker {
+            shared: &shared,
+            clock: SystemClock::new(),
+            buf: vec![0u8; BUF_LEN],
+            scratch: vec![0u8; BUF_LEN],
+            logged_errors: 0,
+        };
+        let wire = self.wire.as_raw_fd();
+        let tap = self.tap.as_raw_fd();
+        let wake = shared.wake.as_raw_fd();
+        let mut pods: Vec<Arc<PodIo>> = Vec::new();
+        let mut seen_gen = u64::MAX;
+        let mut last_expire = Instant::now();
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        debug!("relay loop running");
+        while !shared.stop.load(Ordering::SeqCst) {
+            let gen = shared.pods_gen.load(Ordering::SeqCst);
+            if gen != seen_gen {
+                pods = shared.pods().clone();
+                seen_gen = gen;
+                shared.pods_seen.store(gen, Ordering::SeqCst);
+            }
+            fds.clear();
+            for fd in [wake, wire, tap] {
+                fds.push(pollfd(fd));
+            }
+            for p in &pods {
+                fds.push(pollfd(p.sock.as_raw_fd()));
+                fds.push(pollfd(p.tap.as_raw_fd()));
+            }
+            // SAFETY: fds is a live, correctly sized pollfd array.
+            let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 500) };
+            if r < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    warn!(error = %e, "relay poll failed");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                continue;
+            }
+            let ready = |i: usize| fds[i].revents & (libc::POLLIN | libc::POLLERR) != 0;
+            if ready(0) {
+                sys::eventfd_drain(wake);
+            }
+            if ready(1) {
+                w.drain(wire, true, Some(Hook::WireIngress), Out::Tap(tap));
+            }
+            if ready(2) {
+                w.drain(tap, false, Some(Hook::WireEgress), Out::Sock(wire));
+            }
+            for (i, p) in pods.iter().enumerate() {
+                let (s, t) = (p.sock.as_raw_fd(), p.tap.as_raw_fd());
+                if ready(3 + 2 * i) {
+                    w.drain(s, true, Some(Hook::FromPod), Out::Tap(t));
+                }
+                if ready(4 + 2 * i) {
+                    // Node to pod: no hook (the pod's own ingress is not one).
+                    w.drain(t, false, None, Out::Sock(s));
+                }
+                // A pod whose link vanished under us: stop polling it.
+                if fds[3 + 2 * i].revents & (libc::POLLNVAL | libc::POLLHUP) != 0
+                    || fds[4 + 2 * i].revents & (libc::POLLNVAL | libc::POLLHUP) != 0
+                {
+                    debug!(pod = %p.key, "pod link gone");
+                }
+            }
+            if last_expire.elapsed() >= Duration::from_secs(1) {
+                last_expire = Instant::now();
+                let now = w.clock.now_ns();
+                let mut maps = shared.maps();
+                let n = maps.expire(now);
+                maps.expire_affinity(now, AFFINITY_MAX_AGE_NS);
+                shared
+                    .counters
+                    .engine
+                    .ct_expired
+                    .fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
+        debug!("relay loop stopped");
+    }
+}
+
+fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+impl Worker<'_> {
+    /// Read up to a batch of frames from `fd`, run `hook` on each (if any)
+    /// and forward what passes to `out`.
+    fn drain(&mut self, fd: RawFd, from_socket: bool, hook: Option<Hook>, out: Out) {
+        let shared = self.shared;
+        for _ in 0..BATCH {
+            let r = if from_socket {
+                sys::read_frame(fd, &mut self.buf, true)
+            } else {
+                sys::read_frame(fd, &mut self.buf[VNET_HDR_LEN..], false)
+            };
+            let n = match r {
+                Ok(Some(n)) => n,
+                Ok(None) => return,
+                Err(e) => {
+                    shared
+                        .counters
+                        .engine
+                        .rx_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.log_error("reading a frame", &e);
+                    return;
+                }
+            };
+            let res = catch_unwind(AssertUnwindSafe(|| {
+                if from_socket {
+                    self.from_socket(n, hook, out);
+                } else {
+                    self.run_and_forward(None, n, hook, out);
+                }
+            }));
+            if res.is_err() {
+                shared
+                    .counters
+                    .engine
+                    .panics
+                    .fetch_add(1, Ordering::Relaxed);
+                warn!("a frame made the relay panic; dropped");
+            }
+        }
+    }
+
+    /// A frame read with a vnet header sits in `buf[..n]`.
+    fn from_socket(&mut self, n: usize, hook: Option<Hook>, out: Out) {
+        let c = &self.shared.counters.engine;
+        if n > self.buf.len() {
+            c.rx_truncated.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let Some(hdr) = VnetHdr::parse(&self.buf[..n]) else {
+            c.rx_errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let len = n - VNET_HDR_LEN;
+        let (head, rest) = self.buf.split_at_mut(VNET_HDR_LEN);
+        let _ = head;
+        let frame = &mut rest[..len];
+        let mut segments: Vec<Vec<u8>> = Vec::new();
+        match offload::finish(&hdr, frame, |s| segments.push(s.clone())) {
+            Ok(None) => {
+                if hdr.flags & offload::VNET_F_NEEDS_CSUM != 0 {
+                    c.csum_completed.fetch_add(1, Ordering::Relaxed);
+                }
+                self.run_and_forward(None, len, hook, out);
+            }
+            Ok(Some(k)) => {
+                c.gso_frames.fetch_add(1, Ordering::Relaxed);
+                c.gso_segments.fetch_add(k as u64, Ordering::Relaxed);
+                for s in &segments {
+                    self.run_and_forward(Some(s), s.len(), hook, out);
+                }
+            }
+            Err(e) => {
+                c.offload_dropped.fetch_add(1, Ordering::Relaxed);
+                debug!(?e, gso = hdr.gso_type, "frame needing offload dropped");
+            }
+        }
+    }
+
+    /// Run the program on a frame (in `buf[VNET_HDR_LEN..][..len]`, or a
+    /// copy of `seg`) and forward it if it passes.
+    fn run_and_forward(&mut self, seg: Option<&Vec<u8>>, len: usize, hook: Option<Hook>, out: Out) {
+        let shared = self.shared;
+        let buf: &mut Vec<u8> = match seg {
+            Some(s) => {
+                let Some(dst) = self.scratch.get_mut(VNET_HDR_LEN..VNET_HDR_LEN + s.len()) else {
+                    shared
+                        .counters
+                        .engine
+                        .rx_truncated
+                        .fetch_add(1, Ordering::Relaxed);
+                    return;
+                };
+                dst.copy_from_slice(s);
+                &mut self.scratch
+            }
+            None => &mut self.buf,
+        };
+        let mut len = len;
+        if let Some(hook) = hook {
+            let mut pkt = FramePacket::new(&mut buf[VNET_HDR_LEN..], len);
+            let outcome = {
+                let mut maps = shared.maps();
+                process(&mut pkt, &mut *maps, &mut self.clock, hook)
+            };
+            len = pkt.len;
+            shared.counters.count(outcome.event, outcome.verdict);
+            if outcome.verdict == Verdict::Drop {
+                return;
+            }
+        }
+        let r = match out {
+            Out::Tap(fd) => sys::write_frame(fd, &buf[VNET_HDR_LEN..VNET_HDR_LEN + len]),
+            Out::Sock(fd) => {
+                buf[..VNET_HDR_LEN].fill(0);
+                sys::write_frame(fd, &buf[..VNET_HDR_LEN + len])
+            }
+        };
+        if let Err(e) = r {
+            let c = &shared.counters.engine;
+            match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
+                    c.tx_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {
+                    c.tx_errors.fetch_add(1, Ordering::Relaxed);
+                    self.log_error("writing a frame", &e);
+                }
+            }
+        }
+    }
+
+    fn log_error(&mut self, what: &str, e: &std::io::Error) {
+        if self.logged_errors < 20 {
+            self.logged_errors += 1;
+            warn!(error = %e, "relay: {what}");
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! The Linux packet I/O the relay uses: TAP devices, `AF_PACKET` sockets
+//! with vnet headers, an eventfd, offload switches. Each constructor acts in
+//! the calling thread's network namespace.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use anyhow::{bail, Context, Result};
+
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const IFF_TAP: libc::c_short = 0x0002;
+const IFF_NO_PI: libc::c_short = 0x1000;
+
+const SOL_PACKET: libc::c_int = 263;
+const PACKET_VNET_HDR: libc::c_int = 15;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const ETH_P_ALL: u16 = 0x0003;
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_STXCSUM: u32 = 0x17;
+const ETHTOOL_SSG: u32 = 0x19;
+const ETHTOOL_STSO: u32 = 0x1f;
+const ETHTOOL_SGSO: u32 = 0x24;
+
+#[repr(C)]
+struct IfReqFlags {
+    name: [u8; 16],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+#[repr(C)]
+struct IfReqData {
+    name: [u8; 16],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+fn ifname_bytes(name: &str) -> Result<[u8; 16]> {
+    let b = name.as_bytes();
+    if b.is_empty() || b.len() > 15 || b.contains(&0) {
+        bail!("bad interface name {name:?} (1 to 15 bytes)");
+    }
+    let mut out = [0u8; 16];
+    out[..b.len()].copy_from_slice(b);
+    Ok(out)
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A TAP (`IFF_TAP | IFF_NO_PI`, no offloads: the kernel hands us complete
+/// frames) named `name`, non-blocking. It disappears when the fd closes.
+pub fn open_tap(name: &str) -> Result<OwnedFd> {
+    let mut req = IfReqFlags {
+        name: ifname_bytes(name)?,
+        flags: IFF_TAP | IFF_NO_PI,
+        _pad: [0; 22],
+    };
+    // SAFETY: plain syscalls on a fd we own; `req` outlives the ioctl.
+    unsafe {
+        let fd = cvt(libc::open(
+            c"/dev/net/tun".as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        ))
+        .context("opening /dev/net/tun")?;
+        let fd = OwnedFd::from_raw_fd(fd);
+        cvt(libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req))
+            .with_context(|| format!("creating TAP {name} (TUNSETIFF)"))?;
+        Ok(fd)
+    }
+}
+
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: pointer and length describe a live c_int.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+/// An `AF_PACKET` raw socket on link `ifname`: every frame, with a vnet
+/// header in front (partial checksums and GSO super-frames are described
+/// rather than completed), never our own transmissions. Non-blocking.
+pub fn open_packet_socket(ifname: &str) -> Result<OwnedFd> {
+    let ifindex = crate::netlink::link_index(ifname)?;
+    // SAFETY: plain syscalls; every pointer refers to a live local.
+    unsafe {
+        // Protocol 0: receive nothing until bound to the one link.
+        let fd = cvt(libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        ))
+        .context("creating AF_PACKET socket")?;
+        let fd = OwnedFd::from_raw_fd(fd);
+        let raw = fd.as_raw_fd();
+        setsockopt_int(raw, SOL_PACKET, PACKET_VNET_HDR, 1).context("PACKET_VNET_HDR")?;
+        setsockopt_int(raw, SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            .context("PACKET_IGNORE_OUTGOING")?;
+        for (opt, name) in [
+            (libc::SO_RCVBUFFORCE, "SO_RCVBUFFORCE"),
+            (libc::SO_SNDBUFFORCE, "SO_SNDBUFFORCE"),
+        ] {
+            if let Err(e) = setsockopt_int(raw, libc::SOL_SOCKET, opt, 8 << 20) {
+                tracing::debug!(error = %e, "{name}");
+            }
+        }
+        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = ETH_P_ALL.to_be();
+        sll.sll_ifindex = ifindex as i32;
+        cvt(libc::bind(
+            raw,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        ))
+        .with_context(|| format!("binding AF_PACKET socket to {ifname}"))?;
+        Ok(fd)
+    }
+}
+
+/// Turn off transmit checksum offload, scatter-gather, TSO and GSO on
+/// `ifname` so what it sends arrives complete.
+pub fn disable_tx_offloads(ifname: &str) -> Result<()> {
+    let name = ifname_bytes(ifname)?;
+    // SAFETY: the ifreq points at a live EthtoolValue for each ioctl.
+    unsafe {
+        let s = cvt(libc::socket(
+            libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+        ))
+        .context("creating ioctl socket")?;
+        let s = OwnedFd::from_raw_fd(s);
+        for (cmd, what) in [
+            (ETHTOOL_STSO, "tso"),
+            (ETHTOOL_SGSO, "gso"),
+            (ETHTOOL_STXCSUM, "tx-checksumming"),
+            (ETHTOOL_SSG, "scatter-gather"),
+        ] {
+            let mut v = EthtoolValue { cmd, data: 0 };
+            let mut req = IfReqData {
+                name,
+                data: (&mut v as *mut EthtoolValue).cast(),
+                _pad: [0; 16],
+            };
+            cvt(libc::ioctl(s.as_raw_fd(), SIOCETHTOOL, &mut req))
+                .with_context(|| format!("turning {what} off on {ifname}"))?;
+        }
+    }
+    Ok(())
+}
+
+pub fn eventfd() -> Result<OwnedFd> {
+    // SAFETY: plain syscall.
+    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })
+        .context("creating eventfd")?;
+    // SAFETY: a fresh fd we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub fn eventfd_signal(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64.
+    unsafe {
+        libc::write(fd, (&one as *const u64).cast(), 8);
+    }
+}
+
+pub fn eventfd_drain(fd: RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a live u64.
+    unsafe {
+        libc::read(fd, (&mut v as *mut u64).cast(), 8);
+    }
+}
+
+/// Non-blocking read; `Ok(None)` when nothing is queued. With `trunc`
+/// (sockets) the real length is returned even when it exceeded `buf`.
+pub fn read_frame(fd: RawFd, buf: &mut [u8], socket: bool) -> io::Result<Option<usize>> {
+    // SAFETY: reads at most buf.len() bytes into buf.
+    let r = unsafe {
+        if socket {
+            libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_TRUNC)
+        } else {
+            libc::read(fd, buf.as_mut_ptr().cast(), buf.len())
+        }
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(Some(r as usize))
+}
+
+/// Non-blocking write of one frame (TAP write or packet-socket send).
+pub fn write_frame(fd: RawFd, frame: &[u8]) -> io::Result<()> {
+    // SAFETY: writes frame.len() bytes from frame.
+    let r = unsafe { libc::write(fd, frame.as_ptr().cast(), frame.len()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

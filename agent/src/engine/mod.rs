@@ -1,0 +1,34 @@
+//! Engines run the packet program at the node's hooks (`docs/architecture.md`).
+//!
+//! Today: the emulated engine ([`emulated`]), which relays `nic0` and the
+//! pods' links through user space. The kernel engine (TC programs loaded with
+//! aya) will implement the same trait.
+
+pub mod emulated;
+
+/// A pod's link to the node (computed by `control`).
+pub use crate::control::pods::PodLinkSpec as PodLink;
+/// Full desired content of the control-side maps (computed by `control`).
+pub use crate::control::MapContent;
+
+pub trait Engine: Send {
+    /// `"emulated"` or `"kernel"`.
+    fn kind(&self) -> &'static str;
+    /// Swap in services, endpoints, Maglev and node config at once; the
+    /// program never sees a half state. Conntrack is kept.
+    fn apply(&mut self, content: &MapContent) -> anyhow::Result<()>;
+    /// Wire a pod's link; idempotent (a changed spec re-plugs).
+    fn plug_pod(&mut self, pod: &PodLink) -> anyhow::Result<()>;
+    /// Remove what `plug_pod` made; unknown keys are fine.
+    fn unplug_pod(&mut self, key: &str) -> anyhow::Result<()>;
+    /// Packet counters by event / verdict label, for metrics.
+    fn counters(&self) -> Vec<(&'static str, u64)>;
+    /// Stop, give `nic0` back as it was, remove everything the engine made.
+    fn shutdown(self: Box<Self>) -> anyhow::Result<()>;
+}
+
+/// Start the emulated engine on `nic` in the calling thread's network
+/// namespace (the node's).
+pub fn start_emulated(nic: &str, node_name: &str) -> anyhow::Result<Box<dyn Engine>> {
+    Ok(Box::new(emulated::EmulatedEngine::start(nic, node_name)?))
+}

@@ -1,1 +1,32 @@
-fn main() {}
+//! Project tasks: `cargo xtask <command>`. A thin dispatcher; each command
+//! lives in its own module.
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+mod ebpf;
+mod setup;
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "Sluice project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install what building and testing need (Debian packages, rust-src,
+    /// bpf-linker); idempotent, run as root on a fresh machine.
+    Setup(setup::SetupOpts),
+    /// Build the eBPF programs (ebpf/programs) for bpfel-unknown-none and
+    /// print the object's path.
+    BuildEbpf(ebpf::BuildEbpfOpts),
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Cmd::Setup(o) => setup::run_with(o),
+        Cmd::BuildEbpf(o) => ebpf::run(o),
+    }
+}

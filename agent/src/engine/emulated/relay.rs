@@ -295,7 +295,7 @@ impl Worker<'_> {
             };
             let res = catch_unwind(AssertUnwindSafe(|| {
                 if from_socket {
-                    self.from_socket(n, hook, out);
+                    self.socket_frame(n, hook, out);
                 } else {
                     self.run_and_forward(None, n, hook, out);
                 }
@@ -312,7 +312,7 @@ impl Worker<'_> {
     }
 
     /// A frame read with a vnet header sits in `buf[..n]`.
-    fn from_socket(&mut self, n: usize, hook: Option<Hook>, out: Out) {
+    fn socket_frame(&mut self, n: usize, hook: Option<Hook>, out: Out) {
         let c = &self.shared.counters.engine;
         if n > self.buf.len() {
             c.rx_truncated.fetch_add(1, Ordering::Relaxed);
@@ -369,6 +369,16 @@ impl Worker<'_> {
         };
         let mut len = len;
         if let Some(hook) = hook {
+            // At a TC ingress hook the kernel has classified the frame
+            // (pkt_type) from its destination MAC before the program runs,
+            // so a program rewriting MACs (the P6 answers swap them) does not
+            // change whether the node accepts it. A TAP classifies again
+            // from the bytes: give the kernel the destination it was sent to.
+            let mut dst_mac = [0u8; 6];
+            let to_kernel = matches!(out, Out::Tap(_)) && len >= 14;
+            if to_kernel {
+                dst_mac.copy_from_slice(&buf[VNET_HDR_LEN..VNET_HDR_LEN + 6]);
+            }
             let mut pkt = FramePacket::new(&mut buf[VNET_HDR_LEN..], len);
             let outcome = {
                 let mut maps = shared.maps();
@@ -378,6 +388,9 @@ impl Worker<'_> {
             shared.counters.count(outcome.event, outcome.verdict);
             if outcome.verdict == Verdict::Drop {
                 return;
+            }
+            if to_kernel && len >= 14 {
+                buf[VNET_HDR_LEN..VNET_HDR_LEN + 6].copy_from_slice(&dst_mac);
             }
         }
         let r = match out {

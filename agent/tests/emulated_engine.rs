@@ -425,3 +425,39 @@ fn pod_behind_a_vip() {
     assert!(!ip_out(&["-n", &p, "link", "show"]).contains("eth0"));
     assert_eq!(node_view(&n), before, "nic0 given back as it was");
 }
+
+fn wire_namespaces(node: &str) -> Vec<String> {
+    let prefix = format!("sluice-w-{node}-{}-", std::process::id());
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|f| f.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn failed_start_and_drop_leave_nothing_behind() {
+    if !can_run() {
+        return;
+    }
+    let ns = client_and_node(&[]);
+    let n = ns.name(1).to_string();
+    let before = node_view(&n);
+
+    let err = in_ns(&n, || {
+        engine::start_emulated("nope0", "emu-fail").map(|_| ())
+    })
+    .expect_err("no such link");
+    assert!(format!("{err:#}").contains("nope0"), "{err:#}");
+    assert!(wire_namespaces("emu-fail").is_empty());
+
+    // Dropped without shutdown: Drop gives nic0 back too.
+    let e = start(&n, "emu-drop");
+    assert_eq!(wire_namespaces("emu-drop").len(), 1);
+    drop(e);
+    assert!(wire_namespaces("emu-drop").is_empty());
+    assert_eq!(node_view(&n), before);
+}

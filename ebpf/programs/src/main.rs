@@ -1,0 +1,83 @@
+//! The Sluice packet program as TC classifiers.
+//!
+//! Nothing but adapters: the skb as a [`Packet`], aya maps as [`Maps`], the
+//! kernel clock as [`Clock`], and one entry point per hook calling
+//! `sluice_datapath::process`. All the logic lives in `ebpf/datapath`, the
+//! same source the user-space engine runs.
+#![no_std]
+#![no_main]
+
+mod maps;
+mod skb;
+
+use aya_ebpf::{
+    bindings::{TC_ACT_OK, TC_ACT_SHOT},
+    helpers::{bpf_get_prandom_u32, bpf_ktime_get_ns},
+    macros::classifier,
+    programs::TcContext,
+};
+use sluice_datapath::{env::Clock, process, Hook, Verdict};
+
+use crate::{maps::AyaMaps, skb::SkbPacket};
+
+/// `bpf_ktime_get_ns` and `bpf_get_prandom_u32`.
+struct KernelClock;
+
+impl Clock for KernelClock {
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        // SAFETY: a helper without arguments.
+        unsafe { bpf_ktime_get_ns() }
+    }
+
+    #[inline(always)]
+    fn random(&mut self) -> u32 {
+        // SAFETY: a helper without arguments.
+        unsafe { bpf_get_prandom_u32() }
+    }
+}
+
+#[inline(always)]
+fn run(ctx: TcContext, hook: Hook) -> i32 {
+    let mut pkt = SkbPacket::new(ctx);
+    let mut maps = AyaMaps;
+    let mut clock = KernelClock;
+    let outcome = process(&mut pkt, &mut maps, &mut clock, hook);
+    maps::count(outcome.event as u32);
+    match outcome.verdict {
+        Verdict::Pass => TC_ACT_OK,
+        Verdict::Drop => TC_ACT_SHOT,
+    }
+}
+
+/// TC ingress of `nic0`: VIP traffic and replies of remote endpoints.
+#[classifier]
+pub fn sluice_wire_ingress(ctx: TcContext) -> i32 {
+    run(ctx, Hook::WireIngress)
+}
+
+/// TC egress of `nic0`: what the node sends.
+#[classifier]
+pub fn sluice_wire_egress(ctx: TcContext) -> i32 {
+    run(ctx, Hook::WireEgress)
+}
+
+/// TC ingress of a pod's host-side link: replies of local endpoints.
+#[classifier]
+pub fn sluice_from_pod(ctx: TcContext) -> i32 {
+    run(ctx, Hook::FromPod)
+}
+
+/// Read by the kernel at load time; none of the helpers used is GPL-only.
+#[no_mangle]
+#[link_section = "license"]
+pub static LICENSE: [u8; 11] = *b"Apache-2.0\0";
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    // The datapath never panics; the verifier rejects the program if a
+    // panic path survives optimisation and reaches here.
+    // SAFETY: see above.
+    unsafe { core::hint::unreachable_unchecked() }
+}

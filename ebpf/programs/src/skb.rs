@@ -1,0 +1,125 @@
+//! The skb as a [`Packet`].
+//!
+//! Every access goes through the skb helpers (`bpf_skb_load_bytes`,
+//! `bpf_skb_store_bytes`): they check bounds in the kernel, work on
+//! non-linear (GRO) skbs too, and take any offset the verifier can only
+//! bound loosely, such as the L4 offset after a variable IHL. Checksums are
+//! patched with the kernel's own incremental helpers, which also keep
+//! `skb->csum` right for CHECKSUM_COMPLETE and leave CHECKSUM_PARTIAL to the
+//! device.
+
+use aya_ebpf::{
+    bindings::{BPF_F_MARK_MANGLED_0, BPF_F_PSEUDO_HDR},
+    helpers::{
+        bpf_l3_csum_replace, bpf_l4_csum_replace, bpf_skb_change_tail, bpf_skb_load_bytes,
+        bpf_skb_store_bytes,
+    },
+    programs::TcContext,
+    EbpfContext,
+};
+use sluice_datapath::env::{L4Csum, Packet};
+
+/// Offsets beyond this are refused before reaching a helper (a frame is at
+/// most 64 KiB); it also keeps every offset a small, bounded scalar.
+const MAX_OFF: usize = 0xffff;
+
+pub struct SkbPacket {
+    ctx: TcContext,
+}
+
+impl SkbPacket {
+    #[inline(always)]
+    pub fn new(ctx: TcContext) -> Self {
+        Self { ctx }
+    }
+
+    #[inline(always)]
+    fn skb(&self) -> *mut aya_ebpf::bindings::__sk_buff {
+        self.ctx.as_ptr().cast()
+    }
+}
+
+impl Packet for SkbPacket {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.ctx.len() as usize
+    }
+
+    #[inline(always)]
+    fn load<const N: usize>(&self, off: usize) -> Option<[u8; N]> {
+        if off > MAX_OFF {
+            return None;
+        }
+        let mut buf = [0u8; N];
+        // SAFETY: `buf` is N writable bytes on the stack.
+        let r = unsafe {
+            bpf_skb_load_bytes(
+                self.skb().cast(),
+                off as u32,
+                buf.as_mut_ptr().cast(),
+                N as u32,
+            )
+        };
+        (r == 0).then_some(buf)
+    }
+
+    #[inline(always)]
+    fn store(&mut self, off: usize, bytes: &[u8]) -> Option<()> {
+        if off > MAX_OFF || bytes.is_empty() {
+            return None;
+        }
+        // SAFETY: `bytes` is `bytes.len()` readable bytes.
+        let r = unsafe {
+            bpf_skb_store_bytes(
+                self.skb().cast(),
+                off as u32,
+                bytes.as_ptr().cast(),
+                bytes.len() as u32,
+                0,
+            )
+        };
+        (r == 0).then_some(())
+    }
+
+    #[inline(always)]
+    fn l3_csum_apply(&mut self, csum_off: usize, diff: u32) -> Option<()> {
+        if csum_off > MAX_OFF {
+            return None;
+        }
+        // Size 0: `to` is a ready one's-complement difference.
+        // SAFETY: plain scalars.
+        let r =
+            unsafe { bpf_l3_csum_replace(self.skb().cast(), csum_off as u32, 0, diff.into(), 0) };
+        (r == 0).then_some(())
+    }
+
+    #[inline(always)]
+    fn l4_csum_apply(&mut self, csum_off: usize, diff: u32, how: L4Csum) -> Option<()> {
+        if csum_off > MAX_OFF {
+            return None;
+        }
+        let mut flags = 0u64; // size 0: `to` is a difference
+        if how.pseudo {
+            flags |= u64::from(BPF_F_PSEUDO_HDR);
+        }
+        if how.udp4 {
+            flags |= u64::from(BPF_F_MARK_MANGLED_0);
+        }
+        // SAFETY: plain scalars.
+        let r = unsafe {
+            bpf_l4_csum_replace(self.skb().cast(), csum_off as u32, 0, diff.into(), flags)
+        };
+        (r == 0).then_some(())
+    }
+
+    #[inline(always)]
+    fn resize(&mut self, new_len: usize) -> Option<()> {
+        if new_len > MAX_OFF {
+            return None;
+        }
+        // SAFETY: plain scalars; every later access goes through helpers, so
+        // no packet pointer outlives the change.
+        let r = unsafe { bpf_skb_change_tail(self.skb().cast(), new_len as u32, 0) };
+        (r == 0).then_some(())
+    }
+}

@@ -5,6 +5,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 mod ebpf;
+mod lab;
 mod setup;
 
 #[derive(Parser)]
@@ -22,11 +23,15 @@ enum Cmd {
     /// Build the eBPF programs (ebpf/programs) for bpfel-unknown-none and
     /// print the object's path.
     BuildEbpf(ebpf::BuildEbpfOpts),
+    /// A two-node cluster in network namespaces, real traffic through
+    /// LoadBalancer VIPs, what happened, then teardown.
+    Lab(lab::LabOpts),
 }
 
 fn main() -> Result<()> {
     match Cli::parse().command {
         Cmd::Setup(o) => setup::run_with(o),
         Cmd::BuildEbpf(o) => ebpf::run(o),
+        Cmd::Lab(o) => lab::run(o),
     }
 }

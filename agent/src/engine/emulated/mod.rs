@@ -76,6 +76,7 @@ impl EmulatedEngine {
     /// Take over `nic` in the calling thread's network namespace.
     pub fn start(nic: &str, node_name: &str) -> Result<Self> {
         let node = Netns::current().context("opening the node network namespace")?;
+        recover_stale(&node, nic, node_name);
         let snapshot = LinkSnapshot::capture(&node, nic)
             .with_context(|| format!("reading the configuration of {nic}"))?;
         let wake = sys::eventfd()?;
@@ -117,6 +118,9 @@ impl EmulatedEngine {
         );
         let _ = netns_del(&name);
         let ns = netns_add(&name).context("creating the wire namespace")?;
+        if let Err(e) = record(&name, &nic, &self.snapshot) {
+            warn!(error = %format!("{e:#}"), "recording the link configuration for crash recovery");
+        }
         self.wire = Some(Wire { name, ns });
         let wire_path = self
             .wire
@@ -371,6 +375,7 @@ impl EmulatedEngine {
             let name = w.name.clone();
             drop(w);
             note(netns_del(&name));
+            let _ = std::fs::remove_file(record_path(&name));
         }
         if errors.is_empty() {
             info!(nic = %self.nic, "emulated datapath stopped; {} restored", self.nic);
@@ -397,6 +402,107 @@ impl EmulatedEngine {
                 .with_context(|| format!("setting {nic} up"))?;
         }
         self.snapshot.restore(&self.node, &nic)
+    }
+}
+
+/// Where a running engine records how to give its link back, should the
+/// agent die without a shutdown (SIGKILL): the next start reads it.
+const RECORD_DIR: &str = "/run/sluice";
+
+fn record_path(wire_name: &str) -> std::path::PathBuf {
+    std::path::Path::new(RECORD_DIR).join(format!("{wire_name}.json"))
+}
+
+fn record(wire_name: &str, nic: &str, snap: &LinkSnapshot) -> Result<()> {
+    std::fs::create_dir_all(RECORD_DIR).with_context(|| format!("creating {RECORD_DIR}"))?;
+    let v = serde_json::json!({
+        "nic": nic,
+        "mtu": snap.mtu,
+        "up": snap.up,
+        "disable_ipv6": snap.disable_ipv6,
+        "plan": snap.restore_plan(nic),
+    });
+    let p = record_path(wire_name);
+    std::fs::write(&p, v.to_string()).with_context(|| format!("writing {}", p.display()))
+}
+
+/// Give back links left in wire namespaces of engines of this node whose
+/// process is gone.
+fn recover_stale(node: &Netns, nic: &str, node_name: &str) {
+    let prefix = format!("sluice-w-{}-", sanitize(node_name));
+    let Ok(dir) = std::fs::read_dir(RECORD_DIR) else {
+        return;
+    };
+    for ent in dir.filter_map(|e| e.ok()) {
+        let file = ent.file_name().to_string_lossy().into_owned();
+        let Some(wire_name) = file.strip_suffix(".json") else {
+            continue;
+        };
+        let Some(rest) = wire_name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let pid = rest.split('-').next().unwrap_or("");
+        if pid.is_empty() || std::path::Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(ent.path()) else {
+            continue;
+        };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        if v.get("nic").and_then(|n| n.as_str()) != Some(nic) {
+            continue;
+        }
+        warn!(
+            wire_ns = wire_name,
+            nic, "a previous agent died holding the link; giving it back"
+        );
+        if let Ok(wire) = Netns::named(wire_name) {
+            if wire.link_exists(nic) && !node.link_exists(nic) {
+                let moved = wire.ip(&[
+                    "link",
+                    "set",
+                    "dev",
+                    nic,
+                    "netns",
+                    &node.proc_path().to_string_lossy(),
+                ]);
+                if let Err(e) = moved {
+                    warn!(error = %format!("{e:#}"), "moving the link back");
+                    continue;
+                }
+                if let Some(d) = v.get("disable_ipv6").and_then(|d| d.as_str()) {
+                    let (n, d) = (nic.to_string(), d.to_string());
+                    let _ = node
+                        .run(move || sysctl::set(&["net", "ipv6", "conf", &n, "disable_ipv6"], &d));
+                }
+                if let Some(m) = v.get("mtu").and_then(|m| m.as_u64()) {
+                    let _ = node.ip(&["link", "set", "dev", nic, "mtu", &m.to_string()]);
+                }
+                if v.get("up").and_then(|u| u.as_bool()) == Some(true) {
+                    let _ = node.ip(&["link", "set", "dev", nic, "up"]);
+                }
+                for cmd in v
+                    .get("plan")
+                    .and_then(|p| p.as_array())
+                    .into_iter()
+                    .flatten()
+                {
+                    let args: Vec<&str> = cmd
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|a| a.as_str())
+                        .collect();
+                    if let Err(e) = node.ip(&args) {
+                        warn!(error = %format!("{e:#}"), "restoring the link configuration");
+                    }
+                }
+            }
+        }
+        let _ = netns_del(wire_name);
+        let _ = std::fs::remove_file(ent.path());
     }
 }
 

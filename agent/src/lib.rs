@@ -3,7 +3,7 @@
 pub mod cli;
 pub mod control;
 pub mod engine;
-pub mod hostnet;
+pub mod health;
 pub mod netlink;
 pub mod runner;
 pub mod state;

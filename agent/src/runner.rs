@@ -10,11 +10,11 @@ use std::path::PathBuf;
 use anyhow::Result;
 use tracing::{info, warn};
 
+use crate::control::build_content;
 use crate::control::pods::{desired_pod_links, PodLinkSpec};
 use crate::control::routes::{desired_routes, diff, PodRoute};
-use crate::control::build_content;
 use crate::engine::Engine;
-use crate::hostnet;
+use crate::netlink;
 use crate::state::source::{StateSource, Update};
 use crate::state::DesiredState;
 use crate::status::{write_status, Status};
@@ -111,16 +111,21 @@ impl Runner {
 
         let (add, del) = diff(&self.routes, &want_routes);
         for r in &del {
-            hostnet::del_route(r)?;
+            netlink::del_route(&r.dst.to_string(), Some(r.via), None)?;
             self.routes.retain(|x| x != r);
         }
         for r in &add {
-            hostnet::add_route(r)?;
+            netlink::add_route(&r.dst.to_string(), Some(r.via), None)?;
             self.routes.push(*r);
         }
 
         // Per-VIP marker entries (port 0) are not frontends.
-        self.status.services = content.tables.services.keys().filter(|k| k.port != 0).count();
+        self.status.services = content
+            .tables
+            .services
+            .keys()
+            .filter(|k| k.port != 0)
+            .count();
         self.status.endpoints = content.tables.endpoints.len();
         self.status.pods = self.pods.len();
         Ok(())
@@ -143,7 +148,7 @@ impl Runner {
     /// Remove what this agent added to the host, then stop the engine.
     pub fn shutdown(mut self) -> Result<()> {
         for r in std::mem::take(&mut self.routes) {
-            if let Err(e) = hostnet::del_route(&r) {
+            if let Err(e) = netlink::del_route(&r.dst.to_string(), Some(r.via), None) {
                 warn!(error = %e, "removing route on shutdown");
             }
         }

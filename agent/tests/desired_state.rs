@@ -5,7 +5,9 @@ use sluice_agent::control::pods::{desired_pod_links, gateway4};
 use sluice_agent::control::routes::desired_routes;
 use sluice_agent::control::{build_content, to_addr, ControlError, MapContent};
 use sluice_agent::state::parse_state;
-use sluice_datapath::maps::{ServiceKey, ServiceValue, EP_F_LOCAL, PROTO_TCP, PROTO_UDP, SVC_F_AFFINITY, SVC_F_LOCAL};
+use sluice_datapath::maps::{
+    ServiceKey, ServiceValue, EP_F_LOCAL, PROTO_TCP, PROTO_UDP, SVC_F_AFFINITY, SVC_F_LOCAL,
+};
 
 const NODES: &str = r#"
 apiVersion: v1
@@ -77,7 +79,11 @@ fn ip4(s: &str) -> [u8; 16] {
 #[test]
 fn frontend_key_is_vip_port_protocol() {
     // spec: P1
-    let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&ep("198.19.1.10", "node-a", true, true, false)));
+    let text = format!(
+        "{NODES}{}{}",
+        service("Cluster", ""),
+        slice(&ep("198.19.1.10", "node-a", true, true, false))
+    );
     let state = parse_state(&text).expect("valid state");
     let c = build_content(&state, "node-a").expect("content");
     let keys: Vec<_> = real_services(&c).map(|(k, _)| *k).collect();
@@ -91,18 +97,27 @@ fn frontend_key_is_vip_port_protocol() {
 #[test]
 fn endpoints_carry_the_slice_target_port() {
     // spec: P2
-    let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&ep("198.19.2.10", "node-b", true, true, false)));
+    let text = format!(
+        "{NODES}{}{}",
+        service("Cluster", ""),
+        slice(&ep("198.19.2.10", "node-b", true, true, false))
+    );
     let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
     assert_eq!(c.tables.endpoints.len(), 1);
     assert_eq!(c.tables.endpoints[0].addr, ip4("198.19.2.10"));
     assert_eq!(c.tables.endpoints[0].port, 8080);
-    assert_eq!(c.tables.endpoints[0].flags & EP_F_LOCAL, 0, "node-b's pod is remote for node-a");
+    assert_eq!(
+        c.tables.endpoints[0].flags & EP_F_LOCAL,
+        0,
+        "node-b's pod is remote for node-a"
+    );
 }
 
 #[test]
 fn cluster_policy_sees_every_node_and_snats_to_node_ip() {
     // spec: P3
-    let eps = ep("198.19.1.10", "node-a", true, true, false) + &ep("198.19.2.10", "node-b", true, true, false);
+    let eps = ep("198.19.1.10", "node-a", true, true, false)
+        + &ep("198.19.2.10", "node-b", true, true, false);
     let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&eps));
     let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
     let v = only_service(&c);
@@ -115,17 +130,24 @@ fn cluster_policy_sees_every_node_and_snats_to_node_ip() {
 #[test]
 fn local_policy_sees_only_this_nodes_endpoints() {
     // spec: P4
-    let eps = ep("198.19.1.10", "node-a", true, true, false) + &ep("198.19.2.10", "node-b", true, true, false);
+    let eps = ep("198.19.1.10", "node-a", true, true, false)
+        + &ep("198.19.2.10", "node-b", true, true, false);
     let text = format!("{NODES}{}{}", service("Local", ""), slice(&eps));
     let state = parse_state(&text).expect("valid");
     let a = build_content(&state, "node-a").expect("content");
     let v = only_service(&a);
     assert_ne!(v.flags & SVC_F_LOCAL, 0);
     assert_eq!(v.ready, 1);
-    assert_eq!(a.tables.endpoints[v.ep_base as usize].addr, ip4("198.19.1.10"));
+    assert_eq!(
+        a.tables.endpoints[v.ep_base as usize].addr,
+        ip4("198.19.1.10")
+    );
     assert_ne!(a.tables.endpoints[v.ep_base as usize].flags & EP_F_LOCAL, 0);
     let b = build_content(&state, "node-b").expect("content");
-    assert_eq!(b.tables.endpoints[only_service(&b).ep_base as usize].addr, ip4("198.19.2.10"));
+    assert_eq!(
+        b.tables.endpoints[only_service(&b).ep_base as usize].addr,
+        ip4("198.19.2.10")
+    );
 }
 
 #[test]
@@ -150,7 +172,11 @@ fn slots_are_ready_first_then_serving_terminating() {
 #[test]
 fn nothing_serving_leaves_an_empty_frontend() {
     // spec: P6 (the program answers with a reset when both counts are zero)
-    let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&ep("198.19.1.10", "node-a", false, false, false)));
+    let text = format!(
+        "{NODES}{}{}",
+        service("Cluster", ""),
+        slice(&ep("198.19.1.10", "node-a", false, false, false))
+    );
     let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
     let v = only_service(&c);
     assert_eq!((v.ready, v.terminating, v.maglev_size), (0, 0, 0));
@@ -158,12 +184,16 @@ fn nothing_serving_leaves_an_empty_frontend() {
 
 #[test]
 fn maglev_table_is_prime_and_at_least_100x_the_ready_endpoints() {
-    let eps: String = (10..20).map(|i| ep(&format!("198.19.1.{i}"), "node-a", true, true, false)).collect();
+    let eps: String = (10..20)
+        .map(|i| ep(&format!("198.19.1.{i}"), "node-a", true, true, false))
+        .collect();
     let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&eps));
     let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
     let v = only_service(&c);
     assert!(v.maglev_size >= 100 * v.ready);
-    assert!((2..v.maglev_size).take_while(|d| d * d <= v.maglev_size).all(|d| v.maglev_size % d != 0));
+    assert!((2..v.maglev_size)
+        .take_while(|d| d * d <= v.maglev_size)
+        .all(|d| v.maglev_size % d != 0));
     // Every node computes the same table for the same endpoints.
     let b = build_content(&parse_state(&text).expect("valid"), "node-b").expect("content");
     assert_eq!(c.tables.maglev, b.tables.maglev);
@@ -171,7 +201,11 @@ fn maglev_table_is_prime_and_at_least_100x_the_ready_endpoints() {
 
 #[test]
 fn session_affinity_client_ip_defaults_to_three_hours() {
-    let text = format!("{NODES}{}{}", service("Cluster", "sessionAffinity: ClientIP"), slice(&ep("198.19.1.10", "node-a", true, true, false)));
+    let text = format!(
+        "{NODES}{}{}",
+        service("Cluster", "sessionAffinity: ClientIP"),
+        slice(&ep("198.19.1.10", "node-a", true, true, false))
+    );
     let c = build_content(&parse_state(&text).expect("valid"), "node-a").expect("content");
     let v = only_service(&c);
     assert_ne!(v.flags & SVC_F_AFFINITY, 0);
@@ -206,7 +240,9 @@ endpoints: [{{addresses: ["fd00:19:1::10"], nodeName: node-a}}]
         .expect("v6 frontend");
     assert_eq!(v6.0.proto, PROTO_UDP);
     assert_eq!(v6.1.ready, 1, "conditions default to ready");
-    let v4 = real_services(&c).find(|(k, _)| k.addr == ip4("198.18.100.2")).expect("v4 frontend");
+    let v4 = real_services(&c)
+        .find(|(k, _)| k.addr == ip4("198.18.100.2"))
+        .expect("v4 frontend");
     assert_eq!(v4.1.ready, 0, "IPv6 endpoints never serve an IPv4 VIP");
 }
 
@@ -228,7 +264,10 @@ fn invalid_files_are_rejected_naming_the_field() {
     for (doc, field) in cases {
         let text = format!("{NODES}{doc}");
         let err = parse_state(&text).expect_err(&format!("{field} should be rejected"));
-        assert!(err.to_string().contains(field), "error {err} should name {field}");
+        assert!(
+            err.to_string().contains(field),
+            "error {err} should name {field}"
+        );
     }
 }
 
@@ -236,8 +275,8 @@ fn invalid_files_are_rejected_naming_the_field() {
 fn a_node_missing_from_the_state_is_an_error() {
     let state = parse_state(NODES).expect("valid");
     assert_eq!(
-        build_content(&state, "node-z"),
-        Err(ControlError::NodeMissing("node-z".into()))
+        build_content(&state, "node-z").err(),
+        Some(ControlError::NodeMissing("node-z".into()))
     );
 }
 
@@ -245,8 +284,17 @@ fn a_node_missing_from_the_state_is_an_error() {
 fn routes_go_to_other_nodes_pod_ranges_via_their_internal_ip() {
     let state = parse_state(NODES).expect("valid");
     let r = desired_routes(&state, "node-a");
-    let s: Vec<String> = r.iter().map(|r| format!("{} via {}", r.dst, r.via)).collect();
-    assert_eq!(s, ["198.19.2.0/24 via 198.18.0.12", "fd00:19:2::/64 via fd00:18::12"]);
+    let s: Vec<String> = r
+        .iter()
+        .map(|r| format!("{} via {}", r.dst, r.via))
+        .collect();
+    assert_eq!(
+        s,
+        [
+            "198.19.2.0/24 via 198.18.0.12",
+            "fd00:19:2::/64 via fd00:18::12"
+        ]
+    );
 }
 
 #[test]
@@ -275,6 +323,12 @@ spec: {{nodeName: node-b}}
     assert_eq!(l.netns.to_str(), Some("/run/netns/sl-x-pod1"));
     assert_eq!(l.ipv4, Some("198.19.1.10".parse().expect("v4")));
     assert_eq!(l.ipv6, Some("fd00:19:1::10".parse().expect("v6")));
-    assert_eq!(gateway4(&state, "node-a"), Some("198.19.1.1".parse().expect("gw")));
-    assert_eq!(desired_pod_links(&state, "node-a")[0].host_ifname, l.host_ifname);
+    assert_eq!(
+        gateway4(&state, "node-a"),
+        Some("198.19.1.1".parse().expect("gw"))
+    );
+    assert_eq!(
+        desired_pod_links(&state, "node-a")[0].host_ifname,
+        l.host_ifname
+    );
 }

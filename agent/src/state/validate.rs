@@ -101,14 +101,16 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
         let typed = |ctx: &Ctx, e: serde_yaml::Error| ctx.err("", format!("{e}"));
         match tm.kind.as_str() {
             "Node" => {
-                let n: manifests::Node = serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
+                let n: manifests::Node =
+                    serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
                 let node = node_info(&ctx, n)?;
                 if state.nodes.insert(node.name.clone(), node).is_some() {
                     return Err(ctx.err("metadata.name", "duplicate Node"));
                 }
             }
             "Pod" => {
-                let p: manifests::Pod = serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
+                let p: manifests::Pod =
+                    serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
                 ctx.object = format!("Pod {}", namespaced(&p.metadata));
                 let pod = pod_info(&ctx, p)?;
                 if state.pods.insert(pod.key.clone(), pod).is_some() {
@@ -146,7 +148,7 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
     }
     for svc in state.services.values_mut() {
         // Deterministic order: every node builds the same Maglev table.
-        svc.endpoints.sort_by(|a, b| a.addr.cmp(&b.addr));
+        svc.endpoints.sort_by_key(|e| e.addr);
     }
     Ok(state)
 }
@@ -186,9 +188,12 @@ fn node_info(ctx: &Ctx, n: manifests::Node) -> Result<NodeInfo, StateError> {
     }
     let mut pod_cidrs = Vec::new();
     for (i, c) in n.spec.pod_cidrs.iter().enumerate() {
-        let net: IpNet = c
-            .parse()
-            .map_err(|_| ctx.err(format!("spec.podCIDRs[{i}]"), format!("{c:?} is not a CIDR")))?;
+        let net: IpNet = c.parse().map_err(|_| {
+            ctx.err(
+                format!("spec.podCIDRs[{i}]"),
+                format!("{c:?} is not a CIDR"),
+            )
+        })?;
         if net.trunc() != net {
             return Err(ctx.err(
                 format!("spec.podCIDRs[{i}]"),
@@ -309,17 +314,16 @@ fn service_info(ctx: &Ctx, s: manifests::Service) -> Result<ServiceInfo, StateEr
         }
         let target = match &p.target_port {
             None => TargetPort::Number(port),
-            Some(IntOrString::Int(t)) => TargetPort::Number(port_number(ctx, &f("targetPort"), *t)?),
+            Some(IntOrString::Int(t)) => {
+                TargetPort::Number(port_number(ctx, &f("targetPort"), *t)?)
+            }
             Some(IntOrString::String(t)) => match t.parse::<i64>() {
                 Ok(n) => TargetPort::Number(port_number(ctx, &f("targetPort"), n)?),
                 Err(_) if !t.is_empty() => TargetPort::Name(t.clone()),
                 Err(_) => return Err(ctx.err(f("targetPort"), "empty")),
             },
         };
-        if ports
-            .iter()
-            .any(|q| q.port == port && q.protocol == proto)
-        {
+        if ports.iter().any(|q| q.port == port && q.protocol == proto) {
             return Err(ctx.err(f("port"), format!("duplicate {port}/{}", proto.as_str())));
         }
         ports.push(ServicePortInfo {
@@ -355,12 +359,7 @@ fn attach_slice(
         "IPv6" => false,
         // FQDN slices carry no addresses a packet path can use.
         "FQDN" => return Ok(()),
-        o => {
-            return Err(ctx.err(
-                "addressType",
-                format!("{o:?} is not IPv4, IPv6 or FQDN"),
-            ))
-        }
+        o => return Err(ctx.err("addressType", format!("{o:?} is not IPv4, IPv6 or FQDN"))),
     };
     let svc_name = slice
         .metadata
@@ -388,7 +387,10 @@ fn attach_slice(
         let field = format!("endpoints[{i}].addresses[0]");
         let addr = parse_ip(ctx, &field, &ep.addresses[0])?;
         if addr.is_ipv4() != family_v4 {
-            return Err(ctx.err(field, format!("{addr} is not of addressType {}", slice.address_type)));
+            return Err(ctx.err(
+                field,
+                format!("{addr} is not of addressType {}", slice.address_type),
+            ));
         }
         let ready = ep.conditions.ready.unwrap_or(true);
         endpoints.push(EndpointInfo {

@@ -12,7 +12,9 @@ use sluice_agent::state::source::FileSource;
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => b.init(),
         LogFormat::Json => b.json().init(),
@@ -26,9 +28,9 @@ fn start_engine(args: &Args) -> Result<Box<dyn engine::Engine>> {
             engine::start_emulated(&args.nic, &args.node_name)
                 .with_context(|| format!("starting the emulated datapath on {}", args.nic))
         }
-        DatapathMode::Kernel => anyhow::bail!(
-            "--datapath kernel is not available in this build; use emulated or auto"
-        ),
+        DatapathMode::Kernel => {
+            anyhow::bail!("--datapath kernel is not available in this build; use emulated or auto")
+        }
     }
 }
 
@@ -40,7 +42,12 @@ async fn main() -> Result<()> {
     let engine = start_engine(&args)?;
     info!(datapath = engine.kind(), node = %args.node_name, nic = %args.nic, "agent started");
     let source = Box::new(FileSource::new(&args.state));
-    let mut runner = Runner::new(args.node_name.clone(), source, engine, args.status_file.clone());
+    let mut runner = Runner::new(
+        args.node_name.clone(),
+        source,
+        engine,
+        args.status_file.clone(),
+    );
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;

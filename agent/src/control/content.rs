@@ -10,7 +10,9 @@ use sluice_datapath::maps::{
 };
 
 use super::to_addr;
-use crate::state::{DesiredState, EndpointInfo, ServiceInfo, ServicePortInfo, TargetPort, TrafficPolicy};
+use crate::state::{
+    DesiredState, EndpointInfo, ServiceInfo, ServicePortInfo, TargetPort, TrafficPolicy,
+};
 
 /// SNAT source ports. Above the kernel's default ephemeral range
 /// (32768-60999), so translated flows never collide with the node's own
@@ -80,7 +82,12 @@ pub fn build_content(state: &DesiredState, node_name: &str) -> Result<MapContent
     })
 }
 
-fn frontend(svc: &ServiceInfo, port: &ServicePortInfo, vip: IpAddr, node_name: &str) -> ServiceSpec {
+fn frontend(
+    svc: &ServiceInfo,
+    port: &ServicePortInfo,
+    vip: IpAddr,
+    node_name: &str,
+) -> ServiceSpec {
     let mut ready: Vec<Endpoint> = Vec::new();
     let mut terminating: Vec<Endpoint> = Vec::new();
     for ep in &svc.endpoints {

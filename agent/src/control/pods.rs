@@ -37,7 +37,8 @@ pub fn gateway4(state: &DesiredState, node_name: &str) -> Option<Ipv4Addr> {
     node.pod_cidrs.iter().find_map(|c| match c {
         IpNet::V4(n) => {
             let first = u32::from(n.network()).checked_add(1)?;
-            n.contains(&Ipv4Addr::from(first)).then(|| Ipv4Addr::from(first))
+            n.contains(&Ipv4Addr::from(first))
+                .then(|| Ipv4Addr::from(first))
         }
         IpNet::V6(_) => None,
     })

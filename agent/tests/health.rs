@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use sluice_agent::health::{
-    service_health_entries, HealthConfig, HealthHandle, Limits, ManualClock, ServiceHealthEntry, TO_BE_DELETED_TAINT,
+    service_health_entries, HealthConfig, HealthHandle, Limits, ManualClock, ServiceHealthEntry,
+    TO_BE_DELETED_TAINT,
 };
 use sluice_agent::state::{DesiredState, EndpointInfo, ServiceInfo, TrafficPolicy};
 
@@ -58,7 +59,8 @@ impl Resp {
             .map(|(_, v)| v.as_str())
     }
     fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", self.body_str()))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", self.body_str()))
     }
     fn body_str(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
@@ -73,7 +75,8 @@ struct Client {
 impl Client {
     fn connect(addr: SocketAddr) -> Client {
         let s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
         s.set_nodelay(true).expect("nodelay");
         Client { s, buf: Vec::new() }
     }
@@ -107,7 +110,10 @@ impl Client {
         let status_line = lines.next().unwrap_or_default().to_string();
         let mut parts = status_line.splitn(3, ' ');
         let version = parts.next().unwrap_or_default().to_string();
-        let status = parts.next().and_then(|s| s.parse().ok()).expect("status code");
+        let status = parts
+            .next()
+            .and_then(|s| s.parse().ok())
+            .expect("status code");
         let headers: Vec<(String, String)> = lines
             .filter_map(|l| l.split_once(':'))
             .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
@@ -194,7 +200,11 @@ fn node_healthz_and_livez_follow_the_sync() {
     clock.advance(Duration::from_secs(5));
     h.record_queued();
     clock.advance(Duration::from_millis(1999));
-    assert_eq!(get(a, "/healthz").status, 200, "pending but younger than 2 × period");
+    assert_eq!(
+        get(a, "/healthz").status,
+        200,
+        "pending but younger than 2 × period"
+    );
     clock.advance(Duration::from_millis(1));
     for path in ["/healthz", "/livez"] {
         let r = get(a, path);
@@ -218,7 +228,10 @@ fn node_healthz_and_livez_follow_the_sync() {
 fn node_marked_for_deletion_fails_healthz_only() {
     let (h, _clock) = start();
     let a = node_addr(&h);
-    h.set_node_state(false, ["node.kubernetes.io/unschedulable", TO_BE_DELETED_TAINT]);
+    h.set_node_state(
+        false,
+        ["node.kubernetes.io/unschedulable", TO_BE_DELETED_TAINT],
+    );
     let r = get(a, "/healthz");
     assert_eq!(r.status, 503);
     assert_eq!(r.json()["nodeEligible"], false);
@@ -271,17 +284,45 @@ fn local_service_health_through_transitions() {
     let sa = SocketAddr::new(LOOPBACK, port);
     let cases: Vec<(&str, Vec<EndpointInfo>, u16, u32)> = vec![
         ("no endpoint", vec![], 503, 0),
-        ("only on another node", vec![ep("10.1.0.5", "node-b", true, true, false)], 503, 0),
-        ("ready", vec![ep("10.0.0.5", "node-a", true, true, false)], 200, 1),
+        (
+            "only on another node",
+            vec![ep("10.1.0.5", "node-b", true, true, false)],
+            503,
+            0,
+        ),
+        (
+            "ready",
+            vec![ep("10.0.0.5", "node-a", true, true, false)],
+            200,
+            1,
+        ),
         (
             "two ready",
-            vec![ep("10.0.0.5", "node-a", true, true, false), ep("10.0.0.6", "node-a", true, true, false)],
+            vec![
+                ep("10.0.0.5", "node-a", true, true, false),
+                ep("10.0.0.6", "node-a", true, true, false),
+            ],
             200,
             2,
         ),
-        ("failing readiness", vec![ep("10.0.0.5", "node-a", false, false, false)], 503, 0),
-        ("terminating only", vec![ep("10.0.0.5", "node-a", false, true, true)], 503, 0),
-        ("ready again", vec![ep("10.0.0.5", "node-a", true, true, false)], 200, 1),
+        (
+            "failing readiness",
+            vec![ep("10.0.0.5", "node-a", false, false, false)],
+            503,
+            0,
+        ),
+        (
+            "terminating only",
+            vec![ep("10.0.0.5", "node-a", false, true, true)],
+            503,
+            0,
+        ),
+        (
+            "ready again",
+            vec![ep("10.0.0.5", "node-a", true, true, false)],
+            200,
+            1,
+        ),
     ];
     for (what, eps, code, n) in cases {
         let st = state_with(TrafficPolicy::Local, Some(port), eps);
@@ -290,7 +331,11 @@ fn local_service_health_through_transitions() {
         let r = get(sa, "/healthz");
         assert_eq!(r.status, code, "{what}");
         assert_json_headers(&r);
-        assert_eq!(r.header("X-Load-Balancing-Endpoint-Weight"), Some(n.to_string().as_str()), "{what}");
+        assert_eq!(
+            r.header("X-Load-Balancing-Endpoint-Weight"),
+            Some(n.to_string().as_str()),
+            "{what}"
+        );
         let v = r.json();
         assert_eq!(v["service"]["namespace"], "shop");
         assert_eq!(v["service"]["name"], "web");
@@ -311,7 +356,10 @@ fn local_service_health_through_transitions() {
     assert_eq!(get(sa, "/").status, 200);
     let c = h.counters();
     assert_eq!(c.services.len(), 1);
-    assert!(c.services[0].answered_200 >= 4 && c.services[0].answered_503 >= 4, "{c:?}");
+    assert!(
+        c.services[0].answered_200 >= 4 && c.services[0].answered_503 >= 4,
+        "{c:?}"
+    );
 }
 
 // spec: H2 — Cluster: no per-Service server; every node passes on the node
@@ -320,12 +368,19 @@ fn local_service_health_through_transitions() {
 fn cluster_service_uses_the_node_port() {
     let (h, _clock) = start();
     let port = free_port();
-    let st = state_with(TrafficPolicy::Cluster, Some(port), vec![ep("10.0.0.5", "node-a", false, true, true)]);
+    let st = state_with(
+        TrafficPolicy::Cluster,
+        Some(port),
+        vec![ep("10.0.0.5", "node-a", false, true, true)],
+    );
     let entries = service_health_entries(&st, "node-a");
     assert!(entries.is_empty());
     let rep = h.set_services(&entries);
     assert!(rep.opened.is_empty());
-    assert!(TcpStream::connect((LOOPBACK, port)).is_err(), "nothing listens on the Service's port");
+    assert!(
+        TcpStream::connect((LOOPBACK, port)).is_err(),
+        "nothing listens on the Service's port"
+    );
     assert_eq!(get(node_addr(&h), "/healthz").status, 200);
 }
 
@@ -337,7 +392,10 @@ fn service_servers_appear_and_disappear() {
     let (p1, p2) = (free_port(), free_port());
     let a1 = SocketAddr::new(LOOPBACK, p1);
     let a2 = SocketAddr::new(LOOPBACK, p2);
-    let rep = h.set_services(&[entry("ns", "one", Some(p1), 1), entry("ns", "two", Some(p2), 0)]);
+    let rep = h.set_services(&[
+        entry("ns", "one", Some(p1), 1),
+        entry("ns", "two", Some(p2), 0),
+    ]);
     assert_eq!(rep.opened, vec![p1.min(p2), p1.max(p2)]);
     assert_eq!(h.service_addrs().len(), 2);
     assert_eq!(get(a1, "/x").status, 200);
@@ -361,7 +419,10 @@ fn service_servers_appear_and_disappear() {
     assert_eq!(r.header("X-Load-Balancing-Endpoint-Weight"), Some("3"));
 
     // Back again on the port just closed.
-    let rep = h.set_services(&[entry("ns", "renamed", Some(p1), 3), entry("ns", "two", Some(p2), 2)]);
+    let rep = h.set_services(&[
+        entry("ns", "renamed", Some(p1), 3),
+        entry("ns", "two", Some(p2), 2),
+    ]);
     assert_eq!(rep.opened, vec![p2], "{rep:?}");
     assert_eq!(get(a2, "/").status, 200);
 
@@ -390,7 +451,10 @@ fn port_conflicts_are_reported_not_fatal() {
     assert_eq!(rep.failed.len(), 1, "{rep:?}");
     drop(taken);
     // Retried on the next update, as kube-proxy does.
-    let rep = h.set_services(&[entry("ns", "a", Some(p), 1), entry("ns", "c", Some(taken_port), 1)]);
+    let rep = h.set_services(&[
+        entry("ns", "a", Some(p), 1),
+        entry("ns", "c", Some(taken_port), 1),
+    ]);
     assert_eq!(rep.opened, vec![taken_port], "{rep:?}");
 }
 
@@ -399,13 +463,21 @@ fn port_conflicts_are_reported_not_fatal() {
 fn portless_local_service_on_the_node_port() {
     let (h, _clock) = start();
     let a = node_addr(&h);
-    let st = state_with(TrafficPolicy::Local, None, vec![ep("10.0.0.5", "node-a", true, true, false)]);
+    let st = state_with(
+        TrafficPolicy::Local,
+        None,
+        vec![ep("10.0.0.5", "node-a", true, true, false)],
+    );
     h.set_services(&service_health_entries(&st, "node-a"));
     let r = get(a, "/service/shop/web");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("X-Load-Balancing-Endpoint-Weight"), Some("1"));
     assert_eq!(r.json()["localEndpoints"], 1);
-    let st = state_with(TrafficPolicy::Local, None, vec![ep("10.0.0.5", "node-a", true, true, true)]);
+    let st = state_with(
+        TrafficPolicy::Local,
+        None,
+        vec![ep("10.0.0.5", "node-a", true, true, true)],
+    );
     h.set_services(&service_health_entries(&st, "node-a"));
     assert_eq!(get(a, "/service/shop/web").status, 503);
     assert_eq!(get(a, "/service/shop/other").status, 404);
@@ -435,18 +507,31 @@ fn other_paths_and_methods() {
     assert_eq!(r.header("Location"), Some("/livez"));
 
     for m in ["POST", "PUT", "DELETE", "PATCH", "FOO"] {
-        let r = raw(a, format!("{m} /healthz HTTP/1.1\r\nHost: n\r\nContent-Length: 0\r\n\r\n").as_bytes(), false);
+        let r = raw(
+            a,
+            format!("{m} /healthz HTTP/1.1\r\nHost: n\r\nContent-Length: 0\r\n\r\n").as_bytes(),
+            false,
+        );
         assert_eq!(r.status, 200, "{m}");
         assert_eq!(r.json()["healthy"], true);
     }
     let r = raw(a, b"HEAD /healthz HTTP/1.1\r\nHost: n\r\n\r\n", true);
     assert_eq!(r.status, 200);
     assert!(r.body.is_empty());
-    assert!(r.header("Content-Length").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0) > 0);
+    assert!(
+        r.header("Content-Length")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0)
+            > 0
+    );
     let r = raw(a, b"OPTIONS * HTTP/1.1\r\nHost: n\r\n\r\n", false);
     assert_eq!(r.status, 200);
     assert_eq!(r.header("Content-Length"), Some("0"));
-    let r = raw(a, b"GET http://node/livez HTTP/1.1\r\nHost: n\r\n\r\n", false);
+    let r = raw(
+        a,
+        b"GET http://node/livez HTTP/1.1\r\nHost: n\r\n\r\n",
+        false,
+    );
     assert_eq!(r.status, 200, "absolute form");
 
     // HTTP/1.0: answered in kind, then closed.
@@ -470,7 +555,10 @@ fn other_paths_and_methods() {
         assert_eq!(r.json()["service"]["name"], "svc");
     }
     let c = h.counters();
-    assert!(c.node.not_found_404 >= 2 && c.node.redirect_301 == 2 && c.node.healthz_200 >= 8, "{c:?}");
+    assert!(
+        c.node.not_found_404 >= 2 && c.node.redirect_301 == 2 && c.node.healthz_200 >= 8,
+        "{c:?}"
+    );
 }
 
 // Malformed requests: 400 (or 431/505) and the connection closes; the server
@@ -495,11 +583,18 @@ fn malformed_requests_are_refused_and_closed() {
         let r = c.response(false).expect("an answer");
         assert_eq!(r.status, code, "{:?}", String::from_utf8_lossy(req));
         assert_eq!(r.header("Connection"), Some("close"));
-        assert!(c.closed_by_server(), "closed after {:?}", String::from_utf8_lossy(req));
+        assert!(
+            c.closed_by_server(),
+            "closed after {:?}",
+            String::from_utf8_lossy(req)
+        );
     }
     // A head larger than the limit.
     let mut c = Client::connect(a);
-    let big = format!("GET /healthz HTTP/1.1\r\nHost: n\r\nX-Big: {}\r\n\r\n", "a".repeat(10_000));
+    let big = format!(
+        "GET /healthz HTTP/1.1\r\nHost: n\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(10_000)
+    );
     c.send(big.as_bytes());
     assert_eq!(c.response(false).expect("an answer").status, 431);
     assert!(c.closed_by_server());
@@ -555,7 +650,9 @@ fn keep_alive_and_pipelining() {
     let mut batch = Vec::new();
     for _ in 0..100 {
         batch.extend_from_slice(b"GET /healthz HTTP/1.1\r\nHost: n\r\n\r\n");
-        batch.extend_from_slice(b"POST /livez HTTP/1.1\r\nHost: n\r\nContent-Length: 11\r\n\r\nhello world");
+        batch.extend_from_slice(
+            b"POST /livez HTTP/1.1\r\nHost: n\r\nContent-Length: 11\r\n\r\nhello world",
+        );
     }
     c.send(&batch);
     for _ in 0..200 {

@@ -86,7 +86,12 @@ mod tests {
         }
     }
 
-    fn svc(key: &str, policy: TrafficPolicy, hcnp: Option<u16>, eps: Vec<EndpointInfo>) -> ServiceInfo {
+    fn svc(
+        key: &str,
+        policy: TrafficPolicy,
+        hcnp: Option<u16>,
+        eps: Vec<EndpointInfo>,
+    ) -> ServiceInfo {
         ServiceInfo {
             key: key.to_string(),
             policy,
@@ -109,7 +114,12 @@ mod tests {
     // spec: H3 — no serving pod on the node: 0 local endpoints (fails).
     #[test]
     fn no_endpoint_on_this_node() {
-        let s = svc("ns/a", TrafficPolicy::Local, Some(30000), vec![ep("10.0.1.5", "other", true, true, false)]);
+        let s = svc(
+            "ns/a",
+            TrafficPolicy::Local,
+            Some(30000),
+            vec![ep("10.0.1.5", "other", true, true, false)],
+        );
         assert_eq!(local_endpoint_count(&s, "me"), 0);
     }
 
@@ -132,7 +142,12 @@ mod tests {
     // spec: H3 — pods failing readiness do not count.
     #[test]
     fn failing_readiness_does_not_count() {
-        let s = svc("ns/a", TrafficPolicy::Local, Some(30000), vec![ep("10.0.0.5", "me", false, false, false)]);
+        let s = svc(
+            "ns/a",
+            TrafficPolicy::Local,
+            Some(30000),
+            vec![ep("10.0.0.5", "me", false, false, false)],
+        );
         assert_eq!(local_endpoint_count(&s, "me"), 0);
     }
 
@@ -143,7 +158,10 @@ mod tests {
             "ns/a",
             TrafficPolicy::Local,
             Some(30000),
-            vec![ep("10.0.0.5", "me", false, true, true), ep("10.0.0.6", "me", true, true, true)],
+            vec![
+                ep("10.0.0.5", "me", false, true, true),
+                ep("10.0.0.6", "me", true, true, true),
+            ],
         );
         assert_eq!(local_endpoint_count(&s, "me"), 0);
     }
@@ -170,8 +188,18 @@ mod tests {
         let mut not_lb = svc("ns/internal", TrafficPolicy::Local, None, vec![]);
         not_lb.vips.clear();
         let st = state(vec![
-            svc("ns/cluster", TrafficPolicy::Cluster, Some(30001), vec![ep("10.0.0.5", "me", true, true, false)]),
-            svc("ns/local", TrafficPolicy::Local, Some(30002), vec![ep("10.0.0.5", "me", true, true, false)]),
+            svc(
+                "ns/cluster",
+                TrafficPolicy::Cluster,
+                Some(30001),
+                vec![ep("10.0.0.5", "me", true, true, false)],
+            ),
+            svc(
+                "ns/local",
+                TrafficPolicy::Local,
+                Some(30002),
+                vec![ep("10.0.0.5", "me", true, true, false)],
+            ),
             svc("ns/noport", TrafficPolicy::Local, None, vec![]),
             not_lb,
         ]);

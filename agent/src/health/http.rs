@@ -31,7 +31,9 @@ impl Reject {
         match self {
             Reject::BadRequest(why) => why.as_bytes(),
             Reject::HeadersTooLarge => b"431 Request Header Fields Too Large",
-            Reject::VersionNotSupported => b"505 HTTP Version Not Supported: unsupported protocol version",
+            Reject::VersionNotSupported => {
+                b"505 HTTP Version Not Supported: unsupported protocol version"
+            }
         }
     }
 }
@@ -110,14 +112,18 @@ pub fn parse_head(buf: &[u8]) -> Head<'_> {
         }
     }
     if !http10 && hosts == 0 {
-        return Head::Reject(Reject::BadRequest("400 Bad Request: missing required Host header"));
+        return Head::Reject(Reject::BadRequest(
+            "400 Bad Request: missing required Host header",
+        ));
     }
     if hosts > 1 {
         return Head::Reject(Reject::BadRequest("400 Bad Request: too many Host headers"));
     }
     // Both framings at once is ambiguous (request smuggling): refuse.
     if chunked && content_length.is_some() {
-        return Head::Reject(Reject::BadRequest("400 Bad Request: both Transfer-Encoding and Content-Length"));
+        return Head::Reject(Reject::BadRequest(
+            "400 Bad Request: both Transfer-Encoding and Content-Length",
+        ));
     }
     let body = if chunked {
         BodyLen::Unknown
@@ -138,10 +144,14 @@ pub fn parse_head(buf: &[u8]) -> Head<'_> {
 /// else that failed the version check is garbage (400).
 fn version_reject(buf: &[u8]) -> Reject {
     let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
-    let line = buf[..line_end].strip_suffix(b"\r").unwrap_or(&buf[..line_end]);
+    let line = buf[..line_end]
+        .strip_suffix(b"\r")
+        .unwrap_or(&buf[..line_end]);
     let last = line.rsplit(|&b| b == b' ').next().unwrap_or(b"");
     match last {
-        [b'H', b'T', b'T', b'P', b'/', maj, b'.', min] if maj.is_ascii_digit() && min.is_ascii_digit() && *maj != b'1' => {
+        [b'H', b'T', b'T', b'P', b'/', maj, b'.', min]
+            if maj.is_ascii_digit() && min.is_ascii_digit() && *maj != b'1' =>
+        {
             Reject::VersionNotSupported
         }
         _ => Reject::BadRequest("400 Bad Request: malformed HTTP version"),
@@ -250,9 +260,8 @@ pub fn clean_path(p: &[u8]) -> Cow<'_, [u8]> {
         out.push(b'/');
         out.extend_from_slice(s);
     }
-    if out.is_empty() {
-        out.push(b'/');
-    } else if p.ends_with(b"/") {
+    // The root, or a trailing slash kept (Go keeps it, "/a/" is not "/a").
+    if out.is_empty() || p.ends_with(b"/") {
         out.push(b'/');
     }
     Cow::Owned(out)
@@ -373,7 +382,10 @@ mod tests {
         let Head::Request(r) = req("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") else {
             panic!("not parsed");
         };
-        assert_eq!((r.method, r.target, r.http10, r.keep_alive), ("GET", "/healthz", false, true));
+        assert_eq!(
+            (r.method, r.target, r.http10, r.keep_alive),
+            ("GET", "/healthz", false, true)
+        );
         assert_eq!(r.body, BodyLen::Known(0));
         assert_eq!(r.head_len, 34);
     }
@@ -381,10 +393,25 @@ mod tests {
     #[test]
     fn partial_and_garbage() {
         assert!(matches!(req("GET /healthz HTTP/1.1\r\nHo"), Head::Partial));
-        assert!(matches!(req("\x00\x01garbage\r\n\r\n"), Head::Reject(Reject::BadRequest(_))));
-        assert!(matches!(req("GET /healthz HTTP/2.0\r\n\r\n"), Head::Reject(Reject::VersionNotSupported)));
-        assert!(matches!(req("GET /healthz HTTX/1.1\r\n\r\n"), Head::Reject(Reject::BadRequest(_))));
-        assert!(matches!(req("GET /healthz HTTP/1.1\r\n\r\n"), Head::Reject(Reject::BadRequest(_))), "no Host");
+        assert!(matches!(
+            req("\x00\x01garbage\r\n\r\n"),
+            Head::Reject(Reject::BadRequest(_))
+        ));
+        assert!(matches!(
+            req("GET /healthz HTTP/2.0\r\n\r\n"),
+            Head::Reject(Reject::VersionNotSupported)
+        ));
+        assert!(matches!(
+            req("GET /healthz HTTX/1.1\r\n\r\n"),
+            Head::Reject(Reject::BadRequest(_))
+        ));
+        assert!(
+            matches!(
+                req("GET /healthz HTTP/1.1\r\n\r\n"),
+                Head::Reject(Reject::BadRequest(_))
+            ),
+            "no Host"
+        );
         assert!(matches!(
             req("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
             Head::Reject(Reject::BadRequest(_))
@@ -411,19 +438,27 @@ mod tests {
         };
         assert!(!ka("GET / HTTP/1.0\r\n\r\n"));
         assert!(ka("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"));
-        assert!(!ka("GET / HTTP/1.1\r\nHost: a\r\nConnection: foo, close\r\n\r\n"));
+        assert!(!ka(
+            "GET / HTTP/1.1\r\nHost: a\r\nConnection: foo, close\r\n\r\n"
+        ));
         assert!(ka("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
     }
 
     #[test]
     fn targets() {
         let p = |t: &str| match parse_target("GET", t) {
-            Ok(Target::Path { path, query }) => (String::from_utf8_lossy(&path).into_owned(), query.to_string()),
+            Ok(Target::Path { path, query }) => (
+                String::from_utf8_lossy(&path).into_owned(),
+                query.to_string(),
+            ),
             other => panic!("{t}: {other:?}"),
         };
         assert_eq!(p("/healthz?a=b"), ("/healthz".into(), "a=b".into()));
         assert_eq!(p("/health%7a"), ("/healthz".into(), String::new()));
-        assert_eq!(p("http://node:10256/livez"), ("/livez".into(), String::new()));
+        assert_eq!(
+            p("http://node:10256/livez"),
+            ("/livez".into(), String::new())
+        );
         assert_eq!(p("http://node:10256"), (String::new(), String::new()));
         assert_eq!(parse_target("OPTIONS", "*"), Ok(Target::Asterisk));
         assert_eq!(parse_target("CONNECT", "a:1"), Ok(Target::Authority));

@@ -140,7 +140,10 @@ impl ProxierHealth {
 
 /// A node is eligible for load-balanced traffic unless it is being deleted or
 /// the autoscaler has marked it for deletion.
-pub fn node_eligible<'a>(being_deleted: bool, taint_keys: impl IntoIterator<Item = &'a str>) -> bool {
+pub fn node_eligible<'a>(
+    being_deleted: bool,
+    taint_keys: impl IntoIterator<Item = &'a str>,
+) -> bool {
     !being_deleted && !taint_keys.into_iter().any(|k| k == TO_BE_DELETED_TAINT)
 }
 
@@ -170,7 +173,12 @@ pub struct NodeSnapshot {
 /// clients read a fresh `lastUpdated` as "synced recently"), the last sync
 /// otherwise (the zero time if there never was one), `nodeEligible` on
 /// `/healthz` only, `status` per IP family once a sync has happened.
-pub fn node_answer(probe: Probe, s: &NodeSnapshot, families: &[IpFamily], body: &mut Vec<u8>) -> u16 {
+pub fn node_answer(
+    probe: Probe,
+    s: &NodeSnapshot,
+    families: &[IpFamily],
+    body: &mut Vec<u8>,
+) -> u16 {
     body.clear();
     let healthy = match probe {
         Probe::Healthz => s.proxier_healthy && s.node_eligible,
@@ -230,7 +238,12 @@ pub fn service_body_prefix(namespace: &str, name: &str) -> Vec<u8> {
 /// H3: 200 iff at least one local ready, non-terminating endpoint and the
 /// proxier is healthy. Node eligibility is not part of it, as in kube-proxy:
 /// a draining node stops passing `/healthz`, its pods decide the rest.
-pub fn service_answer(prefix: &[u8], local_endpoints: u32, proxier_healthy: bool, body: &mut Vec<u8>) -> u16 {
+pub fn service_answer(
+    prefix: &[u8],
+    local_endpoints: u32,
+    proxier_healthy: bool,
+    body: &mut Vec<u8>,
+) -> u16 {
     body.clear();
     body.extend_from_slice(prefix);
     // Writing an integer into a Vec cannot fail.
@@ -290,7 +303,15 @@ mod tests {
         let h = ProxierHealth::new(Duration::from_secs(2));
         assert!(h.is_healthy(t(0)));
         let mut b = Vec::new();
-        assert_eq!(node_answer(Probe::Healthz, &snap(&h, true, t(0)), &[IpFamily::IPv4], &mut b), 200);
+        assert_eq!(
+            node_answer(
+                Probe::Healthz,
+                &snap(&h, true, t(0)),
+                &[IpFamily::IPv4],
+                &mut b
+            ),
+            200
+        );
         let v = json(&b);
         assert_eq!(v["healthy"], true);
         assert_eq!(v["nodeEligible"], true);
@@ -309,17 +330,26 @@ mod tests {
         assert!(!h.is_healthy(t(30)));
         let mut b = Vec::new();
         for p in [Probe::Healthz, Probe::Livez] {
-            assert_eq!(node_answer(p, &snap(&h, true, t(30)), &[IpFamily::IPv4], &mut b), 503);
+            assert_eq!(
+                node_answer(p, &snap(&h, true, t(30)), &[IpFamily::IPv4], &mut b),
+                503
+            );
             let v = json(&b);
             assert_eq!(v["healthy"], false);
-            assert_eq!(v["lastUpdated"], "2023-11-14T22:13:20Z", "last sync, not now");
+            assert_eq!(
+                v["lastUpdated"], "2023-11-14T22:13:20Z",
+                "last sync, not now"
+            );
             assert_eq!(v["currentTime"], "2023-11-14T22:13:50Z");
             assert_eq!(v["status"]["IPv4"]["healthy"], false);
         }
         // spec: H2 — back in sync: healthy again at once.
         h.record_synced(t(31));
         assert!(h.is_healthy(t(31)));
-        assert_eq!(node_answer(Probe::Healthz, &snap(&h, true, t(31)), &[], &mut b), 200);
+        assert_eq!(
+            node_answer(Probe::Healthz, &snap(&h, true, t(31)), &[], &mut b),
+            200
+        );
     }
 
     #[test]
@@ -337,7 +367,15 @@ mod tests {
         let mut h = ProxierHealth::new(Duration::from_secs(2));
         h.record_queued(t(0));
         let mut b = Vec::new();
-        assert_eq!(node_answer(Probe::Livez, &snap(&h, true, t(5)), &[IpFamily::IPv4], &mut b), 503);
+        assert_eq!(
+            node_answer(
+                Probe::Livez,
+                &snap(&h, true, t(5)),
+                &[IpFamily::IPv4],
+                &mut b
+            ),
+            503
+        );
         let v = json(&b);
         assert_eq!(v["lastUpdated"], "0001-01-01T00:00:00Z");
         assert!(v.get("nodeEligible").is_none(), "livez has no nodeEligible");
@@ -352,7 +390,10 @@ mod tests {
 
     #[test]
     fn default_timeout_is_twice_the_period() {
-        assert_eq!(ProxierHealth::default_timeout(Duration::from_secs(1)), Duration::from_secs(2));
+        assert_eq!(
+            ProxierHealth::default_timeout(Duration::from_secs(1)),
+            Duration::from_secs(2)
+        );
         assert_eq!(ProxierHealth::default_timeout(Duration::MAX), Duration::MAX);
     }
 
@@ -366,11 +407,17 @@ mod tests {
         h.record_synced(t(0));
         let s = snap(&h, false, t(1));
         let mut b = Vec::new();
-        assert_eq!(node_answer(Probe::Healthz, &s, &[IpFamily::IPv4], &mut b), 503);
+        assert_eq!(
+            node_answer(Probe::Healthz, &s, &[IpFamily::IPv4], &mut b),
+            503
+        );
         let v = json(&b);
         assert_eq!(v["nodeEligible"], false);
         assert_eq!(v["healthy"], true, "the proxier itself is fine");
-        assert_eq!(node_answer(Probe::Livez, &s, &[IpFamily::IPv4], &mut b), 200);
+        assert_eq!(
+            node_answer(Probe::Livez, &s, &[IpFamily::IPv4], &mut b),
+            200
+        );
         assert_eq!(json(&b)["lastUpdated"], json(&b)["currentTime"]);
     }
 
@@ -379,11 +426,19 @@ mod tests {
         let mut h = ProxierHealth::new(Duration::from_secs(2));
         h.record_synced(t(0));
         let mut b = Vec::new();
-        node_answer(Probe::Healthz, &snap(&h, true, t(1)), &[IpFamily::IPv4, IpFamily::IPv6], &mut b);
+        node_answer(
+            Probe::Healthz,
+            &snap(&h, true, t(1)),
+            &[IpFamily::IPv4, IpFamily::IPv6],
+            &mut b,
+        );
         let v = json(&b);
         assert_eq!(v["status"]["IPv4"]["lastUpdated"], "2023-11-14T22:13:20Z");
         assert_eq!(v["status"]["IPv6"]["healthy"], true);
-        let keys: Vec<_> = v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+        let keys: Vec<_> = v
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
         assert_eq!(keys.len(), 5);
     }
 

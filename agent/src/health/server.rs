@@ -29,12 +29,12 @@ use tracing::{debug, info, warn};
 
 use super::entries::ServiceHealthEntry;
 use super::http::{
-    clean_path, escape_path, parse_head, parse_target, write_response, BodyLen, ConnHeader, Head, Reject,
-    RequestHead, Response, Target, CT_HTML, CT_JSON, CT_TEXT,
+    clean_path, escape_path, parse_head, parse_target, write_response, BodyLen, ConnHeader, Head,
+    Reject, RequestHead, Response, Target, CT_HTML, CT_JSON, CT_TEXT,
 };
 use super::logic::{
-    node_answer, node_eligible, service_answer, service_body_prefix, Clock, IpFamily, NodeSnapshot, Probe,
-    ProxierHealth, DEFAULT_NODE_HEALTH_PORT,
+    node_answer, node_eligible, service_answer, service_body_prefix, Clock, IpFamily, NodeSnapshot,
+    Probe, ProxierHealth, DEFAULT_NODE_HEALTH_PORT,
 };
 use super::time::{http_date, unix_secs, HTTP_DATE_LEN};
 
@@ -94,7 +94,10 @@ impl HealthConfig {
     /// 2 × period, port 10256 on every address.
     pub fn new(sync_period: Duration) -> Self {
         HealthConfig {
-            node_addrs: vec![SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), DEFAULT_NODE_HEALTH_PORT)],
+            node_addrs: vec![SocketAddr::new(
+                IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                DEFAULT_NODE_HEALTH_PORT,
+            )],
             service_ips: vec![IpAddr::V6(Ipv6Addr::UNSPECIFIED)],
             health_timeout: ProxierHealth::default_timeout(sync_period),
             ip_families: vec![IpFamily::IPv4],
@@ -326,7 +329,9 @@ impl HealthHandle {
             .name("sluice-health".into())
             .spawn(move || {
                 let rt = if threads == 1 {
-                    tokio::runtime::Builder::new_current_thread().enable_all().build()
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
                 } else {
                     tokio::runtime::Builder::new_multi_thread()
                         .worker_threads(threads)
@@ -399,7 +404,11 @@ impl HealthHandle {
     }
 
     /// From the Node object: being deleted, and its taint keys.
-    pub fn set_node_state<'a>(&self, being_deleted: bool, taint_keys: impl IntoIterator<Item = &'a str>) {
+    pub fn set_node_state<'a>(
+        &self,
+        being_deleted: bool,
+        taint_keys: impl IntoIterator<Item = &'a str>,
+    ) {
         self.set_node_eligible(node_eligible(being_deleted, taint_keys));
     }
 
@@ -437,7 +446,10 @@ impl HealthHandle {
         for e in entries {
             let key = format!("{}/{}", e.namespace, e.name);
             match e.port {
-                Some(p) if self.node_addrs.iter().any(|a| a.port() == p) || desired.contains_key(&p) => {
+                Some(p)
+                    if self.node_addrs.iter().any(|a| a.port() == p)
+                        || desired.contains_key(&p) =>
+                {
                     warn!(service = %key, port = p, "health check port already in use; skipped");
                     report.conflicts.push((key, p));
                 }
@@ -451,7 +463,11 @@ impl HealthHandle {
         }
 
         let mut servers = self.lock_services();
-        let gone: Vec<u16> = servers.keys().copied().filter(|p| !desired.contains_key(p)).collect();
+        let gone: Vec<u16> = servers
+            .keys()
+            .copied()
+            .filter(|p| !desired.contains_key(p))
+            .collect();
         let mut waits = Vec::new();
         for p in gone {
             if let Some(s) = servers.remove(&p) {
@@ -492,7 +508,11 @@ impl HealthHandle {
         }
         drop(servers);
 
-        let mut map = self.shared.portless.write().unwrap_or_else(|p| p.into_inner());
+        let mut map = self
+            .shared
+            .portless
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
         let mut next = HashMap::with_capacity(portless.len());
         for (k, e) in portless {
             let slot = match map.remove(&k) {
@@ -522,15 +542,29 @@ impl HealthHandle {
         let mut done = Vec::new();
         for l in listeners {
             let (tx, rx) = mpsc::channel();
-            tasks.push(self.rt.spawn(accept_loop(l, Site::Service(slot.clone()), self.shared.clone(), tx)));
+            tasks.push(self.rt.spawn(accept_loop(
+                l,
+                Site::Service(slot.clone()),
+                self.shared.clone(),
+                tx,
+            )));
             done.push(rx);
         }
-        Ok(PortServer { slot, tasks, done, addrs })
+        Ok(PortServer {
+            slot,
+            tasks,
+            done,
+            addrs,
+        })
     }
 
     /// Answer counters, for `/metrics`.
     pub fn counters(&self) -> HealthCounters {
-        let mut services: Vec<ServiceCounters> = self.lock_services().values().map(|s| s.slot.counters()).collect();
+        let mut services: Vec<ServiceCounters> = self
+            .lock_services()
+            .values()
+            .map(|s| s.slot.counters())
+            .collect();
         services.extend(
             self.shared
                 .portless
@@ -576,14 +610,20 @@ fn bind_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     match bind_one(addr) {
         Err(e) if addr.ip() == IpAddr::V6(Ipv6Addr::UNSPECIFIED) && ipv6_unavailable(&e) => {
             debug!(error = %e, "IPv6 unavailable; health server on 0.0.0.0 only");
-            bind_one(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), addr.port()))
+            bind_one(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                addr.port(),
+            ))
         }
         r => r,
     }
 }
 
 fn ipv6_unavailable(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EAFNOSUPPORT) | Some(libc::EADDRNOTAVAIL) | Some(libc::EPROTONOSUPPORT))
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EAFNOSUPPORT) | Some(libc::EADDRNOTAVAIL) | Some(libc::EPROTONOSUPPORT)
+    )
 }
 
 fn bind_one(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
@@ -600,7 +640,12 @@ fn bind_one(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     Ok(s.into())
 }
 
-async fn accept_loop(std_listener: std::net::TcpListener, site: Site, sh: Arc<Shared>, done: mpsc::Sender<()>) {
+async fn accept_loop(
+    std_listener: std::net::TcpListener,
+    site: Site,
+    sh: Arc<Shared>,
+    done: mpsc::Sender<()>,
+) {
     // Declared first so it drops last: its disconnect tells `set_services`
     // the listener is closed.
     let _done = done;
@@ -665,7 +710,12 @@ enum Step {
     Close,
 }
 
-async fn serve_conn(mut stream: TcpStream, site: Site, sh: Arc<Shared>, _permit: OwnedSemaphorePermit) {
+async fn serve_conn(
+    mut stream: TcpStream,
+    site: Site,
+    sh: Arc<Shared>,
+    _permit: OwnedSemaphorePermit,
+) {
     let _ = stream.set_nodelay(true);
     let limits = sh.limits.clone();
     let mut buf = vec![0u8; limits.max_head_bytes.max(256)];
@@ -688,7 +738,8 @@ async fn serve_conn(mut stream: TcpStream, site: Site, sh: Arc<Shared>, _permit:
                     buf.copy_within(consumed..filled, 0);
                     filled -= consumed;
                     discard = rest_of_body;
-                    req_deadline = (filled > 0 || discard > 0).then(|| Instant::now() + limits.request_timeout);
+                    req_deadline = (filled > 0 || discard > 0)
+                        .then(|| Instant::now() + limits.request_timeout);
                     if close {
                         step = Step::Close;
                         break;
@@ -829,7 +880,11 @@ fn route(
         }
         (Target::Asterisk, _) => {
             sh.node.rejected.fetch_add(1, Relaxed);
-            write_reject(out, Reject::BadRequest("400 Bad Request: * is for OPTIONS"), sh);
+            write_reject(
+                out,
+                Reject::BadRequest("400 Bad Request: * is for OPTIONS"),
+                sh,
+            );
             false
         }
         // A Service's server answers every path and method alike.

@@ -9,7 +9,10 @@ pub const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 /// Seconds and nanoseconds relative to the Unix epoch, for any `SystemTime`.
 fn split(t: SystemTime) -> (i64, u32) {
     match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => (i64::try_from(d.as_secs()).unwrap_or(i64::MAX), d.subsec_nanos()),
+        Ok(d) => (
+            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            d.subsec_nanos(),
+        ),
         Err(e) => {
             let d = e.duration();
             let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
@@ -97,7 +100,8 @@ pub const HTTP_DATE_LEN: usize = 29;
 pub fn http_date(unix_secs: i64) -> [u8; HTTP_DATE_LEN] {
     const DAYS: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
     const MONTHS: [&[u8; 3]; 12] = [
-        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
     ];
     let days = unix_secs.div_euclid(86_400);
     let sod = unix_secs.rem_euclid(86_400) as u32;
@@ -143,10 +147,19 @@ mod tests {
     fn rfc3339_nano_like_go() {
         let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         assert_eq!(fmt(Some(t)), "2023-11-14T22:13:20Z");
-        assert_eq!(fmt(Some(t + Duration::from_nanos(120_000_000))), "2023-11-14T22:13:20.12Z");
-        assert_eq!(fmt(Some(t + Duration::from_nanos(1))), "2023-11-14T22:13:20.000000001Z");
+        assert_eq!(
+            fmt(Some(t + Duration::from_nanos(120_000_000))),
+            "2023-11-14T22:13:20.12Z"
+        );
+        assert_eq!(
+            fmt(Some(t + Duration::from_nanos(1))),
+            "2023-11-14T22:13:20.000000001Z"
+        );
         assert_eq!(fmt(Some(UNIX_EPOCH)), "1970-01-01T00:00:00Z");
-        assert_eq!(fmt(Some(UNIX_EPOCH - Duration::from_millis(500))), "1969-12-31T23:59:59.5Z");
+        assert_eq!(
+            fmt(Some(UNIX_EPOCH - Duration::from_millis(500))),
+            "1969-12-31T23:59:59.5Z"
+        );
         assert_eq!(fmt(None), ZERO_TIME);
         // Leap day.
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);

@@ -275,7 +275,7 @@ impl Netns {
         Ok(())
     }
 
-    /// Spawn `args` inside this namespace (`ip netns exec`), in its own
+    /// Spawn `args` inside this namespace, in its own
     /// process group (a terminal's Ctrl-C reaches only us, and we stop it in
     /// order). The namespace stops it when dropped.
     pub fn spawn(&self, args: &[&str], stdout: Stdio, stderr: Stdio) -> Result<u32> {
@@ -290,18 +290,39 @@ impl Netns {
 }
 
 /// Spawn `args` in namespace `ns` without tracking it; the caller owns it.
+///
+/// Only the network namespace is entered (`setns` between fork and exec),
+/// unlike `ip netns exec`, which also gives the child a private mount
+/// namespace: namespaces the agent creates must be visible to the host and
+/// outlive an agent killed with SIGKILL.
 pub fn spawn_in(ns: &str, args: &[&str], stdout: Stdio, stderr: Stdio) -> Result<Child> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
     let (prog, rest) = args.split_first().ok_or_else(|| anyhow!("empty command"))?;
-    Command::new("ip")
-        .args(["netns", "exec", ns, prog])
-        .args(rest)
+    let nsfile = std::fs::File::open(format!("/run/netns/{ns}"))
+        .with_context(|| format!("opening network namespace {ns}"))?;
+    let fd = nsfile.as_raw_fd();
+    let mut cmd = Command::new(prog);
+    cmd.args(rest)
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
-        .process_group(0)
+        .process_group(0);
+    // SAFETY: only the async-signal-safe setns(2) runs between fork and
+    // exec; `nsfile` outlives the spawn, so the descriptor is valid.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd
         .spawn()
-        .with_context(|| format!("spawning {prog} in {ns}"))
+        .with_context(|| format!("spawning {prog} in {ns}"))?;
+    drop(nsfile);
+    Ok(child)
 }
 
 /// SIGTERM, wait up to `grace`, then SIGKILL; always reaps.

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod ebpf;
 mod lab;
 mod setup;
+mod test;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "Sluice project tasks")]
@@ -26,12 +27,19 @@ enum Cmd {
     /// A two-node cluster in network namespaces, real traffic through
     /// LoadBalancer VIPs, what happened, then teardown.
     Lab(lab::LabOpts),
+    /// Every test of the workspace, as CI runs it (root; runs setup first).
+    Test(test::TestOpts),
 }
 
 fn main() -> Result<()> {
     match Cli::parse().command {
         Cmd::Setup(o) => setup::run_with(o),
         Cmd::BuildEbpf(o) => ebpf::run(o),
-        Cmd::Lab(o) => lab::run(o),
+        Cmd::Lab(o) => {
+            // The lab must work on a fresh machine too.
+            setup::run()?;
+            lab::run(o)
+        }
+        Cmd::Test(o) => test::run(o),
     }
 }

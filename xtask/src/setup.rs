@@ -49,8 +49,7 @@ pub struct SetupOpts {
     pub force_bpf_linker: bool,
 }
 
-/// Everything, with defaults (what `cargo xtask test` calls).
-#[allow(dead_code)]
+/// Everything, with defaults (what `cargo xtask test` and `lab` call).
 pub fn run() -> Result<()> {
     run_with(SetupOpts::default())
 }

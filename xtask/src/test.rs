@@ -38,9 +38,9 @@ pub fn run(opts: TestOpts) -> Result<()> {
     if !opts.no_setup {
         crate::setup::run()?;
     }
-    // The property test feeds a million frames; release keeps it to seconds.
-    cargo(&["build", "--release", "-p", "sluice-agent"])?;
-    let mut args = vec!["test", "--release", "--workspace"];
+    // The end-to-end tests drive the agent binary; it must be current.
+    cargo(&["build", "-p", "sluice-agent"])?;
+    let mut args = vec!["test", "--workspace"];
     let rest: Vec<&str> = opts.rest.iter().map(String::as_str).collect();
     if !rest.is_empty() {
         args.push("--");

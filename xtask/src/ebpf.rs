@@ -51,6 +51,19 @@ pub fn object_path(release: bool) -> PathBuf {
         .join(OBJECT_NAME)
 }
 
+/// Flags for the BPF target: debug info lets bpf-linker emit BTF
+/// (`--btf`: verifier logs with source lines). `SLUICE_BPF_RUSTFLAGS` adds
+/// more, e.g. `-C link-arg=--llvm-args=-bpf-stack-size=4096` to get an
+/// object past LLVM's 512-byte stack check and see what the verifier says.
+fn rustflags() -> String {
+    let mut f = String::from("-C debuginfo=2 -C link-arg=--btf");
+    if let Ok(extra) = std::env::var("SLUICE_BPF_RUSTFLAGS") {
+        f.push(' ');
+        f.push_str(&extra);
+    }
+    f
+}
+
 /// Build the programs; the path of the ELF object (for `test`, `bench`).
 #[allow(dead_code)]
 pub fn build(release: bool) -> Result<PathBuf> {
@@ -80,12 +93,7 @@ fn build_with(release: bool, extra: &[String]) -> Result<PathBuf> {
     cmd.args(extra)
         .env("RUSTC_BOOTSTRAP", "1")
         .env("CARGO_TARGET_BPFEL_UNKNOWN_NONE_LINKER", &linker)
-        // Debug info lets bpf-linker emit BTF (`--btf`): verifier logs with
-        // source lines, and what BTF-defined maps would need later.
-        .env(
-            "CARGO_TARGET_BPFEL_UNKNOWN_NONE_RUSTFLAGS",
-            "-C debuginfo=2 -C link-arg=--btf",
-        )
+        .env("CARGO_TARGET_BPFEL_UNKNOWN_NONE_RUSTFLAGS", rustflags())
         // Host-wide flags must not leak into the BPF build.
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")

@@ -44,7 +44,6 @@ pub const AFFINITY_MAX: u32 = 65_536;
 /// One node configuration, index 0.
 pub const NODE_MAX: u32 = 1;
 
-
 #[map(name = "SLUICE_SERVICES")]
 static SERVICES: HashMap<ServiceKey, ServiceValue> = HashMap::with_max_entries(SERVICES_MAX, 0);
 

@@ -17,7 +17,10 @@ use aya_ebpf::{
     programs::TcContext,
     EbpfContext,
 };
-use sluice_datapath::env::{L4Csum, Packet};
+use sluice_datapath::{
+    csum::wsum_le,
+    env::{L4Csum, Packet},
+};
 
 /// Offsets beyond this are refused before reaching a helper (a frame is at
 /// most 64 KiB); it also keeps every offset a small, bounded scalar.
@@ -86,10 +89,11 @@ impl Packet for SkbPacket {
         if csum_off > MAX_OFF {
             return None;
         }
-        // Size 0: `to` is a ready one's-complement difference.
+        // Size 0: `to` is a ready difference, as a sum over raw (little-
+        // endian) memory words: the datapath's big-endian-word diff swapped.
+        let to = u64::from(wsum_le(diff));
         // SAFETY: plain scalars.
-        let r =
-            unsafe { bpf_l3_csum_replace(self.skb().cast(), csum_off as u32, 0, diff.into(), 0) };
+        let r = unsafe { bpf_l3_csum_replace(self.skb().cast(), csum_off as u32, 0, to, 0) };
         (r == 0).then_some(())
     }
 
@@ -98,6 +102,7 @@ impl Packet for SkbPacket {
         if csum_off > MAX_OFF {
             return None;
         }
+        let to = u64::from(wsum_le(diff)); // as in `l3_csum_apply`
         let mut flags = 0u64; // size 0: `to` is a difference
         if how.pseudo {
             flags |= u64::from(BPF_F_PSEUDO_HDR);
@@ -106,9 +111,7 @@ impl Packet for SkbPacket {
             flags |= u64::from(BPF_F_MARK_MANGLED_0);
         }
         // SAFETY: plain scalars.
-        let r = unsafe {
-            bpf_l4_csum_replace(self.skb().cast(), csum_off as u32, 0, diff.into(), flags)
-        };
+        let r = unsafe { bpf_l4_csum_replace(self.skb().cast(), csum_off as u32, 0, to, flags) };
         (r == 0).then_some(())
     }
 

@@ -4,7 +4,8 @@
 //! end-to-end tests drive, then runs the whole workspace's tests. The netns
 //! tests need root; they are not optional and are never skipped here.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
@@ -46,10 +47,98 @@ pub fn run(opts: TestOpts) -> Result<()> {
         args.push("--");
         args.extend(rest);
     }
-    cargo(&args)
+    cargo_test_summed(&args)
+}
+
+/// Totals over every `test result:` line of a cargo test run.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Totals {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+}
+
+impl Totals {
+    /// `test result: ok. 47 passed; 0 failed; 2 ignored; 0 measured; ...`
+    fn add_line(&mut self, line: &str) {
+        let Some(rest) = line.trim().strip_prefix("test result: ") else {
+            return;
+        };
+        for part in rest.split(';') {
+            let mut words = part.split_whitespace().rev();
+            let (Some(label), Some(n)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let Ok(n) = n.parse::<u64>() else { continue };
+            match label {
+                "passed" => self.passed += n,
+                "failed" => self.failed += n,
+                "ignored" => self.ignored += n,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Run cargo test, pass its output through, and close with one line that
+/// sums every test binary: cargo's own last line is that of the last binary
+/// (often an empty doctest run), which says nothing about the whole suite.
+fn cargo_test_summed(args: &[&str]) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    println!("+ cargo {}", args.join(" "));
+    let mut child = Command::new(&cargo)
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    let mut totals = Totals::default();
+    if let Some(out) = child.stdout.take() {
+        let stdout = std::io::stdout();
+        for line in BufReader::new(out).lines() {
+            let line = line.context("reading cargo test output")?;
+            totals.add_line(&line);
+            let mut lock = stdout.lock();
+            let _ = writeln!(lock, "{line}");
+        }
+    }
+    let status = child.wait().context("waiting for cargo test")?;
+    println!(
+        "tests: {} passed, {} failed, {} skipped",
+        totals.passed, totals.failed, totals.ignored
+    );
+    if !status.success() {
+        bail!("cargo {} failed with {status}", args.join(" "));
+    }
+    if totals.passed == 0 {
+        bail!("cargo test ran no test");
+    }
+    Ok(())
 }
 
 fn nix_is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Totals;
+
+    #[test]
+    fn sums_cargo_result_lines() {
+        let mut t = Totals::default();
+        t.add_line("test result: ok. 47 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.07s");
+        t.add_line(
+            "test result: FAILED. 3 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out",
+        );
+        t.add_line("running 3 tests");
+        assert_eq!(
+            t,
+            Totals {
+                passed: 50,
+                failed: 1,
+                ignored: 2
+            }
+        );
+    }
 }

@@ -193,7 +193,7 @@ fn maglev_table_is_prime_and_at_least_100x_the_ready_endpoints() {
     assert!(v.maglev_size >= 100 * v.ready);
     assert!((2..v.maglev_size)
         .take_while(|d| d * d <= v.maglev_size)
-        .all(|d| v.maglev_size % d != 0));
+        .all(|d| !v.maglev_size.is_multiple_of(d)));
     // Every node computes the same table for the same endpoints.
     let b = build_content(&parse_state(&text).expect("valid"), "node-b").expect("content");
     assert_eq!(c.tables.maglev, b.tables.maglev);

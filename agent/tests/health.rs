@@ -723,3 +723,36 @@ fn shutdown_releases_ports() {
     TcpListener::bind(a).expect("node port free again");
     TcpListener::bind((LOOPBACK, p)).expect("service port free again");
 }
+
+// Idle keep-alive connections cannot hold every slot: while slots are scarce
+// they are closed after `request_timeout` instead of `idle_timeout`, until
+// the pressure is off.
+#[test]
+fn idle_connections_are_reclaimed_under_pressure() {
+    let (h, _clock) = start_with(Limits {
+        max_connections: 4,
+        request_timeout: Duration::from_millis(200),
+        idle_timeout: Duration::from_secs(3600),
+        ..Limits::default()
+    });
+    let a = node_addr(&h);
+    let mut idle: Vec<Client> = (0..4).map(|_| Client::connect(a)).collect();
+    for c in &mut idle {
+        assert_eq!(c.get("/healthz").status, 200);
+    }
+    // Every slot is held by an idle connection; a new client gets in once
+    // one of them is reclaimed, long before the hour-long idle timeout.
+    let mut ok = false;
+    for _ in 0..500 {
+        let mut c = Client::connect(a);
+        c.send(b"GET /healthz HTTP/1.1\r\nHost: n\r\n\r\n");
+        if let Some(r) = c.response(false) {
+            assert_eq!(r.status, 200);
+            ok = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ok, "an idle connection was reclaimed");
+    assert!(h.counters().node.timeouts >= 1);
+}

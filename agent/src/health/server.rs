@@ -272,6 +272,11 @@ impl Shared {
         self.proxier.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Few connection slots left (an eighth or less).
+    fn under_pressure(&self) -> bool {
+        self.conn_limit.available_permits() <= self.limits.max_connections / 8
+    }
+
     fn node_snapshot(&self) -> NodeSnapshot {
         let now = self.clock.now();
         let p = self.proxier();
@@ -769,18 +774,9 @@ async fn serve_conn(
             close_gracefully(stream).await;
             return;
         }
-        let deadline = match req_deadline {
-            Some(d) => d,
-            None => Instant::now() + limits.idle_timeout,
-        };
-        let n = match tokio::time::timeout_at(deadline, stream.read(&mut buf[filled..])).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return,
-            Ok(Ok(n)) => n,
-            Err(_) => {
-                sh.node.timeouts.fetch_add(1, Relaxed);
-                debug!("health connection timed out");
-                return;
-            }
+        let n = match read_some(&mut stream, &mut buf[filled..], req_deadline, &sh).await {
+            Some(n) => n,
+            None => return,
         };
         if req_deadline.is_none() {
             req_deadline = Some(Instant::now() + limits.request_timeout);
@@ -795,6 +791,40 @@ async fn serve_conn(
             }
         } else {
             filled += n;
+        }
+    }
+}
+
+/// One read. Within a request: until its deadline. Between keep-alive
+/// requests: until the idle deadline, but checked every `request_timeout`
+/// and cut short while connections are scarce, so idle sockets cannot hold
+/// every slot for long. `None`: closed, failed or timed out.
+async fn read_some(
+    stream: &mut TcpStream,
+    buf: &mut [u8],
+    req_deadline: Option<Instant>,
+    sh: &Shared,
+) -> Option<usize> {
+    let limits = &sh.limits;
+    let idle_until = Instant::now() + limits.idle_timeout;
+    loop {
+        let until = match req_deadline {
+            Some(d) => d,
+            None => idle_until.min(Instant::now() + limits.request_timeout),
+        };
+        match tokio::time::timeout_at(until, stream.read(buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return None,
+            Ok(Ok(n)) => return Some(n),
+            // Reading is cancel-safe: nothing is lost by waiting again.
+            Err(_)
+                if req_deadline.is_none()
+                    && Instant::now() < idle_until
+                    && !sh.under_pressure() => {}
+            Err(_) => {
+                sh.node.timeouts.fetch_add(1, Relaxed);
+                debug!("health connection timed out");
+                return None;
+            }
         }
     }
 }

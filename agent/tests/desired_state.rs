@@ -332,3 +332,51 @@ spec: {{nodeName: node-b}}
         l.host_ifname
     );
 }
+
+#[test]
+fn observed_readiness_of_local_pods_overrides_the_file() {
+    // spec: P5 — a local pod being evicted turns terminating at once, and the
+    // maps fall back to it only when nothing ready is left.
+    use sluice_agent::control::overlay::{with_overlay, LiveConditions, Overlay};
+    let eps = ep("198.19.1.10", "node-a", true, true, false)
+        + &ep("198.19.2.10", "node-b", true, true, false);
+    let text = format!("{NODES}{}{}", service("Cluster", ""), slice(&eps));
+    let state = parse_state(&text).expect("valid");
+    let mut overlay = Overlay::new();
+    let terminating = LiveConditions {
+        ready: false,
+        serving: true,
+        terminating: true,
+    };
+    overlay.insert("198.19.1.10".parse().expect("ip"), terminating);
+    // node-b's endpoint is not ours to observe: the overlay must not touch it.
+    overlay.insert("198.19.2.10".parse().expect("ip"), terminating);
+    let live = with_overlay(&state, "node-a", &overlay);
+    let v = only_service(&build_content(&live, "node-a").expect("content"));
+    assert_eq!((v.ready, v.terminating), (1, 1));
+    let c = build_content(&live, "node-a").expect("content");
+    assert_eq!(
+        c.tables.endpoints[v.ep_base as usize].addr,
+        ip4("198.19.2.10")
+    );
+}
+
+#[test]
+fn node_taints_and_deletion_are_read() {
+    let text = r#"
+apiVersion: v1
+kind: Node
+metadata: {name: node-a, deletionTimestamp: "2026-11-22T10:00:00Z"}
+spec:
+  unschedulable: true
+  taints: [{key: ToBeDeletedByClusterAutoscaler, value: "1700000000", effect: NoSchedule}]
+status: {addresses: [{type: InternalIP, address: 198.18.0.11}]}
+"#;
+    let state = parse_state(text).expect("valid");
+    let n = &state.nodes["node-a"];
+    assert!(n.deleting && n.unschedulable);
+    assert_eq!(n.taints, ["ToBeDeletedByClusterAutoscaler"]);
+    let bad = text.replace("effect: NoSchedule", "effect: Sometimes");
+    let err = parse_state(&bad).expect_err("bad effect");
+    assert!(err.to_string().contains("spec.taints[0].effect"), "{err}");
+}

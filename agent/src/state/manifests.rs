@@ -17,6 +17,9 @@ pub struct ObjectMeta {
     pub labels: BTreeMap<String, String>,
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    /// Set when the object is being deleted (graceful deletion).
+    #[serde(default)]
+    pub deletion_timestamp: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -48,6 +51,18 @@ pub struct NodeSpec {
     pub pod_cidrs: Vec<String>,
     #[serde(default)]
     pub unschedulable: bool,
+    #[serde(default)]
+    pub taints: Vec<Taint>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Taint {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    #[serde(default)]
+    pub effect: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

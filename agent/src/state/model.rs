@@ -21,6 +21,12 @@ pub struct NodeInfo {
     /// InternalIP addresses, at most one per family.
     pub addrs: Vec<IpAddr>,
     pub pod_cidrs: Vec<IpNet>,
+    /// Taint keys (e.g. `ToBeDeletedByClusterAutoscaler`).
+    pub taints: Vec<String>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// Cordoned (`spec.unschedulable`).
+    pub unschedulable: bool,
 }
 
 impl NodeInfo {

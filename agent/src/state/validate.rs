@@ -202,10 +202,29 @@ fn node_info(ctx: &Ctx, n: manifests::Node) -> Result<NodeInfo, StateError> {
         }
         pod_cidrs.push(net);
     }
+    let mut taints = Vec::new();
+    for (i, t) in n.spec.taints.iter().enumerate() {
+        if t.key.is_empty() {
+            return Err(ctx.err(format!("spec.taints[{i}].key"), "missing"));
+        }
+        match t.effect.as_str() {
+            "NoSchedule" | "PreferNoSchedule" | "NoExecute" => {}
+            o => {
+                return Err(ctx.err(
+                    format!("spec.taints[{i}].effect"),
+                    format!("{o:?} is not NoSchedule, PreferNoSchedule or NoExecute"),
+                ))
+            }
+        }
+        taints.push(t.key.clone());
+    }
     Ok(NodeInfo {
         name: n.metadata.name,
         addrs,
         pod_cidrs,
+        taints,
+        deleting: n.metadata.deletion_timestamp.is_some(),
+        unschedulable: n.spec.unschedulable,
     })
 }
 

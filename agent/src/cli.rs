@@ -1,6 +1,7 @@
 //! Command-line flags. Every flag also reads from a `SLUICE_*` environment
 //! variable so a unit file can configure the agent without a wrapper.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
@@ -51,4 +52,26 @@ pub struct Args {
 
     #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+
+    /// Where `/healthz` and `/livez` are served (kube-proxy's 10256).
+    #[arg(
+        long,
+        env = "SLUICE_HEALTHZ_BIND_ADDRESS",
+        default_value = "[::]:10256"
+    )]
+    pub healthz_bind_address: SocketAddr,
+
+    /// Where `/metrics` is served (kube-proxy's 10249).
+    #[arg(
+        long,
+        env = "SLUICE_METRICS_BIND_ADDRESS",
+        default_value = "0.0.0.0:10249"
+    )]
+    pub metrics_bind_address: SocketAddr,
+
+    /// The sync period, in seconds: the datapath counts as unhealthy when an
+    /// update has waited longer than twice this (kube-proxy's default: 30).
+    #[arg(long, env = "SLUICE_SYNC_PERIOD_S", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub sync_period_s: u64,
 }

@@ -1,11 +1,14 @@
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use tracing::info;
+use tracing::{info, warn};
 
 use sluice_agent::cli::{Args, DatapathMode, LogFormat};
 use sluice_agent::engine;
+use sluice_agent::health::{HealthConfig, HealthHandle, SystemClock};
+use sluice_agent::metrics::MetricsSnapshot;
 use sluice_agent::runner::Runner;
 use sluice_agent::state::source::FileSource;
 
@@ -34,18 +37,40 @@ fn start_engine(args: &Args) -> Result<Box<dyn engine::Engine>> {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
+fn start_health(args: &Args) -> Result<HealthHandle> {
+    let mut cfg = HealthConfig::new(Duration::from_secs(args.sync_period_s));
+    cfg.node_addrs = vec![args.healthz_bind_address];
+    // Per-Service health ports listen on the same address as 10256.
+    cfg.service_ips = vec![args.healthz_bind_address.ip()];
+    HealthHandle::start(cfg, Arc::new(SystemClock))
+        .with_context(|| format!("starting health servers on {}", args.healthz_bind_address))
+}
+
+// One worker thread serves /metrics while the sync loop runs on the main
+// thread; the health servers have a thread of their own.
+#[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> Result<()> {
     let args = Args::parse();
     init_logging(args.log_format);
 
+    let health = start_health(&args)?;
     let engine = start_engine(&args)?;
     info!(datapath = engine.kind(), node = %args.node_name, nic = %args.nic, "agent started");
+    let metrics = Arc::new(Mutex::new(MetricsSnapshot::default()));
+    let metrics_addr = args.metrics_bind_address;
+    let served = metrics.clone();
+    tokio::spawn(async move {
+        if let Err(e) = sluice_agent::metrics::serve(metrics_addr, served).await {
+            warn!(addr = %metrics_addr, error = %e, "metrics server stopped");
+        }
+    });
     let source = Box::new(FileSource::new(&args.state));
     let mut runner = Runner::new(
         args.node_name.clone(),
         source,
         engine,
+        health,
+        metrics,
         args.status_file.clone(),
     );
 

@@ -1,28 +1,50 @@
 //! The sync loop: poll the state source, compute what the node must hold
-//! (pure, in `control`), then carry it out on the engine and the host.
+//! (pure, in `control`), then carry it out on the engine, the host and the
+//! health servers.
 //!
 //! A state that fails validation or computation is rejected before anything
 //! is touched, so the running datapath is never half-updated by bad input.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use tracing::{info, warn};
 
 use crate::control::build_content;
+use crate::control::overlay::{with_overlay, Overlay};
 use crate::control::pods::{desired_pod_links, PodLinkSpec};
 use crate::control::routes::{desired_routes, diff, PodRoute};
 use crate::engine::Engine;
+use crate::health::{service_health_entries, HealthHandle, ServiceHealthEntry};
+use crate::metrics::MetricsSnapshot;
 use crate::netlink;
 use crate::state::source::{StateSource, Update};
 use crate::state::DesiredState;
 use crate::status::{write_status, Status};
 
+/// How long a failed apply waits before it is tried again: kube-proxy
+/// retries on its next sync rather than in a tight loop.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
 pub struct Runner {
     node: String,
     source: Box<dyn StateSource>,
     engine: Box<dyn Engine>,
+    health: HealthHandle,
+    metrics: Arc<Mutex<MetricsSnapshot>>,
+    /// The last valid desired state, and what the agent observes of its own
+    /// pods on top of it.
+    desired: Option<DesiredState>,
+    overlay: Overlay,
+    /// `desired`/`overlay` changed since the last successful apply.
+    dirty: bool,
+    retry_at: Option<Instant>,
+    /// Health entries whose port could not be opened yet; offered again on
+    /// every tick until they bind.
+    health_retry: Option<Vec<ServiceHealthEntry>>,
     routes: Vec<PodRoute>,
     pods: BTreeMap<String, PodLinkSpec>,
     status: Status,
@@ -34,6 +56,8 @@ impl Runner {
         node: String,
         source: Box<dyn StateSource>,
         engine: Box<dyn Engine>,
+        health: HealthHandle,
+        metrics: Arc<Mutex<MetricsSnapshot>>,
         status_path: Option<PathBuf>,
     ) -> Self {
         let status = Status {
@@ -44,6 +68,13 @@ impl Runner {
             node,
             source,
             engine,
+            health,
+            metrics,
+            desired: None,
+            overlay: Overlay::new(),
+            dirty: false,
+            retry_at: None,
+            health_retry: None,
             routes: Vec::new(),
             pods: BTreeMap::new(),
             status,
@@ -51,33 +82,92 @@ impl Runner {
         }
     }
 
+    /// Replace what the agent observes of its own pods; applied on the next
+    /// tick if it changed anything.
+    pub fn set_overlay(&mut self, overlay: Overlay) {
+        if overlay != self.overlay {
+            self.overlay = overlay;
+            self.mark_dirty();
+        }
+    }
+
+    fn mark_dirty(&mut self) {
+        if !self.dirty {
+            self.health.record_queued();
+        }
+        self.dirty = true;
+        self.retry_at = None;
+    }
+
     /// One poll of the source; applies a new state if there is one.
     pub fn tick(&mut self) {
         match self.source.poll() {
-            Update::Unchanged => {
-                self.publish();
-                return;
-            }
+            Update::Unchanged => {}
             Update::Rejected(e) => {
                 warn!(error = %e, "desired state rejected; keeping the running state");
                 self.status.synced = false;
                 self.status.error = Some(e);
+                self.lock_metrics().sync_rejected += 1;
             }
-            Update::State(s) => match self.apply(&s) {
-                Ok(()) => {
-                    self.status.generation += 1;
-                    self.status.synced = true;
-                    self.status.error = None;
-                    info!(generation = self.status.generation, "desired state applied");
-                }
-                Err(e) => {
-                    warn!(error = %format!("{e:#}"), "applying desired state failed");
-                    self.status.synced = false;
-                    self.status.error = Some(format!("{e:#}"));
-                }
-            },
+            Update::State(s) => {
+                self.desired = Some(s);
+                self.mark_dirty();
+            }
+        }
+        if let Some(entries) = self.health_retry.take() {
+            self.offer_health(entries);
+        }
+        let due = self.retry_at.is_none_or(|t| Instant::now() >= t);
+        if self.dirty && due {
+            self.sync();
         }
         self.publish();
+    }
+
+    fn sync(&mut self) {
+        let Some(desired) = &self.desired else {
+            return;
+        };
+        let live = with_overlay(desired, &self.node, &self.overlay);
+        let started = Instant::now();
+        let result = self.apply(&live);
+        let took = started.elapsed();
+        match result {
+            Ok(()) => {
+                self.dirty = false;
+                self.retry_at = None;
+                self.health.record_synced();
+                self.offer_health(service_health_entries(&live, &self.node));
+                if let Some(n) = live.nodes.get(&self.node) {
+                    self.health
+                        .set_node_state(n.deleting, n.taints.iter().map(String::as_str));
+                }
+                self.status.generation += 1;
+                self.status.synced = true;
+                self.status.error = None;
+                let mut m = self.lock_metrics();
+                m.sync_ok += 1;
+                m.sync_duration_sum += took;
+                m.sync_duration_last = took;
+                drop(m);
+                self.count_endpoints(&live);
+                info!(
+                    generation = self.status.generation,
+                    ms = took.as_millis() as u64,
+                    "desired state applied"
+                );
+            }
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "applying desired state failed; retrying");
+                self.retry_at = Some(Instant::now() + RETRY_AFTER);
+                self.status.synced = false;
+                self.status.error = Some(format!("{e:#}"));
+                let mut m = self.lock_metrics();
+                m.sync_failed += 1;
+                m.sync_duration_sum += took;
+                m.sync_duration_last = took;
+            }
+        }
     }
 
     fn apply(&mut self, state: &DesiredState) -> Result<()> {
@@ -131,13 +221,53 @@ impl Runner {
         Ok(())
     }
 
+    fn offer_health(&mut self, entries: Vec<ServiceHealthEntry>) {
+        let report = self.health.set_services(&entries);
+        if report.failed.is_empty() {
+            return;
+        }
+        if self.health_retry.is_none() {
+            warn!(ports = ?report.failed, "health-check ports could not be opened; retrying");
+        }
+        self.health_retry = Some(entries);
+    }
+
+    fn count_endpoints(&self, live: &DesiredState) {
+        let (mut ready, mut term, mut not_ready) = (0, 0, 0);
+        for ep in live.services.values().flat_map(|s| s.endpoints.iter()) {
+            if ep.terminating {
+                term += 1;
+            } else if ep.ready {
+                ready += 1;
+            } else {
+                not_ready += 1;
+            }
+        }
+        let mut m = self.lock_metrics();
+        m.endpoints_ready = ready;
+        m.endpoints_terminating = term;
+        m.endpoints_not_ready = not_ready;
+    }
+
+    fn lock_metrics(&self) -> std::sync::MutexGuard<'_, MetricsSnapshot> {
+        self.metrics.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn publish(&mut self) {
-        self.status.counters = self
+        let packets: Vec<(String, u64)> = self
             .engine
             .counters()
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
+        {
+            let mut m = self.lock_metrics();
+            m.datapath = self.engine.kind().to_string();
+            m.generation = self.status.generation;
+            m.packets = packets.clone();
+            m.health = self.health.counters();
+        }
+        self.status.counters = packets;
         if let Some(path) = &self.status_path {
             if let Err(e) = write_status(path, &self.status) {
                 warn!(path = %path.display(), error = %e, "writing status file");
@@ -145,7 +275,8 @@ impl Runner {
         }
     }
 
-    /// Remove what this agent added to the host, then stop the engine.
+    /// Remove what this agent added to the host, then stop the engine and
+    /// the health servers.
     pub fn shutdown(mut self) -> Result<()> {
         for r in std::mem::take(&mut self.routes) {
             if let Err(e) = netlink::del_route(&r.dst.to_string(), Some(r.via), None) {
@@ -157,6 +288,7 @@ impl Runner {
                 warn!(pod = %key, error = %e, "unplugging pod on shutdown");
             }
         }
+        self.health.shutdown();
         self.engine.shutdown()
     }
 }

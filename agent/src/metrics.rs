@@ -1,0 +1,308 @@
+//! `/metrics` in the Prometheus text format: what the agent did, for
+//! dashboards and alerts. Rendering is pure; the server reuses the health
+//! module's HTTP reader and writer.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tracing::{debug, warn};
+
+use crate::health::http::{parse_head, write_response, ConnHeader, Head, Response, CT_TEXT};
+use crate::health::time::{http_date, unix_secs};
+use crate::health::HealthCounters;
+
+/// kube-proxy's metrics port.
+pub const DEFAULT_METRICS_PORT: u16 = 10249;
+
+/// Everything `/metrics` reports, updated by the sync loop.
+#[derive(Debug, Clone, Default)]
+pub struct MetricsSnapshot {
+    pub datapath: String,
+    pub sync_ok: u64,
+    pub sync_rejected: u64,
+    pub sync_failed: u64,
+    pub sync_duration_sum: Duration,
+    pub sync_duration_last: Duration,
+    pub generation: u64,
+    pub endpoints_ready: u64,
+    pub endpoints_terminating: u64,
+    pub endpoints_not_ready: u64,
+    /// Engine counters by label; `verdict_*` are packets by verdict, the rest
+    /// packets by what the program did with them.
+    pub packets: Vec<(String, u64)>,
+    pub health: HealthCounters,
+}
+
+fn header(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The Prometheus text exposition of `m`.
+pub fn render(m: &MetricsSnapshot) -> String {
+    let mut o = String::with_capacity(4096);
+    header(
+        &mut o,
+        "sluice_datapath_info",
+        "gauge",
+        "Datapath engine in use.",
+    );
+    let _ = writeln!(
+        o,
+        "sluice_datapath_info{{mode=\"{}\"}} 1",
+        escape(&m.datapath)
+    );
+
+    header(
+        &mut o,
+        "sluice_sync_total",
+        "counter",
+        "Desired-state syncs by result.",
+    );
+    for (r, v) in [
+        ("ok", m.sync_ok),
+        ("rejected", m.sync_rejected),
+        ("failed", m.sync_failed),
+    ] {
+        let _ = writeln!(o, "sluice_sync_total{{result=\"{r}\"}} {v}");
+    }
+    header(
+        &mut o,
+        "sluice_sync_duration_seconds",
+        "summary",
+        "Time to apply a desired state.",
+    );
+    let _ = writeln!(
+        o,
+        "sluice_sync_duration_seconds_sum {}",
+        m.sync_duration_sum.as_secs_f64()
+    );
+    let _ = writeln!(
+        o,
+        "sluice_sync_duration_seconds_count {}",
+        m.sync_ok + m.sync_failed
+    );
+    header(
+        &mut o,
+        "sluice_sync_last_duration_seconds",
+        "gauge",
+        "Time the last apply took.",
+    );
+    let _ = writeln!(
+        o,
+        "sluice_sync_last_duration_seconds {}",
+        m.sync_duration_last.as_secs_f64()
+    );
+    header(
+        &mut o,
+        "sluice_sync_generation",
+        "gauge",
+        "Successful applies since start.",
+    );
+    let _ = writeln!(o, "sluice_sync_generation {}", m.generation);
+
+    header(
+        &mut o,
+        "sluice_endpoints",
+        "gauge",
+        "Endpoints of this node's services by state.",
+    );
+    for (s, v) in [
+        ("ready", m.endpoints_ready),
+        ("terminating", m.endpoints_terminating),
+        ("not_ready", m.endpoints_not_ready),
+    ] {
+        let _ = writeln!(o, "sluice_endpoints{{state=\"{s}\"}} {v}");
+    }
+
+    header(
+        &mut o,
+        "sluice_packets_total",
+        "counter",
+        "Packets through the packet program by verdict.",
+    );
+    for (k, v) in m.packets.iter().filter(|(k, _)| k.starts_with("verdict_")) {
+        let _ = writeln!(
+            o,
+            "sluice_packets_total{{verdict=\"{}\"}} {v}",
+            escape(&k["verdict_".len()..])
+        );
+    }
+    header(
+        &mut o,
+        "sluice_packet_events_total",
+        "counter",
+        "Packets by what the program or engine did.",
+    );
+    for (k, v) in m.packets.iter().filter(|(k, _)| !k.starts_with("verdict_")) {
+        let _ = writeln!(
+            o,
+            "sluice_packet_events_total{{event=\"{}\"}} {v}",
+            escape(k)
+        );
+    }
+
+    let n = &m.health.node;
+    header(
+        &mut o,
+        "sluice_health_requests_total",
+        "counter",
+        "Node health answers by path and code.",
+    );
+    for (p, c, v) in [
+        ("/healthz", 200, n.healthz_200),
+        ("/healthz", 503, n.healthz_503),
+        ("/livez", 200, n.livez_200),
+        ("/livez", 503, n.livez_503),
+    ] {
+        let _ = writeln!(
+            o,
+            "sluice_health_requests_total{{path=\"{p}\",code=\"{c}\"}} {v}"
+        );
+    }
+    header(
+        &mut o,
+        "sluice_service_health_requests_total",
+        "counter",
+        "Per-Service health answers by code.",
+    );
+    for s in &m.health.services {
+        for (c, v) in [(200, s.answered_200), (503, s.answered_503)] {
+            let _ = writeln!(
+                o,
+                "sluice_service_health_requests_total{{namespace=\"{}\",name=\"{}\",code=\"{c}\"}} {v}",
+                escape(&s.namespace),
+                escape(&s.name)
+            );
+        }
+    }
+    o
+}
+
+const MAX_HEAD: usize = 8192;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serve `/metrics` on `addr` until the runtime stops. One request per
+/// connection: scrapers open a connection per scrape anyway.
+pub async fn serve(addr: SocketAddr, snapshot: Arc<Mutex<MetricsSnapshot>>) -> std::io::Result<()> {
+    let listener = TcpListener::bind(addr).await?;
+    loop {
+        let (mut sock, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                warn!(error = %e, "metrics accept");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let snapshot = snapshot.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; MAX_HEAD];
+            let mut len = 0;
+            let read = tokio::time::timeout(REQUEST_TIMEOUT, async {
+                loop {
+                    let n = sock.read(&mut buf[len..]).await?;
+                    if n == 0 {
+                        return Ok::<_, std::io::Error>(None);
+                    }
+                    len += n;
+                    match parse_head(&buf[..len]) {
+                        Head::Partial if len < MAX_HEAD => continue,
+                        Head::Partial => return Ok(Some((431, false, false))),
+                        Head::Reject(r) => return Ok(Some((r.status(), false, false))),
+                        Head::Request(h) => {
+                            let path = h.target.split('?').next().unwrap_or("");
+                            let status = if path == "/metrics" { 200 } else { 404 };
+                            return Ok(Some((status, h.http10, h.method != "HEAD")));
+                        }
+                    }
+                }
+            })
+            .await;
+            let Ok(Ok(Some((status, http10, send_body)))) = read else {
+                debug!(%peer, "metrics request dropped");
+                return;
+            };
+            let body = if status == 200 {
+                let m = snapshot.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                render(&m)
+            } else {
+                "404 page not found\n".to_string()
+            };
+            let mut out = Vec::with_capacity(body.len() + 256);
+            let date = http_date(unix_secs(SystemTime::now()));
+            write_response(
+                &mut out,
+                http10,
+                &Response {
+                    status,
+                    content_type: Some(if status == 200 {
+                        "text/plain; version=0.0.4; charset=utf-8"
+                    } else {
+                        CT_TEXT
+                    }),
+                    nosniff: true,
+                    weight: None,
+                    location: None,
+                    body: body.as_bytes(),
+                    send_body,
+                    conn: ConnHeader::Close,
+                },
+                &date,
+            );
+            let _ = tokio::time::timeout(REQUEST_TIMEOUT, sock.write_all(&out)).await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prometheus_text_with_every_family() {
+        let m = MetricsSnapshot {
+            datapath: "emulated".into(),
+            sync_ok: 3,
+            sync_rejected: 1,
+            endpoints_ready: 2,
+            endpoints_terminating: 1,
+            packets: vec![("verdict_pass".into(), 10), ("reset".into(), 2)],
+            ..MetricsSnapshot::default()
+        };
+        let text = render(&m);
+        for line in [
+            "sluice_datapath_info{mode=\"emulated\"} 1",
+            "sluice_sync_total{result=\"ok\"} 3",
+            "sluice_sync_total{result=\"rejected\"} 1",
+            "sluice_endpoints{state=\"ready\"} 2",
+            "sluice_endpoints{state=\"terminating\"} 1",
+            "sluice_packets_total{verdict=\"pass\"} 10",
+            "sluice_packet_events_total{event=\"reset\"} 2",
+            "sluice_health_requests_total{path=\"/healthz\",code=\"200\"} 0",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+        // Every sample belongs to a family declared with HELP and TYPE.
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            let name = l.split(['{', ' ']).next().unwrap_or("");
+            let base = name.trim_end_matches("_sum").trim_end_matches("_count");
+            assert!(
+                text.contains(&format!("# TYPE {base} ")),
+                "{name} has no TYPE"
+            );
+        }
+    }
+}

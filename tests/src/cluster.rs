@@ -210,6 +210,8 @@ pub struct ServiceSpec {
     pub ports: Vec<PortSpec>,
     pub endpoints: Vec<EndpointSpec>,
     pub affinity_timeout_s: Option<u32>,
+    /// `spec.healthCheckNodePort` (H3).
+    pub health_check_node_port: Option<u16>,
 }
 
 impl ServiceSpec {
@@ -222,7 +224,12 @@ impl ServiceSpec {
             ports: Vec::new(),
             endpoints: Vec::new(),
             affinity_timeout_s: None,
+            health_check_node_port: None,
         }
+    }
+    pub fn health_check_node_port(mut self, port: u16) -> Self {
+        self.health_check_node_port = Some(port);
+        self
     }
     pub fn policy(mut self, p: Policy) -> Self {
         self.policy = p;
@@ -267,6 +274,8 @@ pub struct ClusterSpec {
     pub services: Vec<ServiceSpec>,
     /// The node (1-based) the client routes the VIPs through.
     pub client_via: usize,
+    /// Taint keys per node (1-based), e.g. `ToBeDeletedByClusterAutoscaler`.
+    pub node_taints: BTreeMap<usize, Vec<String>>,
 }
 
 impl ClusterSpec {
@@ -276,6 +285,7 @@ impl ClusterSpec {
             pods: Vec::new(),
             services: Vec::new(),
             client_via: 1,
+            node_taints: BTreeMap::new(),
         }
     }
     /// A pod on node `node` serving TCP 8080 and 81 and UDP 5353.
@@ -669,11 +679,22 @@ impl Cluster {
     pub fn manifests(&self, i: usize) -> Result<String> {
         let mut docs: Vec<Value> = Vec::new();
         for n in 1..=self.spec.nodes {
+            let taints: Vec<Value> = self
+                .spec
+                .node_taints
+                .get(&n)
+                .into_iter()
+                .flatten()
+                .map(|k| json!({"key": k, "effect": "NoSchedule"}))
+                .collect();
             docs.push(json!({
                 "apiVersion": "v1",
                 "kind": "Node",
                 "metadata": {"name": node_name(n)},
-                "spec": {"podCIDRs": [Family::V4.pod_cidr(n), Family::V6.pod_cidr(n)]},
+                "spec": {
+                    "podCIDRs": [Family::V4.pod_cidr(n), Family::V6.pod_cidr(n)],
+                    "taints": taints,
+                },
                 "status": {"addresses": [
                     {"type": "InternalIP", "address": Family::V4.node_ip(n).to_string()},
                     {"type": "InternalIP", "address": Family::V6.node_ip(n).to_string()},
@@ -715,6 +736,9 @@ impl Cluster {
                 "ports": ports,
                 "sessionAffinity": "None",
             });
+            if let Some(p) = s.health_check_node_port {
+                spec["healthCheckNodePort"] = json!(p);
+            }
             if let Some(t) = s.affinity_timeout_s {
                 spec["sessionAffinity"] = json!("ClientIP");
                 spec["sessionAffinityConfig"] = json!({"clientIP": {"timeoutSeconds": t}});

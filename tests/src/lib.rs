@@ -10,6 +10,7 @@
 //! when its guard drops, also when a test fails.
 
 pub mod cluster;
+pub mod http_probe;
 pub mod netns;
 pub mod whoami;
 
@@ -17,5 +18,6 @@ pub use cluster::{
     agent_bin, node_name, AgentStatus, Cluster, ClusterSpec, EndpointSpec, Engine, Family, Policy,
     Proto, ServiceSpec,
 };
+pub use http_probe::{http_get, HttpAnswer};
 pub use netns::{exec, in_ns, Netns};
 pub use whoami::{tcp_request, udp_request, Reply, TcpConn, TcpOutcome, UdpOutcome, WhoAmI};

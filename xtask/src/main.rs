@@ -4,6 +4,7 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod ebpf;
 mod lab;
 mod setup;
@@ -29,6 +30,9 @@ enum Cmd {
     Lab(lab::LabOpts),
     /// Every test of the workspace, as CI runs it (root; runs setup first).
     Test(test::TestOpts),
+    /// Whole-path benchmark: kernel routing, iptables, nftables and both
+    /// Sluice engines on one veth topology; writes docs/benchmarks.md.
+    Bench(bench::BenchOpts),
 }
 
 fn main() -> Result<()> {
@@ -41,5 +45,9 @@ fn main() -> Result<()> {
             lab::run(o)
         }
         Cmd::Test(o) => test::run(o),
+        Cmd::Bench(o) => {
+            setup::run()?;
+            bench::run(o)
+        }
     }
 }

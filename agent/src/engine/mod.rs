@@ -1,10 +1,13 @@
 //! Engines run the packet program at the node's hooks (`docs/architecture.md`).
 //!
-//! Today: the emulated engine ([`emulated`]), which relays `nic0` and the
-//! pods' links through user space. The kernel engine (TC programs loaded with
-//! aya) will implement the same trait.
+//! The emulated engine ([`emulated`]) relays `nic0` and the pods' links
+//! through user space; the kernel engine ([`kernel`]) loads the same program
+//! as TC classifiers with aya. What both do to a pod's link is in
+//! [`podnet`].
 
 pub mod emulated;
+pub mod kernel;
+pub mod podnet;
 
 /// A pod's link to the node (computed by `control`).
 pub use crate::control::pods::PodLinkSpec as PodLink;
@@ -31,4 +34,17 @@ pub trait Engine: Send {
 /// namespace (the node's).
 pub fn start_emulated(nic: &str, node_name: &str) -> anyhow::Result<Box<dyn Engine>> {
     Ok(Box::new(emulated::EmulatedEngine::start(nic, node_name)?))
+}
+
+/// Start the kernel engine on `nic` in the calling thread's network
+/// namespace: load the BPF `object`, pin its maps and links under `pin_dir`
+/// (adopting what a previous agent pinned there), attach to `nic`.
+pub fn start_kernel(
+    nic: &str,
+    node_name: &str,
+    object: &std::path::Path,
+    pin_dir: &std::path::Path,
+) -> anyhow::Result<Box<dyn Engine>> {
+    let _ = node_name;
+    Ok(Box::new(kernel::KernelEngine::start(nic, object, pin_dir)?))
 }

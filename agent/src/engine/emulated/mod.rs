@@ -30,10 +30,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use sluice_datapath::host::ServiceTables;
-use sluice_datapath::maps::vip_marker_key;
 use tracing::{info, warn};
 
+use super::podnet::{self, sanitize};
 use super::{Engine, MapContent, PodLink};
 use crate::netlink::snapshot::LinkSnapshot;
 use crate::netlink::{netns_add, netns_del, sysctl, Netns};
@@ -57,19 +56,6 @@ pub struct EmulatedEngine {
     thread: Option<JoinHandle<()>>,
     pods: BTreeMap<String, PodLink>,
     done: bool,
-}
-
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(40)
-        .collect()
 }
 
 impl EmulatedEngine {
@@ -224,33 +210,11 @@ impl EmulatedEngine {
         wire.ip(&["link", "set", "dev", host, "up"])?;
 
         // Pod side.
-        pod_ns.ip(&["link", "set", "dev", "lo", "up"])?;
         let p = peer.to_string();
         pod_ns
             .run(move || sys::disable_tx_offloads(&p))?
             .with_context(|| format!("disabling offloads on {peer} in the pod"))?;
-        pod_ns.ip(&["link", "set", "dev", peer, "up"])?;
-        if let Some(v4) = pod.ipv4 {
-            pod_ns.ip(&["addr", "replace", &format!("{v4}/32"), "dev", peer])?;
-            if let Some(gw) = pod.gateway4 {
-                let gw = gw.to_string();
-                pod_ns.ip(&["route", "replace", &gw, "dev", peer, "scope", "link"])?;
-                pod_ns.ip(&["route", "replace", "default", "via", &gw, "dev", peer])?;
-            }
-        }
-        if let Some(v6) = pod.ipv6 {
-            pod_ns.ip(&[
-                "addr",
-                "replace",
-                &format!("{v6}/128"),
-                "dev",
-                peer,
-                "nodad",
-            ])?;
-            pod_ns.ip(&[
-                "-6", "route", "replace", "default", "via", "fe80::1", "dev", peer,
-            ])?;
-        }
+        podnet::configure_pod_side(&pod_ns, pod)?;
 
         // Node side.
         let h = host.to_string();
@@ -258,23 +222,7 @@ impl EmulatedEngine {
             .node
             .run(move || sys::open_tap(&h))?
             .with_context(|| format!("creating the TAP {host}"))?;
-        let h = host.to_string();
-        self.node.run(move || sysctl::prepare_link(&h))??;
-        self.node.ip(&["link", "set", "dev", host, "up"])?;
-        if let Some(gw) = pod.gateway4 {
-            self.node
-                .ip(&["addr", "replace", &format!("{gw}/32"), "dev", host])?;
-        }
-        self.node
-            .ip(&["addr", "replace", "fe80::1/64", "dev", host, "nodad"])?;
-        if let Some(v4) = pod.ipv4 {
-            self.node
-                .ip(&["route", "replace", &format!("{v4}/32"), "dev", host])?;
-        }
-        if let Some(v6) = pod.ipv6 {
-            self.node
-                .ip(&["-6", "route", "replace", &format!("{v6}/128"), "dev", host])?;
-        }
+        podnet::configure_host_side(&self.node, host, pod)?;
 
         let h = host.to_string();
         let sock = wire
@@ -514,49 +462,13 @@ fn wait_gone(ns: &Netns, name: &str) {
     }
 }
 
-/// Check a content's slot and Maglev windows (the program bounds-checks
-/// every read anyway; this catches a broken layout at sync time, by name),
-/// then add the VIP markers that let it drop port-less fragments.
-fn tables_from(content: &MapContent) -> Result<ServiceTables> {
-    let t = &content.tables;
-    let n_ep = t.endpoints.len() as u64;
-    let n_mg = t.maglev.len() as u64;
-    for (k, v) in &t.services {
-        let ep_end = u64::from(v.ep_base) + u64::from(v.ready) + u64::from(v.terminating);
-        if ep_end > n_ep {
-            bail!(
-                "service {:?}:{} has endpoint slots {}..{} past the {} endpoints",
-                k.addr,
-                k.port,
-                v.ep_base,
-                ep_end,
-                n_ep
-            );
-        }
-        if v.ready > 0 && u64::from(v.maglev_base) + u64::from(v.maglev_size) > n_mg {
-            bail!(
-                "service {:?}:{} has a Maglev window past the table ({} entries)",
-                k.addr,
-                k.port,
-                n_mg
-            );
-        }
-    }
-    let mut out = t.clone();
-    let vips: Vec<_> = t.services.keys().map(|k| k.addr).collect();
-    for a in vips {
-        out.services.entry(vip_marker_key(&a)).or_default();
-    }
-    Ok(out)
-}
-
 impl Engine for EmulatedEngine {
     fn kind(&self) -> &'static str {
         "emulated"
     }
 
     fn apply(&mut self, content: &MapContent) -> Result<()> {
-        let tables = tables_from(content).context("checking the map content")?;
+        let tables = podnet::checked_tables(content).context("checking the map content")?;
         let mut maps = self.shared.maps();
         maps.set_node(content.node);
         maps.replace_services(tables);
@@ -601,46 +513,5 @@ impl Engine for EmulatedEngine {
 impl Drop for EmulatedEngine {
     fn drop(&mut self) {
         let _ = self.teardown();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use sluice_datapath::maps::{v4_mapped, Endpoint, ServiceKey, ServiceValue, PROTO_TCP};
-
-    #[test]
-    fn content_windows_are_checked() {
-        let key = ServiceKey {
-            addr: v4_mapped([198, 18, 100, 1]),
-            port: 80,
-            proto: PROTO_TCP,
-            _pad: 0,
-        };
-        let mut c = MapContent::default();
-        c.tables.services.insert(
-            key,
-            ServiceValue {
-                id: 1,
-                ep_base: 0,
-                ready: 1,
-                maglev_size: 251,
-                ..Default::default()
-            },
-        );
-        c.tables.endpoints = vec![Endpoint::default()];
-        c.tables.maglev = vec![0; 251];
-        let t = tables_from(&c).unwrap();
-        assert_eq!(t.services.len(), 2, "service and its VIP marker");
-        c.tables.maglev.truncate(100);
-        assert!(tables_from(&c).is_err());
-        c.tables.maglev = vec![0; 251];
-        c.tables.endpoints.clear();
-        assert!(tables_from(&c).is_err());
-    }
-
-    #[test]
-    fn wire_namespace_names_are_safe() {
-        assert_eq!(sanitize("node/a b.c"), "node-a-b-c");
     }
 }

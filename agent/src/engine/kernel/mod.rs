@@ -1,0 +1,504 @@
+//! The kernel engine: the packet program as eBPF TC classifiers, loaded and
+//! attached with aya (`docs/architecture.md`, "The packet program").
+//!
+//! Start, in the calling thread's network namespace (the node's):
+//! 1. read the object and check its maps against the agent's types;
+//! 2. make sure the pin directory is on bpffs (mounting `/sys/fs/bpf` if
+//!    needed) and drop pinned maps an incompatible object left;
+//! 3. load the object with every map pinned by name in the pin directory:
+//!    a previous agent's maps — conntrack, affinity, services — are reused
+//!    as they are;
+//! 4. set the forwarding sysctls (node) and the uplink's (`nic`), recording
+//!    the uplink's old values under `/run/sluice` once;
+//! 5. attach `sluice_wire_ingress` / `sluice_wire_egress` at `nic`'s TC
+//!    ingress / egress, replacing a previous agent's programs in place
+//!    ([`pins`]).
+//!
+//! Pods: a veth pair, the pod end `eth0` in the pod's namespace, the host
+//! end in the node namespace with `sluice_from_pod` at its TC ingress. A
+//! restarted agent adopts a pod's existing veth (same pair, same names)
+//! instead of recreating it, so the pod's connections are untouched.
+//!
+//! Nothing is undone on drop or on `kill -9`: the pinned links keep the
+//! program running and the next agent adopts everything. Only
+//! [`Engine::shutdown`] (or a failed first start) removes it all.
+
+pub mod maps;
+pub mod pins;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use aya::programs::{SchedClassifier, TcAttachType};
+use aya::{Ebpf, EbpfLoader};
+use tracing::{info, warn};
+
+use super::podnet::{self, sanitize};
+use super::{Engine, MapContent, PodLink};
+use crate::netlink::{sysctl, Netns};
+use maps::{AyaMaps, Writer};
+use pins::AttachMode;
+
+pub const PROG_WIRE_INGRESS: &str = "sluice_wire_ingress";
+pub const PROG_WIRE_EGRESS: &str = "sluice_wire_egress";
+pub const PROG_FROM_POD: &str = "sluice_from_pod";
+
+/// The default pin directory of a node.
+pub fn default_pin_dir(node_name: &str) -> PathBuf {
+    Path::new(pins::BPFFS)
+        .join("sluice")
+        .join(sanitize(node_name))
+}
+
+/// The uplink sysctls the engine changes (`net.ipv4.conf.<nic>.*`), with
+/// the values it sets: see [`sysctl::prepare_uplink`].
+const UPLINK_SYSCTLS: [&str; 3] = ["rp_filter", "send_redirects", "accept_local"];
+
+pub struct KernelEngine {
+    nic: String,
+    node: Netns,
+    pin_dir: PathBuf,
+    mode: AttachMode,
+    ebpf: Ebpf,
+    maps: AyaMaps,
+    writer: Writer,
+    pods: BTreeMap<String, PodLink>,
+    /// `clsact` qdiscs this engine added (netlink mode only).
+    qdiscs: Vec<String>,
+    record: PathBuf,
+    done: bool,
+}
+
+/// The last lines of a (verifier) message, so an error stays readable.
+fn tail(s: &str, lines: usize) -> String {
+    let all: Vec<&str> = s.lines().collect();
+    let from = all.len().saturating_sub(lines);
+    let mut out = all[from..].join("\n");
+    if from > 0 {
+        out.insert_str(0, &format!("[… {from} lines before]\n"));
+    }
+    out
+}
+
+/// Check the object's map definitions against the agent's key and value
+/// types: an object built from another datapath source is refused by name.
+fn check_object(obj: &aya_obj::Object) -> Result<()> {
+    for (name, key, value) in maps::expected_layout() {
+        let def = obj
+            .maps
+            .get(name)
+            .ok_or_else(|| anyhow!("the object has no map {name}"))?;
+        if def.key_size() as usize != key || def.value_size() as usize != value {
+            bail!(
+                "map {name} in the object has key/value sizes {}/{} but this agent's types \
+                 have {key}/{value}: the object and the agent come from different sources",
+                def.key_size(),
+                def.value_size()
+            );
+        }
+    }
+    for p in [PROG_WIRE_INGRESS, PROG_WIRE_EGRESS, PROG_FROM_POD] {
+        if !obj.programs.contains_key(p) {
+            bail!("the object has no program {p}");
+        }
+    }
+    Ok(())
+}
+
+fn classifier<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut SchedClassifier> {
+    ebpf.program_mut(name)
+        .ok_or_else(|| anyhow!("the object has no program {name}"))?
+        .try_into()
+        .with_context(|| format!("{name} is not a TC classifier"))
+}
+
+fn record_path(pin_dir: &Path) -> PathBuf {
+    Path::new("/run/sluice").join(format!(
+        "kernel-{}.json",
+        sanitize(&pin_dir.to_string_lossy())
+    ))
+}
+
+impl KernelEngine {
+    /// Load `object` and take over `nic` in the calling thread's namespace.
+    pub fn start(nic: &str, object: &Path, pin_dir: &Path) -> Result<Self> {
+        let node = Netns::current().context("opening the node network namespace")?;
+        crate::netlink::link_index(nic).with_context(|| format!("the uplink {nic}"))?;
+        let data = std::fs::read(object)
+            .with_context(|| format!("reading the BPF object {}", object.display()))?;
+        let obj = aya_obj::Object::parse(&data)
+            .with_context(|| format!("parsing the BPF object {}", object.display()))?;
+        check_object(&obj).with_context(|| format!("checking {}", object.display()))?;
+
+        pins::ensure_pin_dir(pin_dir)?;
+        let adopted = pins::has_pins(pin_dir);
+        let started = Self::load(nic, node, &data, &obj, pin_dir, adopted);
+        match started {
+            Ok(e) => {
+                info!(
+                    nic,
+                    pin_dir = %pin_dir.display(),
+                    mode = ?e.mode,
+                    adopted,
+                    "kernel datapath started"
+                );
+                Ok(e)
+            }
+            Err(err) => {
+                // A fresh start leaves nothing behind; a previous agent's
+                // datapath keeps running as it was.
+                if !adopted {
+                    let _ = pins::remove_pin_dir(pin_dir);
+                }
+                Err(err)
+            }
+        }
+    }
+
+    fn load(
+        nic: &str,
+        node: Netns,
+        data: &[u8],
+        obj: &aya_obj::Object,
+        pin_dir: &Path,
+        adopted: bool,
+    ) -> Result<Self> {
+        pins::drop_incompatible_maps(pin_dir, obj)?;
+        let names: Vec<String> = obj.maps.keys().cloned().collect();
+        let mut loader = EbpfLoader::new();
+        for n in &names {
+            loader.map_pin_path(n.as_str(), pin_dir.join(n));
+        }
+        let mut ebpf = loader
+            .load(data)
+            .map_err(|e| anyhow!(tail(&e.to_string(), 40)))
+            .context("loading the BPF object (maps pinned in the pin directory)")?;
+        for p in [PROG_WIRE_INGRESS, PROG_WIRE_EGRESS, PROG_FROM_POD] {
+            classifier(&mut ebpf, p)?
+                .load()
+                .map_err(|e| anyhow!(tail(&e.to_string(), 40)))
+                .with_context(|| format!("the kernel refused program {p}"))?;
+        }
+        let maps = AyaMaps::take(&mut ebpf)?;
+        let writer = Writer::adopt(&maps)?;
+        let mut e = KernelEngine {
+            nic: nic.to_string(),
+            node,
+            pin_dir: pin_dir.to_path_buf(),
+            mode: AttachMode::detect(),
+            ebpf,
+            maps,
+            writer,
+            pods: BTreeMap::new(),
+            qdiscs: Vec::new(),
+            record: record_path(pin_dir),
+            done: false,
+        };
+        if let Err(err) = e.take_over() {
+            // Only undo attachments when nothing was adopted: the caller
+            // decides about the pins.
+            if !adopted {
+                let _ = e.detach_nic();
+                let _ = e.restore_sysctls();
+            }
+            e.done = true;
+            return Err(err);
+        }
+        Ok(e)
+    }
+
+    fn take_over(&mut self) -> Result<()> {
+        self.node
+            .run(sysctl::prepare_node)?
+            .context("setting the node's forwarding sysctls")?;
+        self.record_sysctls()?;
+        let n = self.nic.clone();
+        self.node
+            .run(move || sysctl::prepare_uplink(&n))?
+            .with_context(|| format!("setting sysctls of {}", self.nic))?;
+        let nic = self.nic.clone();
+        for (p, t) in [
+            (PROG_WIRE_INGRESS, TcAttachType::Ingress),
+            (PROG_WIRE_EGRESS, TcAttachType::Egress),
+        ] {
+            self.attach(p, &nic, t)?;
+        }
+        Ok(())
+    }
+
+    fn attach(&mut self, prog: &str, ifname: &str, t: TcAttachType) -> Result<()> {
+        let mode = self.mode;
+        let mut added = false;
+        let replaced = pins::attach(
+            mode,
+            classifier(&mut self.ebpf, prog)?,
+            &self.pin_dir,
+            ifname,
+            t,
+            &mut added,
+        )
+        .with_context(|| format!("attaching {prog} to {ifname}"))?;
+        if added && !self.qdiscs.iter().any(|q| q == ifname) {
+            self.qdiscs.push(ifname.to_string());
+        }
+        info!(prog, link = ifname, replaced, "program attached");
+        Ok(())
+    }
+
+    /// Remember the uplink's sysctls before the first engine on this pin
+    /// directory changed them (a restarted agent keeps the first record).
+    fn record_sysctls(&self) -> Result<()> {
+        if self.record.exists() {
+            return Ok(());
+        }
+        let nic = self.nic.clone();
+        let values: Vec<(String, String)> = self
+            .node
+            .run(move || {
+                UPLINK_SYSCTLS
+                    .iter()
+                    .filter_map(|k| {
+                        sysctl::get(&["net", "ipv4", "conf", &nic, k])
+                            .ok()
+                            .map(|v| (k.to_string(), v))
+                    })
+                    .collect()
+            })?;
+        let v = serde_json::json!({ "nic": self.nic, "ipv4_conf": values });
+        std::fs::create_dir_all("/run/sluice").context("creating /run/sluice")?;
+        std::fs::write(&self.record, v.to_string())
+            .with_context(|| format!("writing {}", self.record.display()))
+    }
+
+    fn restore_sysctls(&self) -> Result<()> {
+        let Ok(text) = std::fs::read_to_string(&self.record) else {
+            return Ok(());
+        };
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("parsing {}", self.record.display()))?;
+        let pairs: Vec<(String, String)> = v
+            .get("ipv4_conf")
+            .and_then(|a| a.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|p| {
+                let k = p.get(0)?.as_str()?;
+                let val = p.get(1)?.as_str()?;
+                UPLINK_SYSCTLS
+                    .contains(&k)
+                    .then(|| (k.to_string(), val.to_string()))
+            })
+            .collect();
+        let nic = self.nic.clone();
+        if crate::netlink::link_index(&nic).is_ok() {
+            self.node.run(move || -> Result<()> {
+                for (k, val) in &pairs {
+                    sysctl::set(&["net", "ipv4", "conf", &nic, k], val)?;
+                }
+                Ok(())
+            })??;
+        }
+        std::fs::remove_file(&self.record)
+            .with_context(|| format!("removing {}", self.record.display()))
+    }
+
+    fn detach_nic(&mut self) -> Result<()> {
+        let mut first = None;
+        for t in [TcAttachType::Ingress, TcAttachType::Egress] {
+            if let Err(e) = pins::detach(self.mode, &self.pin_dir, &self.nic, t) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// The pod's veth as a previous agent left it: the host end a veth
+    /// whose peer is `pod_ifname` in the pod's namespace.
+    fn adoptable(&self, pod: &PodLink, pod_ns: &Netns) -> bool {
+        let Ok(v) = self
+            .node
+            .ip_json(&["-d", "link", "show", "dev", &pod.host_ifname])
+        else {
+            return false;
+        };
+        let Some(l) = v.get(0) else { return false };
+        let kind = l
+            .get("linkinfo")
+            .and_then(|i| i.get("info_kind"))
+            .and_then(|k| k.as_str());
+        let peer_index = l.get("link_index").and_then(|i| i.as_u64());
+        if kind != Some("veth") {
+            return false;
+        }
+        match (peer_index, pod_ns.link_index(&pod.pod_ifname)) {
+            (Some(p), Ok(i)) => p == u64::from(i),
+            _ => false,
+        }
+    }
+
+    fn plug(&mut self, pod: &PodLink) -> Result<()> {
+        let host = pod.host_ifname.as_str();
+        let peer = pod.pod_ifname.as_str();
+        let pod_ns = Netns::open(&pod.netns)?;
+        let adopt = self.adoptable(pod, &pod_ns);
+        if !adopt {
+            // Leftovers of an earlier agent (or of a failed plug).
+            let _ = pins::detach(self.mode, &self.pin_dir, host, TcAttachType::Ingress);
+            let _ = pod_ns.del_link_if_exists(peer);
+            let _ = self.node.del_link_if_exists(host);
+            self.node
+                .ip(&[
+                    "link",
+                    "add",
+                    host,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    peer,
+                    "netns",
+                    &pod_ns.proc_path().to_string_lossy(),
+                ])
+                .with_context(|| format!("creating the veth {host}/{peer}"))?;
+        }
+        podnet::configure_pod_side(&pod_ns, pod)?;
+        podnet::configure_host_side(&self.node, host, pod)?;
+        self.attach(PROG_FROM_POD, host, TcAttachType::Ingress)?;
+        if adopt {
+            info!(pod = %pod.key, link = host, "adopted the pod's link");
+        }
+        Ok(())
+    }
+
+    fn unplug(&mut self, host: &str) -> Result<()> {
+        let mut first: Option<anyhow::Error> = None;
+        if let Err(e) = pins::detach(self.mode, &self.pin_dir, host, TcAttachType::Ingress) {
+            first.get_or_insert(e);
+        }
+        // Deleting the host end takes the pod's end with it.
+        if let Err(e) = self.node.del_link_if_exists(host) {
+            first.get_or_insert(e);
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Undo everything, best effort; the first error is returned.
+    fn teardown(&mut self) -> Result<()> {
+        if self.done {
+            return Ok(());
+        }
+        self.done = true;
+        let mut errors: Vec<String> = Vec::new();
+        let mut note = |r: Result<()>| {
+            if let Err(e) = r {
+                let s = format!("{e:#}");
+                warn!(error = %s, "kernel datapath teardown");
+                errors.push(s);
+            }
+        };
+        note(self.detach_nic().context("detaching from the uplink"));
+        for (key, pod) in std::mem::take(&mut self.pods) {
+            note(
+                self.unplug(&pod.host_ifname)
+                    .with_context(|| format!("unplugging pod {key}")),
+            );
+        }
+        // Links a previous agent attached for pods no longer wanted.
+        let stale: Vec<String> = std::fs::read_dir(&self.pin_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let f = e.file_name().to_string_lossy().into_owned();
+                pins::parse_link_pin(&f).map(|(i, _)| i.to_string())
+            })
+            .filter(|i| *i != self.nic)
+            .collect();
+        for host in stale {
+            note(
+                self.unplug(&host)
+                    .with_context(|| format!("removing the stale pod link {host}")),
+            );
+        }
+        for q in std::mem::take(&mut self.qdiscs) {
+            note(pins::remove_clsact(&q));
+        }
+        note(self.restore_sysctls());
+        note(pins::remove_pin_dir(&self.pin_dir));
+        if errors.is_empty() {
+            info!(nic = %self.nic, pin_dir = %self.pin_dir.display(), "kernel datapath stopped and removed");
+            Ok(())
+        } else {
+            bail!("stopping the kernel datapath: {}", errors.join("; "))
+        }
+    }
+}
+
+impl Engine for KernelEngine {
+    fn kind(&self) -> &'static str {
+        "kernel"
+    }
+
+    fn apply(&mut self, content: &MapContent) -> Result<()> {
+        let tables = podnet::checked_tables(content).context("checking the map content")?;
+        self.writer
+            .apply(&mut self.maps, &content.node, &tables)
+            .context("writing the kernel maps")
+    }
+
+    fn plug_pod(&mut self, pod: &PodLink) -> Result<()> {
+        if let Some(old) = self.pods.get(&pod.key).cloned() {
+            if old == *pod {
+                return Ok(());
+            }
+            self.unplug(&old.host_ifname)?;
+            self.pods.remove(&pod.key);
+        }
+        if let Err(e) = self.plug(pod) {
+            let _ = self.unplug(&pod.host_ifname);
+            return Err(e.context(format!("plugging pod {}", pod.key)));
+        }
+        self.pods.insert(pod.key.clone(), pod.clone());
+        info!(pod = %pod.key, link = %pod.host_ifname, "pod plugged");
+        Ok(())
+    }
+
+    fn unplug_pod(&mut self, key: &str) -> Result<()> {
+        let Some(pod) = self.pods.remove(key) else {
+            return Ok(());
+        };
+        self.unplug(&pod.host_ifname)
+            .with_context(|| format!("unplugging pod {key}"))?;
+        info!(pod = %key, "pod unplugged");
+        Ok(())
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.maps.counters()
+    }
+
+    fn shutdown(mut self: Box<Self>) -> Result<()> {
+        self.teardown()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_pin_dir_is_per_node() {
+        assert_eq!(
+            default_pin_dir("node/1"),
+            Path::new("/sys/fs/bpf/sluice/node-1")
+        );
+    }
+
+    #[test]
+    fn tail_keeps_the_end() {
+        let s = (0..10).map(|i| i.to_string()).collect::<Vec<_>>().join("\n");
+        assert_eq!(tail(&s, 2), "[… 8 lines before]\n8\n9");
+        assert_eq!(tail("a\nb", 5), "a\nb");
+    }
+}

@@ -6,6 +6,7 @@ pub mod engine;
 pub mod health;
 pub mod metrics;
 pub mod netlink;
+pub mod pods;
 pub mod runner;
 pub mod state;
 pub mod status;

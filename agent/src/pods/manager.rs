@@ -1,0 +1,904 @@
+//! The facade the sync loop drives: which pods run, their readiness, their
+//! evictions and the node's drain. All decisions live here and in
+//! [`super::readiness`] / [`super::eviction`]; I/O goes through
+//! [`ProcessControl`] and [`Prober`], and time is always passed in, so the
+//! whole thing runs under test with fakes and a hand-moved clock.
+//!
+//! Lifecycle of one pod:
+//!
+//! 1. `sync` sees it: the network namespace is made (`sl-pod-<hash>`, or the
+//!    existing one named by `sluice.dev/netns`), [`PodEvent::SandboxReady`].
+//! 2. The runner plugs the pod's link (engine) and calls
+//!    [`PodManager::set_network_ready`]; pods without IPs need no link.
+//! 3. `tick` starts the process; readiness probes follow the spec.
+//! 4. Exit without an eviction: restart per `restartPolicy` with the
+//!    kubelet's back-off (10 s doubling to 5 min).
+//! 5. `evict` / `drain` / leaving the desired state: an [`Eviction`]; when it
+//!    is done the agent-made namespace is deleted and
+//!    [`PodEvent::EvictionDone`] tells the runner to unplug the link. An
+//!    evicted pod that is still in the desired state is not restarted
+//!    (Kubernetes would have deleted it); it is forgotten when it leaves.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::eviction::{
+    drain_decision, Action, DrainDecision, Eviction, EvictionOutcome, EvictionReason, NoPdb,
+    PdbGate, Phase, PoolKind,
+};
+use super::readiness::{endpoint_conditions, EndpointConditions, Readiness, Thresholds};
+use super::runtime::{
+    ExitInfo, ProbeRequest, ProbeResult, Prober, ProcId, ProcessControl, Sig, SpawnSpec, NETNS_DIR,
+};
+use super::spec::{PodRunSpec, RestartPolicy};
+
+/// The kubelet's crash-loop back-off: first delay, doubling, and its cap.
+pub const RESTART_BACKOFF_INITIAL: Duration = Duration::from_secs(10);
+pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// A container that ran this long resets the back-off.
+pub const RESTART_BACKOFF_RESET: Duration = Duration::from_secs(600);
+
+/// Name of the namespace the agent makes for a pod: stable across restarts
+/// (so a restarted agent finds it), 15 characters.
+pub fn netns_name(key: &str) -> String {
+    format!("sl-pod-{:08x}", crate::control::stable_hash(key))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodEvent {
+    /// The pod's namespace exists: plug its link.
+    SandboxReady {
+        key: String,
+        netns: PathBuf,
+    },
+    Started {
+        key: String,
+        restarts: u32,
+    },
+    Exited {
+        key: String,
+        exit: ExitInfo,
+    },
+    ReadinessChanged {
+        key: String,
+        ready: bool,
+    },
+    /// Endpoints terminating and SIGTERM sent; SIGKILL at `deadline`.
+    Terminating {
+        key: String,
+        reason: EvictionReason,
+        grace: Duration,
+        deadline: Instant,
+    },
+    /// A PodDisruptionBudget refused the eviction; retried at `retry_at`.
+    EvictionBlocked {
+        key: String,
+        reason: EvictionReason,
+        refusals: u32,
+        retry_at: Instant,
+    },
+    /// PDB patience ran out for a reason that then forces (U1, A2).
+    EvictionForced {
+        key: String,
+        reason: EvictionReason,
+    },
+    EvictionDone {
+        key: String,
+        reason: EvictionReason,
+        outcome: EvictionOutcome,
+    },
+    /// The pod left the desired state and everything it had is gone: unplug.
+    Removed {
+        key: String,
+    },
+    Error {
+        key: String,
+        message: String,
+    },
+}
+
+/// A pod's endpoint as the control side needs it (for the maps and the
+/// `Local` health servers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodEndpoint {
+    pub key: String,
+    pub ips: Vec<IpAddr>,
+    pub conditions: EndpointConditions,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EvictError {
+    UnknownPod(String),
+}
+
+impl std::fmt::Display for EvictError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EvictError::UnknownPod(k) => write!(f, "no pod {k} on this node"),
+        }
+    }
+}
+
+impl std::error::Error for EvictError {}
+
+/// Where each pod of a drain stands.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DrainProgress {
+    pub reason: Option<EvictionReason>,
+    pub cordoned: bool,
+    /// Eviction requested, not yet admitted (no refusal yet).
+    pub pending: Vec<String>,
+    /// Refused by a PDB at least once; (key, refusals).
+    pub blocked: Vec<(String, u32)>,
+    pub terminating: Vec<String>,
+    pub done: Vec<(String, EvictionOutcome)>,
+    /// `safe-to-evict: "false"` pods this drain leaves alone; `until`: when
+    /// the drain will evict them anyway (`None`: never by this drain).
+    pub protected: Vec<(String, Option<Instant>)>,
+    /// Nothing left that this drain will do by itself.
+    pub finished: bool,
+}
+
+struct Drain {
+    reason: EvictionReason,
+    cordoned_at: Instant,
+    members: BTreeSet<String>,
+    outcomes: BTreeMap<String, EvictionOutcome>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Run {
+    /// Waiting for the namespace, the link or a restart.
+    Pending { not_before: Instant },
+    /// `proc` is `None` for sandbox-only pods (no command).
+    Running {
+        proc: Option<ProcId>,
+        since: Instant,
+    },
+    /// Ended and not to be started again (restartPolicy, or evicted).
+    Stopped,
+}
+
+struct Slot {
+    spec: PodRunSpec,
+    first_seen: Instant,
+    netns: String,
+    owns_netns: bool,
+    sandbox: bool,
+    network_ready: bool,
+    run: Run,
+    readiness: Readiness,
+    reported_ready: bool,
+    probe_seq: u64,
+    eviction: Option<Eviction>,
+    evicted: bool,
+    removed: bool,
+    replacement: Option<PodRunSpec>,
+    restarts: u32,
+}
+
+impl Slot {
+    fn new(spec: PodRunSpec, now: Instant) -> Self {
+        let (netns, owns_netns) = match &spec.netns {
+            Some(n) => (n.clone(), false),
+            None => (netns_name(&spec.key), true),
+        };
+        let readiness = Readiness::new(spec.readiness.as_ref().map(Thresholds::from));
+        Slot {
+            spec,
+            first_seen: now,
+            netns,
+            owns_netns,
+            sandbox: false,
+            network_ready: false,
+            run: Run::Pending { not_before: now },
+            readiness,
+            reported_ready: false,
+            probe_seq: 0,
+            eviction: None,
+            evicted: false,
+            removed: false,
+            replacement: None,
+            restarts: 0,
+        }
+    }
+
+    fn netns_path(&self) -> PathBuf {
+        PathBuf::from(NETNS_DIR).join(&self.netns)
+    }
+
+    fn terminating(&self) -> bool {
+        self.eviction.as_ref().is_some_and(Eviction::is_terminating)
+    }
+
+    fn running(&self) -> bool {
+        matches!(self.run, Run::Running { .. })
+    }
+}
+
+pub struct PodManager {
+    procs: Box<dyn ProcessControl>,
+    prober: Box<dyn Prober>,
+    pdb: Box<dyn PdbGate>,
+    pool: PoolKind,
+    pods: BTreeMap<String, Slot>,
+    drain: Option<Drain>,
+    events: Vec<PodEvent>,
+}
+
+impl PodManager {
+    pub fn new(procs: Box<dyn ProcessControl>, prober: Box<dyn Prober>, pool: PoolKind) -> Self {
+        PodManager {
+            procs,
+            prober,
+            pdb: Box::new(NoPdb),
+            pool,
+            pods: BTreeMap::new(),
+            drain: None,
+            events: Vec::new(),
+        }
+    }
+
+    /// Who answers for PodDisruptionBudgets (default: no budgets).
+    pub fn set_pdb_gate(&mut self, gate: Box<dyn PdbGate>) {
+        self.pdb = gate;
+    }
+
+    pub fn set_pool(&mut self, pool: PoolKind) {
+        self.pool = pool;
+    }
+
+    /// The desired pods of this node (the caller filters by `spec.nodeName`).
+    pub fn sync(&mut self, desired: &[PodRunSpec], now: Instant) -> Vec<PodEvent> {
+        let want: BTreeMap<&str, &PodRunSpec> =
+            desired.iter().map(|p| (p.key.as_str(), p)).collect();
+        // Gone from the desired state: delete (own grace, no PDB).
+        let keys: Vec<String> = self.pods.keys().cloned().collect();
+        for key in &keys {
+            if want.contains_key(key.as_str()) {
+                continue;
+            }
+            if let Some(slot) = self.pods.get_mut(key) {
+                slot.removed = true;
+                slot.replacement = None;
+            }
+            self.request(key, EvictionReason::Deletion, now);
+        }
+        for (key, spec) in want {
+            match self.pods.get_mut(key) {
+                None => {
+                    self.pods
+                        .insert(key.to_string(), Slot::new(spec.clone(), now));
+                }
+                Some(slot) if slot.removed || slot.spec != *spec => {
+                    // Came back while stopping, or a changed spec (pods are
+                    // immutable in Kubernetes: a new spec is a new pod).
+                    slot.removed = false;
+                    if slot.spec == *spec && slot.eviction.is_none() {
+                        continue;
+                    }
+                    slot.replacement = Some(spec.clone());
+                    if slot.evicted || slot.run == Run::Stopped {
+                        self.replace(key, now);
+                    } else {
+                        self.request(key, EvictionReason::Deletion, now);
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        self.tick(now)
+    }
+
+    /// The link of `key` is plugged (or unplugged): processes start only in
+    /// a wired namespace, so servers can bind their pod IP.
+    pub fn set_network_ready(&mut self, key: &str, ready: bool) {
+        if let Some(s) = self.pods.get_mut(key) {
+            s.network_ready = ready;
+        }
+    }
+
+    /// Evict one pod. Endpoints turn terminating and SIGTERM goes out within
+    /// this call unless a PDB refuses.
+    pub fn evict(
+        &mut self,
+        key: &str,
+        reason: EvictionReason,
+        now: Instant,
+    ) -> Result<(), EvictError> {
+        if !self.pods.contains_key(key) {
+            return Err(EvictError::UnknownPod(key.to_string()));
+        }
+        self.request(key, reason, now);
+        Ok(())
+    }
+
+    /// Cordon the node and evict every pod per `reason` and the pool's rules
+    /// for `safe-to-evict: "false"`.
+    pub fn drain(&mut self, reason: EvictionReason, now: Instant) -> DrainProgress {
+        let members: BTreeSet<String> = self
+            .pods
+            .iter()
+            .filter(|(_, s)| !s.evicted && !s.removed)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let cordoned_at = self.drain.as_ref().map_or(now, |d| d.cordoned_at);
+        // Evictions already waiting (a PDB, an earlier drain) take the new
+        // reason if it is stricter: B5 ignores the PDB an upgrade waited on.
+        let waiting: Vec<String> = members
+            .iter()
+            .filter(|k| {
+                self.pods
+                    .get(*k)
+                    .and_then(|s| s.eviction.as_ref())
+                    .is_some_and(|e| !e.is_done())
+            })
+            .cloned()
+            .collect();
+        self.drain = Some(Drain {
+            reason,
+            cordoned_at,
+            members,
+            outcomes: BTreeMap::new(),
+        });
+        for key in waiting {
+            self.request(&key, reason, now);
+        }
+        self.advance_drain(now);
+        self.drain_progress(now)
+    }
+
+    /// Whether a drain has cordoned the node.
+    pub fn cordoned(&self) -> bool {
+        self.drain.is_some()
+    }
+
+    /// End the drain; evictions already under way continue.
+    pub fn uncordon(&mut self) {
+        self.drain = None;
+    }
+
+    pub fn drain_progress(&self, now: Instant) -> DrainProgress {
+        let Some(d) = &self.drain else {
+            return DrainProgress::default();
+        };
+        let mut p = DrainProgress {
+            reason: Some(d.reason),
+            cordoned: true,
+            ..DrainProgress::default()
+        };
+        for key in &d.members {
+            if let Some(o) = d.outcomes.get(key) {
+                p.done.push((key.clone(), *o));
+                continue;
+            }
+            let Some(slot) = self.pods.get(key) else {
+                continue;
+            };
+            match slot.eviction.as_ref().map(|e| e.phase) {
+                Some(Phase::Admission { refusals: 0, .. }) => p.pending.push(key.clone()),
+                Some(Phase::Admission { refusals, .. }) => p.blocked.push((key.clone(), refusals)),
+                Some(Phase::Terminating { .. } | Phase::Killing { .. }) => {
+                    p.terminating.push(key.clone())
+                }
+                Some(Phase::Done(o)) => p.done.push((key.clone(), o)),
+                None => match self.decision(d, slot) {
+                    DrainDecision::Protected { until } if until.is_none_or(|u| u > now) => {
+                        p.protected.push((key.clone(), until))
+                    }
+                    _ => p.pending.push(key.clone()),
+                },
+            }
+        }
+        p.finished = p.pending.is_empty()
+            && p.blocked.is_empty()
+            && p.terminating.is_empty()
+            && p.protected.iter().all(|(_, u)| u.is_none());
+        p
+    }
+
+    /// Endpoint conditions of every pod that has a running process or is
+    /// terminating; stopped and not-yet-started pods have none.
+    pub fn endpoint_states(&self) -> Vec<PodEndpoint> {
+        self.pods
+            .values()
+            .filter(|s| s.running())
+            .map(|s| PodEndpoint {
+                key: s.spec.key.clone(),
+                ips: s.spec.ips.clone(),
+                conditions: endpoint_conditions(s.readiness.is_ready(), s.terminating()),
+            })
+            .collect()
+    }
+
+    /// Namespaces that exist for pods (the runner plugs exactly these).
+    pub fn sandboxes(&self) -> Vec<(String, PathBuf)> {
+        self.pods
+            .values()
+            .filter(|s| s.sandbox)
+            .map(|s| (s.spec.key.clone(), s.netns_path()))
+            .collect()
+    }
+
+    /// The earliest moment `tick` has timed work to do (probe, SIGKILL, PDB
+    /// retry, restart, end of a protection), so the caller can sleep until
+    /// then. Probe results and process exits also need a tick; poll for
+    /// them at the loop's usual rate.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut take = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        for s in self.pods.values() {
+            take(s.readiness.next_due());
+            take(s.eviction.as_ref().and_then(Eviction::next_deadline));
+            if let Run::Pending { not_before } = s.run {
+                take(Some(not_before));
+            }
+        }
+        if let Some(d) = &self.drain {
+            for k in &d.members {
+                if let Some(s) = self.pods.get(k) {
+                    if let DrainDecision::Protected { until } = self.decision(d, s) {
+                        take(until);
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// Advance probes, processes, evictions and the drain to `now`.
+    pub fn tick(&mut self, now: Instant) -> Vec<PodEvent> {
+        for (key, seq, result) in self.prober.poll() {
+            if let Some(s) = self.pods.get_mut(&key) {
+                if s.probe_seq == seq {
+                    s.readiness
+                        .record(matches!(result, ProbeResult::Success), now);
+                }
+            }
+        }
+        self.advance_drain(now);
+        let keys: Vec<String> = self.pods.keys().cloned().collect();
+        for key in keys {
+            self.step(&key, now);
+        }
+        std::mem::take(&mut self.events)
+    }
+
+    /// Stop everything at once (SIGKILL), wait up to `wait` for the processes
+    /// and delete the namespaces the agent made. For shutdown; a graceful
+    /// stop is `drain(Deletion)` plus ticks first.
+    pub fn kill_all(&mut self, wait: Duration) {
+        let deadline = Instant::now() + wait;
+        for s in self.pods.values() {
+            if let Run::Running { proc: Some(p), .. } = s.run {
+                let _ = self.procs.signal(p, Sig::Kill);
+            }
+        }
+        for s in self.pods.values_mut() {
+            if let Run::Running { proc: Some(p), .. } = s.run {
+                while Instant::now() < deadline {
+                    match self.procs.try_wait(p) {
+                        Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                        _ => break,
+                    }
+                }
+            }
+            s.run = Run::Stopped;
+            s.readiness.stopped();
+            if s.owns_netns && s.sandbox {
+                let _ = self.procs.remove_netns(&s.netns);
+                s.sandbox = false;
+            }
+        }
+    }
+
+    // --- internals -----------------------------------------------------
+
+    fn decision(&self, d: &Drain, s: &Slot) -> DrainDecision {
+        drain_decision(
+            d.reason,
+            self.pool,
+            s.spec.safe_to_evict_false(),
+            s.first_seen,
+            d.cordoned_at,
+        )
+    }
+
+    fn advance_drain(&mut self, now: Instant) {
+        let Some(d) = &self.drain else {
+            return;
+        };
+        let reason = d.reason;
+        let mut start = Vec::new();
+        for key in &d.members {
+            if d.outcomes.contains_key(key) {
+                continue;
+            }
+            let Some(s) = self.pods.get(key) else {
+                continue;
+            };
+            if s.eviction.is_some() || s.evicted {
+                continue;
+            }
+            match self.decision(d, s) {
+                DrainDecision::Evict => start.push(key.clone()),
+                DrainDecision::Protected { until: Some(u) } if u <= now => start.push(key.clone()),
+                DrainDecision::Protected { .. } => {}
+            }
+        }
+        for key in start {
+            self.request(&key, reason, now);
+        }
+    }
+
+    /// Start (or tighten) an eviction and run its first step now, so
+    /// endpoints turn terminating at the moment of the request.
+    fn request(&mut self, key: &str, reason: EvictionReason, now: Instant) {
+        let Some(s) = self.pods.get_mut(key) else {
+            return;
+        };
+        if s.evicted || s.run == Run::Stopped && s.eviction.is_none() {
+            // Nothing runs; a deletion just forgets it.
+            if s.removed {
+                self.forget(key);
+            }
+            return;
+        }
+        match &mut s.eviction {
+            Some(e) if !e.is_done() => e.tighten(reason, s.spec.termination_grace, now),
+            _ => s.eviction = Some(Eviction::new(reason, s.spec.termination_grace, now)),
+        }
+        self.step(key, now);
+    }
+
+    fn emit(&mut self, e: PodEvent) {
+        self.events.push(e);
+    }
+
+    fn forget(&mut self, key: &str) {
+        if let Some(s) = self.pods.remove(key) {
+            if s.owns_netns && s.sandbox {
+                if let Err(e) = self.procs.remove_netns(&s.netns) {
+                    self.emit(PodEvent::Error {
+                        key: key.to_string(),
+                        message: format!("removing namespace {}: {e:#}", s.netns),
+                    });
+                }
+            }
+            self.emit(PodEvent::Removed {
+                key: key.to_string(),
+            });
+        }
+    }
+
+    /// The old instance is gone; start over with the replacement spec.
+    fn replace(&mut self, key: &str, now: Instant) {
+        let Some(s) = self.pods.get_mut(key) else {
+            return;
+        };
+        let Some(spec) = s.replacement.take() else {
+            return;
+        };
+        let mut fresh = Slot::new(spec, now);
+        // Same key, same namespace: keep it (and the link) when it survived.
+        if fresh.netns == s.netns && fresh.owns_netns == s.owns_netns {
+            fresh.sandbox = s.sandbox;
+            fresh.network_ready = s.network_ready;
+        } else if s.owns_netns && s.sandbox {
+            let _ = self.procs.remove_netns(&s.netns);
+        }
+        *s = fresh;
+    }
+
+    fn ensure_sandbox(&mut self, key: &str) -> bool {
+        let Some(s) = self.pods.get_mut(key) else {
+            return false;
+        };
+        if s.sandbox {
+            return true;
+        }
+        let made = if s.owns_netns {
+            self.procs.create_netns(&s.netns)
+        } else if s.netns_path().exists() {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!(
+                "network namespace {} does not exist",
+                s.netns_path().display()
+            ))
+        };
+        match made {
+            Ok(()) => {
+                s.sandbox = true;
+                let e = PodEvent::SandboxReady {
+                    key: key.to_string(),
+                    netns: s.netns_path(),
+                };
+                self.emit(e);
+                true
+            }
+            Err(e) => {
+                let message = format!("{e:#}");
+                self.emit(PodEvent::Error {
+                    key: key.to_string(),
+                    message,
+                });
+                false
+            }
+        }
+    }
+
+    fn start(&mut self, key: &str, now: Instant) {
+        let Some(s) = self.pods.get_mut(key) else {
+            return;
+        };
+        let proc = match &s.spec.container {
+            None => Ok(None),
+            Some(c) => self
+                .procs
+                .spawn(&SpawnSpec {
+                    key: key.to_string(),
+                    netns: s.netns_path(),
+                    argv: c.argv.clone(),
+                    env: c.env.clone(),
+                    working_dir: c.working_dir.clone(),
+                })
+                .map(Some),
+        };
+        match proc {
+            Ok(proc) => {
+                s.run = Run::Running { proc, since: now };
+                s.readiness.started(now);
+                let restarts = s.restarts;
+                self.emit(PodEvent::Started {
+                    key: key.to_string(),
+                    restarts,
+                });
+            }
+            Err(e) => {
+                s.restarts = s.restarts.saturating_add(1);
+                s.run = Run::Pending {
+                    not_before: now + restart_backoff(s.restarts),
+                };
+                let message = format!("{e:#}");
+                self.emit(PodEvent::Error {
+                    key: key.to_string(),
+                    message,
+                });
+            }
+        }
+    }
+
+    fn step(&mut self, key: &str, now: Instant) {
+        // 1. Sandbox, then the process.
+        let Some(s) = self.pods.get(key) else {
+            return;
+        };
+        let stopping = s.eviction.is_some() || s.evicted || s.removed;
+        if !s.sandbox && !stopping && !self.ensure_sandbox(key) {
+            return;
+        }
+        let Some(s) = self.pods.get(key) else {
+            return;
+        };
+        if let Run::Pending { not_before } = s.run {
+            let wired = s.network_ready || s.spec.ips.is_empty();
+            if !stopping && wired && not_before <= now {
+                self.start(key, now);
+            }
+        }
+
+        // 2. Has the process ended?
+        let Some(s) = self.pods.get_mut(key) else {
+            return;
+        };
+        let mut exited: Option<ExitInfo> = None;
+        if let Run::Running {
+            proc: Some(p),
+            since,
+        } = s.run
+        {
+            match self.procs.try_wait(p) {
+                Ok(None) => {}
+                Ok(Some(x)) => exited = Some(x),
+                Err(e) => {
+                    // The process is not ours any more: treat it as gone.
+                    self.events.push(PodEvent::Error {
+                        key: key.to_string(),
+                        message: format!("{e:#}"),
+                    });
+                    exited = Some(ExitInfo::default());
+                }
+            }
+            if let Some(x) = exited {
+                s.readiness.stopped();
+                self.events.push(PodEvent::Exited {
+                    key: key.to_string(),
+                    exit: x,
+                });
+                if now.saturating_duration_since(since) >= RESTART_BACKOFF_RESET {
+                    s.restarts = 0;
+                }
+                let again = match s.spec.restart_policy {
+                    RestartPolicy::Always => true,
+                    RestartPolicy::OnFailure => !x.success(),
+                    RestartPolicy::Never => false,
+                };
+                s.run = if again && s.eviction.is_none() {
+                    s.restarts = s.restarts.saturating_add(1);
+                    Run::Pending {
+                        not_before: now + restart_backoff(s.restarts),
+                    }
+                } else {
+                    Run::Stopped
+                };
+            }
+        }
+
+        // 3. Eviction.
+        if s.eviction.is_some() {
+            self.step_eviction(key, now);
+        }
+
+        // 4. Probes (they also run while terminating: `serving` follows).
+        let Some(s) = self.pods.get_mut(key) else {
+            return;
+        };
+        if s.running() && s.readiness.due(now) {
+            if let Some(p) = &s.spec.readiness {
+                s.probe_seq += 1;
+                s.readiness.probe_started(now);
+                let req = ProbeRequest {
+                    seq: s.probe_seq,
+                    action: p.action.clone(),
+                    pod_ip: s.spec.probe_ip(),
+                    netns: s.netns_path(),
+                    timeout: p.timeout,
+                };
+                self.prober.start(key, req);
+            }
+        }
+
+        // 5. Report readiness changes, whatever caused them.
+        let ready = s.readiness.is_ready();
+        if ready != s.reported_ready {
+            s.reported_ready = ready;
+            self.events.push(PodEvent::ReadinessChanged {
+                key: key.to_string(),
+                ready,
+            });
+        }
+    }
+
+    fn step_eviction(&mut self, key: &str, now: Instant) {
+        let Some(s) = self.pods.get_mut(key) else {
+            return;
+        };
+        let Some(ev) = s.eviction.as_mut() else {
+            return;
+        };
+        let exited = !matches!(s.run, Run::Running { .. });
+        let reason = ev.reason;
+        let actions = ev.poll(key, now, exited, self.pdb.as_mut());
+        let proc = match s.run {
+            Run::Running { proc, .. } => proc,
+            _ => None,
+        };
+        let mut finished = None;
+        for a in actions {
+            match a {
+                Action::Terminate { grace, deadline } => {
+                    // A pending restart must not happen any more.
+                    if let Run::Pending { .. } = s.run {
+                        s.run = Run::Stopped;
+                    }
+                    if let Some(p) = proc {
+                        if let Err(e) = self.procs.signal(p, Sig::Term) {
+                            self.events.push(PodEvent::Error {
+                                key: key.to_string(),
+                                message: format!("SIGTERM: {e:#}"),
+                            });
+                        }
+                    }
+                    self.events.push(PodEvent::Terminating {
+                        key: key.to_string(),
+                        reason,
+                        grace,
+                        deadline,
+                    });
+                }
+                Action::Blocked { refusals, retry_at } => {
+                    self.events.push(PodEvent::EvictionBlocked {
+                        key: key.to_string(),
+                        reason,
+                        refusals,
+                        retry_at,
+                    })
+                }
+                Action::Forced { .. } => self.events.push(PodEvent::EvictionForced {
+                    key: key.to_string(),
+                    reason,
+                }),
+                Action::Kill => {
+                    if let Some(p) = proc {
+                        if let Err(e) = self.procs.signal(p, Sig::Kill) {
+                            self.events.push(PodEvent::Error {
+                                key: key.to_string(),
+                                message: format!("SIGKILL: {e:#}"),
+                            });
+                        }
+                    }
+                }
+                Action::Finished(o) => finished = Some(o),
+            }
+        }
+        // A sandbox-only pod has nothing to wait for: finish in the same call.
+        if finished.is_none()
+            && proc.is_none()
+            && s.eviction.as_ref().is_some_and(Eviction::is_terminating)
+        {
+            if let Some(ev) = s.eviction.as_mut() {
+                for a in ev.poll(key, now, true, self.pdb.as_mut()) {
+                    if let Action::Finished(o) = a {
+                        finished = Some(o);
+                    }
+                }
+            }
+        }
+        let Some(outcome) = finished else {
+            return;
+        };
+        if let Some(d) = self.drain.as_mut() {
+            if d.members.contains(key) {
+                d.outcomes.insert(key.to_string(), outcome);
+            }
+        }
+        self.events.push(PodEvent::EvictionDone {
+            key: key.to_string(),
+            reason,
+            outcome,
+        });
+        if let EvictionOutcome::Refused { .. } = outcome {
+            // The pod keeps running; a later request starts afresh.
+            s.eviction = None;
+            return;
+        }
+        s.eviction = None;
+        s.run = Run::Stopped;
+        s.readiness.stopped();
+        if s.removed {
+            self.forget(key);
+            return;
+        }
+        if s.replacement.is_some() {
+            self.replace(key, now);
+            return;
+        }
+        s.evicted = true;
+        if s.owns_netns && s.sandbox {
+            let name = s.netns.clone();
+            s.sandbox = false;
+            s.network_ready = false;
+            if let Err(e) = self.procs.remove_netns(&name) {
+                self.events.push(PodEvent::Error {
+                    key: key.to_string(),
+                    message: format!("removing namespace {name}: {e:#}"),
+                });
+            }
+        }
+    }
+}
+
+/// The kubelet's crash-loop delay before restart number `restarts`.
+pub fn restart_backoff(restarts: u32) -> Duration {
+    let shift = restarts.saturating_sub(1).min(16);
+    RESTART_BACKOFF_INITIAL
+        .saturating_mul(1u32 << shift)
+        .min(RESTART_BACKOFF_MAX)
+}

@@ -1,0 +1,589 @@
+//! The I/O the pod logic needs, behind two small traits so the decisions in
+//! [`super::manager`] are tested with fakes: [`ProcessControl`] (network
+//! namespaces and processes) and [`Prober`] (readiness probes). The real
+//! implementations, [`OsProcessControl`] and [`OsProber`], are thin.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use super::spec::ProbeAction;
+
+/// Where `ip netns` keeps named namespaces.
+pub const NETNS_DIR: &str = "/run/netns";
+
+/// `PATH` for pod processes: there is no image to provide one, and the
+/// agent's own environment is not passed on.
+pub const POD_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// An opaque handle on a spawned process.
+pub type ProcId = u64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sig {
+    Term,
+    Kill,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl ExitInfo {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// What to start, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnSpec {
+    pub key: String,
+    /// `/run/netns/NAME`.
+    pub netns: PathBuf,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<String>,
+}
+
+pub trait ProcessControl: Send {
+    /// Create a named network namespace (with `lo` up); present is fine.
+    fn create_netns(&mut self, name: &str) -> Result<()>;
+    /// Delete a named network namespace; absent is fine.
+    fn remove_netns(&mut self, name: &str) -> Result<()>;
+    /// Start a process, leader of a new process group, inside `spec.netns`.
+    fn spawn(&mut self, spec: &SpawnSpec) -> Result<ProcId>;
+    /// Signal the process group.
+    fn signal(&mut self, id: ProcId, sig: Sig) -> Result<()>;
+    /// `Some` once the process has ended (and was reaped).
+    fn try_wait(&mut self, id: ProcId) -> Result<Option<ExitInfo>>;
+}
+
+/// One readiness probe to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeRequest {
+    /// Matches the result to the probe (a stale answer is dropped).
+    pub seq: u64,
+    pub action: ProbeAction,
+    /// The pod's IP (probe target unless the probe names a host).
+    pub pod_ip: Option<IpAddr>,
+    /// The pod's namespace, for exec probes.
+    pub netns: PathBuf,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeResult {
+    Success,
+    Failure(String),
+}
+
+pub trait Prober: Send {
+    /// Start a probe; its result comes back from [`Prober::poll`].
+    fn start(&mut self, key: &str, req: ProbeRequest);
+    /// Results that arrived since the last call: (pod key, seq, result).
+    fn poll(&mut self) -> Vec<(String, u64, ProbeResult)>;
+}
+
+// --- real processes ------------------------------------------------------
+
+/// Processes and namespaces on this host. Dropping it kills every process
+/// group it started and deletes the namespaces it created, so nothing is
+/// left behind even when the caller fails.
+pub struct OsProcessControl {
+    log_dir: PathBuf,
+    next: ProcId,
+    children: BTreeMap<ProcId, Child>,
+    made: BTreeSet<String>,
+}
+
+impl OsProcessControl {
+    /// Pod output goes to `log_dir/<namespace>_<name>.log`.
+    pub fn new(log_dir: impl Into<PathBuf>) -> Self {
+        OsProcessControl {
+            log_dir: log_dir.into(),
+            next: 1,
+            children: BTreeMap::new(),
+            made: BTreeSet::new(),
+        }
+    }
+
+    /// The pid of a running process (tests, logs).
+    pub fn pid(&self, id: ProcId) -> Option<u32> {
+        self.children.get(&id).map(Child::id)
+    }
+
+    fn log_file(&self, key: &str) -> Result<File> {
+        std::fs::create_dir_all(&self.log_dir)
+            .with_context(|| format!("creating {}", self.log_dir.display()))?;
+        let name: String = key
+            .chars()
+            .map(|c| if c == '/' { '_' } else { c })
+            .collect();
+        let path = self.log_dir.join(format!("{name}.log"));
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))
+    }
+}
+
+fn ip_cmd(args: &[&str]) -> Result<()> {
+    let out = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running ip {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+fn killpg(pid: u32, sig: libc::c_int) -> Result<()> {
+    let pid = libc::pid_t::try_from(pid).context("pid out of range")?;
+    // SAFETY: plain syscall on a process group we created.
+    let r = unsafe { libc::kill(-pid, sig) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        // The group is already gone: nothing left to signal.
+        if e.raw_os_error() != Some(libc::ESRCH) {
+            return Err(e).context("signalling process group");
+        }
+    }
+    Ok(())
+}
+
+/// Has `pid` exited? Looks without reaping (WNOWAIT), so the group can still
+/// be swept while its id cannot be reused.
+fn exited_unreaped(pid: u32) -> bool {
+    let pid: libc::id_t = pid;
+    // SAFETY: zeroed siginfo is a valid out-parameter for waitid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer; WNOHANG|WNOWAIT only peeks.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is valid to read after a successful waitid.
+    r == 0 && unsafe { info.si_pid() } != 0
+}
+
+/// `setns` into `netns` in the child between fork and exec.
+fn enter_netns_on_exec(cmd: &mut Command, netns: &File) {
+    let fd = netns.as_raw_fd();
+    // SAFETY: only async-signal-safe calls (setns) between fork and exec;
+    // the fd stays open in the parent until spawn returns.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+impl ProcessControl for OsProcessControl {
+    fn create_netns(&mut self, name: &str) -> Result<()> {
+        let path = Path::new(NETNS_DIR).join(name);
+        if !path.exists() {
+            // The first `ip netns add` on a host makes /run/netns a shared
+            // mount; concurrent first calls can race, so retry a little.
+            let mut last = None;
+            for _ in 0..5 {
+                match ip_cmd(&["netns", "add", name]) {
+                    Ok(()) => {
+                        last = None;
+                        break;
+                    }
+                    // Someone else made it meanwhile: fine.
+                    Err(_) if path.exists() => {
+                        last = None;
+                        break;
+                    }
+                    Err(e) => {
+                        last = Some(e);
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                }
+            }
+            if let Some(e) = last {
+                return Err(e);
+            }
+            self.made.insert(name.to_string());
+        }
+        if let Err(e) = ip_cmd(&["-n", name, "link", "set", "lo", "up"]) {
+            // Do not leave a half-made namespace behind.
+            if self.made.remove(name) {
+                let _ = ip_cmd(&["netns", "del", name]);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn remove_netns(&mut self, name: &str) -> Result<()> {
+        self.made.remove(name);
+        if !Path::new(NETNS_DIR).join(name).exists() {
+            return Ok(());
+        }
+        ip_cmd(&["netns", "del", name])
+    }
+
+    fn spawn(&mut self, spec: &SpawnSpec) -> Result<ProcId> {
+        let Some((prog, args)) = spec.argv.split_first() else {
+            bail!("empty command");
+        };
+        let netns = File::open(&spec.netns)
+            .with_context(|| format!("opening network namespace {}", spec.netns.display()))?;
+        let log = self.log_file(&spec.key)?;
+        let mut cmd = Command::new(prog);
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", POD_PATH)
+            .env(
+                "HOSTNAME",
+                spec.key.rsplit('/').next().unwrap_or(spec.key.as_str()),
+            )
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().context("duplicating log file")?)
+            .stderr(log)
+            // Own process group: signals reach the pod's whole tree and
+            // never the agent.
+            .process_group(0);
+        if let Some(d) = &spec.working_dir {
+            cmd.current_dir(d);
+        }
+        enter_netns_on_exec(&mut cmd, &netns);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {prog} for pod {}", spec.key))?;
+        drop(netns);
+        let id = self.next;
+        self.next += 1;
+        self.children.insert(id, child);
+        Ok(id)
+    }
+
+    fn signal(&mut self, id: ProcId, sig: Sig) -> Result<()> {
+        let Some(child) = self.children.get(&id) else {
+            // Already reaped: nothing to signal.
+            return Ok(());
+        };
+        let s = match sig {
+            Sig::Term => libc::SIGTERM,
+            Sig::Kill => libc::SIGKILL,
+        };
+        killpg(child.id(), s)
+    }
+
+    fn try_wait(&mut self, id: ProcId) -> Result<Option<ExitInfo>> {
+        let Some(child) = self.children.get_mut(&id) else {
+            bail!("unknown process {id}");
+        };
+        if exited_unreaped(child.id()) {
+            // The leader is gone: like a container runtime, end whatever
+            // else it left in its group before the id can be reused.
+            let _ = killpg(child.id(), libc::SIGKILL);
+        }
+        match child.try_wait().context("waiting for pod process")? {
+            None => Ok(None),
+            Some(st) => {
+                self.children.remove(&id);
+                Ok(Some(ExitInfo {
+                    code: st.code(),
+                    signal: st.signal(),
+                }))
+            }
+        }
+    }
+}
+
+impl Drop for OsProcessControl {
+    fn drop(&mut self) {
+        for (_, mut child) in std::mem::take(&mut self.children) {
+            let _ = killpg(child.id(), libc::SIGKILL);
+            let _ = child.wait();
+        }
+        for name in std::mem::take(&mut self.made) {
+            let _ = ip_cmd(&["netns", "del", &name]);
+        }
+    }
+}
+
+// --- real probes ---------------------------------------------------------
+
+/// Runs each probe on a short-lived thread (a probe may take up to its
+/// timeout; the sync loop must not wait for it).
+pub struct OsProber {
+    tx: mpsc::Sender<(String, u64, ProbeResult)>,
+    rx: mpsc::Receiver<(String, u64, ProbeResult)>,
+}
+
+impl Default for OsProber {
+    fn default() -> Self {
+        let (tx, rx) = mpsc::channel();
+        OsProber { tx, rx }
+    }
+}
+
+impl Prober for OsProber {
+    fn start(&mut self, key: &str, req: ProbeRequest) {
+        let tx = self.tx.clone();
+        let key = key.to_string();
+        let spawned = std::thread::Builder::new()
+            .name("sluice-probe".into())
+            .spawn(move || {
+                let seq = req.seq;
+                let r = run_probe(&req);
+                // The manager may be gone (shutdown): nobody to tell.
+                let _ = tx.send((key, seq, r));
+            });
+        if let Err(e) = spawned {
+            // No thread, no probe: report a failure rather than hang.
+            tracing::warn!(error = %e, "cannot start probe thread");
+        }
+    }
+
+    fn poll(&mut self) -> Vec<(String, u64, ProbeResult)> {
+        self.rx.try_iter().collect()
+    }
+}
+
+/// Run one probe now, blocking for at most about `req.timeout`.
+pub fn run_probe(req: &ProbeRequest) -> ProbeResult {
+    match run_probe_inner(req) {
+        Ok(()) => ProbeResult::Success,
+        Err(e) => ProbeResult::Failure(format!("{e:#}")),
+    }
+}
+
+fn target(host: Option<IpAddr>, pod_ip: Option<IpAddr>, port: u16) -> Result<SocketAddr> {
+    let ip = host.or(pod_ip).context("the pod has no IP to probe")?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+fn run_probe_inner(req: &ProbeRequest) -> Result<()> {
+    let deadline = Instant::now() + req.timeout;
+    match &req.action {
+        ProbeAction::Tcp { host, port } => {
+            let addr = target(*host, req.pod_ip, *port)?;
+            TcpStream::connect_timeout(&addr, req.timeout)
+                .with_context(|| format!("connecting to {addr}"))?;
+            Ok(())
+        }
+        ProbeAction::Http {
+            host,
+            port,
+            path,
+            headers,
+        } => {
+            let addr = target(*host, req.pod_ip, *port)?;
+            http_get(addr, path, headers, deadline)
+        }
+        ProbeAction::Exec { command } => exec_probe(command, &req.netns, deadline),
+    }
+}
+
+fn remaining(deadline: Instant) -> Result<Duration> {
+    let d = deadline.saturating_duration_since(Instant::now());
+    if d.is_zero() {
+        bail!("timed out");
+    }
+    Ok(d)
+}
+
+/// HTTP/1.1 GET as the kubelet sends it; 200–399 is success.
+pub fn http_get(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(String, String)],
+    deadline: Instant,
+) -> Result<()> {
+    let mut s = TcpStream::connect_timeout(&addr, remaining(deadline)?)
+        .with_context(|| format!("connecting to {addr}"))?;
+    let mut req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: kube-probe/1.30\r\nAccept: */*\r\nConnection: close\r\n"
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.set_write_timeout(Some(remaining(deadline)?))?;
+    s.write_all(req.as_bytes()).context("sending request")?;
+    // Only the status line matters; read until it is complete.
+    let mut buf = Vec::with_capacity(256);
+    let mut chunk = [0u8; 256];
+    while !buf.contains(&b'\n') {
+        s.set_read_timeout(Some(remaining(deadline)?))?;
+        let n = s.read(&mut chunk).context("reading response")?;
+        if n == 0 {
+            bail!("connection closed before a status line");
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > 8192 {
+            bail!("status line too long");
+        }
+    }
+    let line = String::from_utf8_lossy(&buf);
+    let line = line.lines().next().unwrap_or("");
+    let mut parts = line.split_whitespace();
+    let (Some(version), Some(code)) = (parts.next(), parts.next()) else {
+        bail!("bad status line {line:?}");
+    };
+    if !version.starts_with("HTTP/1.") {
+        bail!("bad status line {line:?}");
+    }
+    let code: u16 = code
+        .parse()
+        .with_context(|| format!("bad status line {line:?}"))?;
+    if (200..400).contains(&code) {
+        Ok(())
+    } else {
+        bail!("HTTP {code}")
+    }
+}
+
+fn exec_probe(command: &[String], netns: &Path, deadline: Instant) -> Result<()> {
+    let Some((prog, args)) = command.split_first() else {
+        bail!("empty command");
+    };
+    let ns = File::open(netns)
+        .with_context(|| format!("opening network namespace {}", netns.display()))?;
+    let mut cmd = Command::new(prog);
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", POD_PATH)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    enter_netns_on_exec(&mut cmd, &ns);
+    let mut child = cmd.spawn().with_context(|| format!("starting {prog}"))?;
+    drop(ns);
+    loop {
+        if let Some(st) = child.try_wait().context("waiting for probe")? {
+            if st.success() {
+                return Ok(());
+            }
+            bail!(
+                "exit {}",
+                st.code().map_or("signal".into(), |c| c.to_string())
+            );
+        }
+        if Instant::now() >= deadline {
+            let _ = killpg(child.id(), libc::SIGKILL);
+            let _ = child.wait();
+            bail!("timed out");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn serve_once(status: &'static str) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        std::thread::spawn(move || {
+            if let Ok((mut s, _)) = l.accept() {
+                let mut b = [0u8; 1024];
+                let _ = s.read(&mut b);
+                let _ = s.write_all(
+                    format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n").as_bytes(),
+                );
+            }
+        });
+        addr
+    }
+
+    fn http(addr: SocketAddr) -> ProbeResult {
+        run_probe(&ProbeRequest {
+            seq: 0,
+            action: ProbeAction::Http {
+                host: Some(addr.ip()),
+                port: addr.port(),
+                path: "/healthz".into(),
+                headers: vec![],
+            },
+            pod_ip: None,
+            netns: PathBuf::new(),
+            timeout: Duration::from_secs(2),
+        })
+    }
+
+    #[test]
+    fn http_probe_status_classes() {
+        assert_eq!(http(serve_once("200 OK")), ProbeResult::Success);
+        assert_eq!(http(serve_once("302 Found")), ProbeResult::Success);
+        assert!(matches!(
+            http(serve_once("503 Unavailable")),
+            ProbeResult::Failure(_)
+        ));
+    }
+
+    #[test]
+    fn http_probe_times_out_on_a_silent_server() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        // Accepted by the kernel backlog, never answered.
+        let r = run_probe(&ProbeRequest {
+            seq: 0,
+            action: ProbeAction::Http {
+                host: Some(addr.ip()),
+                port: addr.port(),
+                path: "/".into(),
+                headers: vec![],
+            },
+            pod_ip: None,
+            netns: PathBuf::new(),
+            timeout: Duration::from_millis(200),
+        });
+        assert!(matches!(r, ProbeResult::Failure(_)));
+        drop(l);
+    }
+
+    #[test]
+    fn tcp_probe_needs_a_listener() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let req = |port| ProbeRequest {
+            seq: 0,
+            action: ProbeAction::Tcp { host: None, port },
+            pod_ip: Some(addr.ip()),
+            netns: PathBuf::new(),
+            timeout: Duration::from_secs(1),
+        };
+        assert_eq!(run_probe(&req(addr.port())), ProbeResult::Success);
+        drop(l);
+        assert!(matches!(
+            run_probe(&req(addr.port())),
+            ProbeResult::Failure(_)
+        ));
+    }
+}

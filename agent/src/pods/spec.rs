@@ -1,0 +1,636 @@
+//! What the agent needs to *run* a pod, read from a `Pod` manifest with
+//! Kubernetes field names and defaults. Kept here rather than in `state/` so
+//! the pod runtime owns its own model; `state::validate` calls
+//! [`run_spec_from_manifest`] and keeps the result next to `PodInfo`.
+//!
+//! Only `spec.containers[0]` is run: there are no images, the command runs on
+//! the node inside the pod's network namespace. Further containers are
+//! ignored (documented limitation), init containers too.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use serde_yaml::Value;
+
+/// The annotation a pod uses to ask not to be evicted (E2–E5, A3, C5).
+pub const SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+/// Annotation naming an existing network namespace (same as `state::validate`).
+pub const NETNS_ANNOTATION: &str = "sluice.dev/netns";
+/// Kubernetes' default `terminationGracePeriodSeconds`.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// A problem in a Pod manifest: the field path (from the object's root, e.g.
+/// `spec.containers[0].readinessProbe.periodSeconds`) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+fn err(field: impl Into<String>, message: impl Into<String>) -> SpecError {
+    SpecError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// A pod as the runtime sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRunSpec {
+    /// `namespace/name`.
+    pub key: String,
+    /// `spec.nodeName`.
+    pub node: String,
+    /// `status.podIPs` (the agent does not allocate addresses).
+    pub ips: Vec<IpAddr>,
+    /// `sluice.dev/netns`: an existing namespace someone else made; the agent
+    /// neither creates nor removes it. `None`: the agent makes its own.
+    pub netns: Option<String>,
+    /// `None` when the pod has no command: a sandbox only (its processes, if
+    /// any, are run by someone else). It counts as running while it exists.
+    pub container: Option<ContainerRun>,
+    /// `spec.terminationGracePeriodSeconds` (default 30 s).
+    pub termination_grace: Duration,
+    pub restart_policy: RestartPolicy,
+    /// `spec.containers[0].readinessProbe`; none: ready once running.
+    pub readiness: Option<Probe>,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl PodRunSpec {
+    /// `safe-to-evict: "false"` (anything else, or absent, is not a request
+    /// for protection; the autoscaler reads the value the same way).
+    pub fn safe_to_evict_false(&self) -> bool {
+        self.annotations
+            .get(SAFE_TO_EVICT)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+    }
+
+    /// The address probes aim at: the first IPv4 pod IP, else the first IP.
+    pub fn probe_ip(&self) -> Option<IpAddr> {
+        self.ips
+            .iter()
+            .copied()
+            .find(IpAddr::is_ipv4)
+            .or_else(|| self.ips.first().copied())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerRun {
+    pub name: String,
+    /// `command` followed by `args` (no image: `command` is required for a
+    /// process to run). `$(VAR)` references are not expanded.
+    pub argv: Vec<String>,
+    /// `env[].value` (`valueFrom` is rejected: nothing to resolve it from).
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<String>,
+    /// `ports[]` with a name, for probes that name their port.
+    pub named_ports: BTreeMap<String, u16>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartPolicy {
+    Always,
+    OnFailure,
+    Never,
+}
+
+/// A readiness probe with Kubernetes' fields and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub action: ProbeAction,
+    /// `initialDelaySeconds`, default 0.
+    pub initial_delay: Duration,
+    /// `periodSeconds`, default 10, minimum 1.
+    pub period: Duration,
+    /// `timeoutSeconds`, default 1, minimum 1.
+    pub timeout: Duration,
+    /// `successThreshold`, default 1.
+    pub success_threshold: u32,
+    /// `failureThreshold`, default 3.
+    pub failure_threshold: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeAction {
+    /// `httpGet`: scheme HTTP only. `host` defaults to the pod IP.
+    Http {
+        host: Option<IpAddr>,
+        port: u16,
+        path: String,
+        headers: Vec<(String, String)>,
+    },
+    /// `tcpSocket`. `host` defaults to the pod IP.
+    Tcp { host: Option<IpAddr>, port: u16 },
+    /// `exec`: run inside the pod's network namespace; exit 0 is success.
+    Exec { command: Vec<String> },
+}
+
+/// Read what the runtime needs from a whole `Pod` manifest.
+pub fn run_spec_from_manifest(pod: &Value) -> Result<PodRunSpec, SpecError> {
+    let meta = pod.get("metadata");
+    let name = meta
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| err("metadata.name", "missing"))?;
+    let namespace = match meta.and_then(|m| m.get("namespace")) {
+        None | Some(Value::Null) => "default",
+        Some(v) => v
+            .as_str()
+            .ok_or_else(|| err("metadata.namespace", "must be a string"))?,
+    };
+    let mut annotations = BTreeMap::new();
+    if let Some(a) = meta.and_then(|m| m.get("annotations")) {
+        if let Some(map) = a.as_mapping() {
+            for (k, v) in map {
+                let k = k
+                    .as_str()
+                    .ok_or_else(|| err("metadata.annotations", "keys must be strings"))?;
+                let v = v.as_str().ok_or_else(|| {
+                    err(
+                        format!("metadata.annotations[{k}]"),
+                        "must be a string (quote \"false\")",
+                    )
+                })?;
+                annotations.insert(k.to_string(), v.to_string());
+            }
+        } else if !a.is_null() {
+            return Err(err("metadata.annotations", "must be a map"));
+        }
+    }
+    let spec = pod.get("spec");
+    let node = opt_str(spec, "nodeName", "spec.nodeName")?.unwrap_or_default();
+
+    let termination_grace = match spec.and_then(|s| s.get("terminationGracePeriodSeconds")) {
+        None | Some(Value::Null) => DEFAULT_GRACE,
+        Some(v) => {
+            let s = v.as_i64().filter(|s| *s >= 0).ok_or_else(|| {
+                err(
+                    "spec.terminationGracePeriodSeconds",
+                    format!("must be a whole number >= 0, got {}", show(v)),
+                )
+            })?;
+            Duration::from_secs(s.unsigned_abs())
+        }
+    };
+    let restart_policy = match opt_str(spec, "restartPolicy", "spec.restartPolicy")?.as_deref() {
+        None | Some("Always") => RestartPolicy::Always,
+        Some("OnFailure") => RestartPolicy::OnFailure,
+        Some("Never") => RestartPolicy::Never,
+        Some(o) => {
+            return Err(err(
+                "spec.restartPolicy",
+                format!("{o} is not Always, OnFailure or Never"),
+            ))
+        }
+    };
+
+    let mut ips = Vec::new();
+    if let Some(list) = pod.get("status").and_then(|s| s.get("podIPs")) {
+        let seq = list
+            .as_sequence()
+            .ok_or_else(|| err("status.podIPs", "must be a list"))?;
+        for (i, e) in seq.iter().enumerate() {
+            let f = format!("status.podIPs[{i}].ip");
+            let s = e
+                .get("ip")
+                .and_then(Value::as_str)
+                .ok_or_else(|| err(&f, "missing"))?;
+            ips.push(
+                s.trim()
+                    .parse()
+                    .map_err(|_| err(&f, format!("{s:?} is not an IP address")))?,
+            );
+        }
+    }
+    let netns = annotations.get(NETNS_ANNOTATION).cloned();
+
+    let (container, readiness) = match spec.and_then(|s| s.get("containers")) {
+        None | Some(Value::Null) => (None, None),
+        Some(v) => {
+            let seq = v
+                .as_sequence()
+                .ok_or_else(|| err("spec.containers", "must be a list"))?;
+            match seq.first() {
+                None => (None, None),
+                Some(c) => container(c, "spec.containers[0]")?,
+            }
+        }
+    };
+
+    Ok(PodRunSpec {
+        key: format!("{namespace}/{name}"),
+        node,
+        ips,
+        netns,
+        container,
+        termination_grace,
+        restart_policy,
+        readiness,
+        annotations,
+    })
+}
+
+fn show(v: &Value) -> String {
+    serde_yaml::to_string(v)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".to_string())
+}
+
+fn opt_str(parent: Option<&Value>, key: &str, field: &str) -> Result<Option<String>, SpecError> {
+    match parent.and_then(|p| p.get(key)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_str()
+            .map(|s| Some(s.to_string()))
+            .ok_or_else(|| err(field, "must be a string")),
+    }
+}
+
+fn str_list(v: Option<&Value>, field: &str) -> Result<Vec<String>, SpecError> {
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(v) => {
+            let seq = v
+                .as_sequence()
+                .ok_or_else(|| err(field, "must be a list of strings"))?;
+            seq.iter()
+                .enumerate()
+                .map(|(i, e)| match e {
+                    Value::String(s) => Ok(s.clone()),
+                    // YAML turns `- 30` into a number; Kubernetes would reject
+                    // it, but the intent is unambiguous.
+                    Value::Number(n) => Ok(n.to_string()),
+                    Value::Bool(b) => Ok(b.to_string()),
+                    _ => Err(err(format!("{field}[{i}]"), "must be a string")),
+                })
+                .collect()
+        }
+    }
+}
+
+fn container(c: &Value, at: &str) -> Result<(Option<ContainerRun>, Option<Probe>), SpecError> {
+    let name = opt_str(Some(c), "name", &format!("{at}.name"))?.unwrap_or_default();
+    let command = str_list(c.get("command"), &format!("{at}.command"))?;
+    let args = str_list(c.get("args"), &format!("{at}.args"))?;
+    let mut env = Vec::new();
+    if let Some(list) = c.get("env").filter(|v| !v.is_null()) {
+        let seq = list
+            .as_sequence()
+            .ok_or_else(|| err(format!("{at}.env"), "must be a list"))?;
+        for (i, e) in seq.iter().enumerate() {
+            let f = format!("{at}.env[{i}]");
+            let n = e
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty() && !s.contains('='))
+                .ok_or_else(|| err(format!("{f}.name"), "missing or invalid"))?;
+            if e.get("valueFrom").is_some_and(|v| !v.is_null()) {
+                return Err(err(
+                    format!("{f}.valueFrom"),
+                    "not supported (no API server to resolve it); use value",
+                ));
+            }
+            let v = match e.get("value") {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(s)) => s.clone(),
+                Some(_) => return Err(err(format!("{f}.value"), "must be a string")),
+            };
+            env.push((n.to_string(), v));
+        }
+    }
+    let mut named_ports = BTreeMap::new();
+    if let Some(list) = c.get("ports").filter(|v| !v.is_null()) {
+        let seq = list
+            .as_sequence()
+            .ok_or_else(|| err(format!("{at}.ports"), "must be a list"))?;
+        for (i, p) in seq.iter().enumerate() {
+            let f = format!("{at}.ports[{i}]");
+            let num = p
+                .get("containerPort")
+                .and_then(Value::as_i64)
+                .and_then(|n| u16::try_from(n).ok())
+                .filter(|n| *n != 0)
+                .ok_or_else(|| err(format!("{f}.containerPort"), "must be 1-65535"))?;
+            if let Some(n) = opt_str(Some(p), "name", &format!("{f}.name"))? {
+                named_ports.insert(n, num);
+            }
+        }
+    }
+    let working_dir = opt_str(Some(c), "workingDir", &format!("{at}.workingDir"))?;
+    let run = if command.is_empty() {
+        if !args.is_empty() {
+            // With an image, args would feed its entrypoint; without one
+            // there is nothing to run them with.
+            return Err(err(
+                format!("{at}.command"),
+                "required when args is set (no images: the command runs on the node)",
+            ));
+        }
+        None
+    } else {
+        Some(ContainerRun {
+            name,
+            argv: command.into_iter().chain(args).collect(),
+            env,
+            working_dir,
+            named_ports: named_ports.clone(),
+        })
+    };
+    let readiness = match c.get("readinessProbe") {
+        None | Some(Value::Null) => None,
+        Some(p) => Some(probe(p, &format!("{at}.readinessProbe"), &named_ports)?),
+    };
+    Ok((run, readiness))
+}
+
+fn secs(p: &Value, key: &str, at: &str, default: u64, min: i64) -> Result<Duration, SpecError> {
+    match p.get(key) {
+        None | Some(Value::Null) => Ok(Duration::from_secs(default)),
+        Some(v) => v
+            .as_i64()
+            .filter(|n| *n >= min)
+            .map(|n| Duration::from_secs(n.unsigned_abs()))
+            .ok_or_else(|| {
+                err(
+                    format!("{at}.{key}"),
+                    format!("must be a whole number >= {min}, got {}", show(v)),
+                )
+            }),
+    }
+}
+
+fn count(p: &Value, key: &str, at: &str, default: u32) -> Result<u32, SpecError> {
+    match p.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v
+            .as_i64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| {
+                err(
+                    format!("{at}.{key}"),
+                    format!("must be a whole number >= 1, got {}", show(v)),
+                )
+            }),
+    }
+}
+
+fn probe_port(
+    v: Option<&Value>,
+    field: &str,
+    named: &BTreeMap<String, u16>,
+) -> Result<u16, SpecError> {
+    match v {
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .and_then(|n| u16::try_from(n).ok())
+            .filter(|n| *n != 0)
+            .ok_or_else(|| err(field, format!("must be 1-65535, got {n}"))),
+        Some(Value::String(s)) => match s.parse::<i64>() {
+            Ok(n) => u16::try_from(n)
+                .ok()
+                .filter(|n| *n != 0)
+                .ok_or_else(|| err(field, format!("must be 1-65535, got {n}"))),
+            Err(_) => named.get(s).copied().ok_or_else(|| {
+                err(
+                    field,
+                    format!("{s:?} names no port of the container (ports[].name)"),
+                )
+            }),
+        },
+        _ => Err(err(field, "missing")),
+    }
+}
+
+fn probe_host(p: &Value, at: &str) -> Result<Option<IpAddr>, SpecError> {
+    match opt_str(Some(p), "host", &format!("{at}.host"))? {
+        None => Ok(None),
+        Some(h) if h.is_empty() => Ok(None),
+        Some(h) => h.parse().map(Some).map_err(|_| {
+            err(
+                format!("{at}.host"),
+                format!("{h:?} is not an IP address (no DNS on the node side)"),
+            )
+        }),
+    }
+}
+
+fn probe(p: &Value, at: &str, named: &BTreeMap<String, u16>) -> Result<Probe, SpecError> {
+    let http = p.get("httpGet").filter(|v| !v.is_null());
+    let tcp = p.get("tcpSocket").filter(|v| !v.is_null());
+    let exec = p.get("exec").filter(|v| !v.is_null());
+    if p.get("grpc").is_some_and(|v| !v.is_null()) {
+        return Err(err(
+            format!("{at}.grpc"),
+            "not supported (httpGet, tcpSocket, exec)",
+        ));
+    }
+    let action = match (http, tcp, exec) {
+        (Some(h), None, None) => {
+            let f = format!("{at}.httpGet");
+            match opt_str(Some(h), "scheme", &format!("{f}.scheme"))?.as_deref() {
+                None | Some("HTTP") => {}
+                Some(o) => {
+                    return Err(err(
+                        format!("{f}.scheme"),
+                        format!("{o} is not supported (HTTP)"),
+                    ))
+                }
+            }
+            let path = opt_str(Some(h), "path", &format!("{f}.path"))?.unwrap_or_default();
+            // Kubernetes probes "/" when the path is empty and adds the
+            // leading slash when it is missing.
+            let path = if path.starts_with('/') {
+                path
+            } else {
+                format!("/{path}")
+            };
+            if path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(err(format!("{f}.path"), "must not contain spaces"));
+            }
+            let mut headers = Vec::new();
+            if let Some(list) = h.get("httpHeaders").filter(|v| !v.is_null()) {
+                let seq = list
+                    .as_sequence()
+                    .ok_or_else(|| err(format!("{f}.httpHeaders"), "must be a list"))?;
+                for (i, e) in seq.iter().enumerate() {
+                    let hf = format!("{f}.httpHeaders[{i}]");
+                    let n = e
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .filter(|n| {
+                            !n.is_empty() && n.bytes().all(|b| b.is_ascii_graphic() && b != b':')
+                        })
+                        .ok_or_else(|| err(format!("{hf}.name"), "missing or invalid"))?;
+                    let v = e.get("value").and_then(Value::as_str).unwrap_or("");
+                    if v.contains(['\r', '\n']) {
+                        return Err(err(format!("{hf}.value"), "must be one line"));
+                    }
+                    headers.push((n.to_string(), v.to_string()));
+                }
+            }
+            ProbeAction::Http {
+                host: probe_host(h, &f)?,
+                port: probe_port(h.get("port"), &format!("{f}.port"), named)?,
+                path,
+                headers,
+            }
+        }
+        (None, Some(t), None) => {
+            let f = format!("{at}.tcpSocket");
+            ProbeAction::Tcp {
+                host: probe_host(t, &f)?,
+                port: probe_port(t.get("port"), &format!("{f}.port"), named)?,
+            }
+        }
+        (None, None, Some(e)) => {
+            let f = format!("{at}.exec.command");
+            let command = str_list(e.get("command"), &f)?;
+            if command.is_empty() {
+                return Err(err(f, "missing"));
+            }
+            ProbeAction::Exec { command }
+        }
+        (None, None, None) => {
+            return Err(err(at, "needs one of httpGet, tcpSocket, exec"));
+        }
+        _ => return Err(err(at, "may have only one of httpGet, tcpSocket, exec")),
+    };
+    Ok(Probe {
+        action,
+        initial_delay: secs(p, "initialDelaySeconds", at, 0, 0)?,
+        period: secs(p, "periodSeconds", at, 10, 1)?,
+        timeout: secs(p, "timeoutSeconds", at, 1, 1)?,
+        success_threshold: count(p, "successThreshold", at, 1)?,
+        failure_threshold: count(p, "failureThreshold", at, 3)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(y: &str) -> Result<PodRunSpec, SpecError> {
+        let v: Value = serde_yaml::from_str(y).expect("test yaml");
+        run_spec_from_manifest(&v)
+    }
+
+    #[test]
+    fn defaults_follow_kubernetes() {
+        let p = parse(
+            r#"
+kind: Pod
+metadata: {name: web}
+spec:
+  nodeName: node-a
+  containers:
+  - name: c
+    command: [sh, -c]
+    args: ["exec sleep 1000"]
+    env: [{name: A, value: "1"}]
+    ports: [{name: http, containerPort: 8080}]
+    readinessProbe: {httpGet: {port: http}}
+status: {podIPs: [{ip: 198.19.1.5}]}
+"#,
+        )
+        .expect("valid");
+        assert_eq!(p.key, "default/web");
+        assert_eq!(p.termination_grace, Duration::from_secs(30));
+        assert_eq!(p.restart_policy, RestartPolicy::Always);
+        let c = p.container.as_ref().expect("container");
+        assert_eq!(c.argv, ["sh", "-c", "exec sleep 1000"]);
+        assert_eq!(c.env, [("A".to_string(), "1".to_string())]);
+        let r = p.readiness.clone().expect("probe");
+        assert_eq!(r.initial_delay, Duration::ZERO);
+        assert_eq!(r.period, Duration::from_secs(10));
+        assert_eq!(r.timeout, Duration::from_secs(1));
+        assert_eq!((r.success_threshold, r.failure_threshold), (1, 3));
+        assert_eq!(
+            r.action,
+            ProbeAction::Http {
+                host: None,
+                port: 8080,
+                path: "/".into(),
+                headers: vec![]
+            }
+        );
+        assert!(!p.safe_to_evict_false());
+    }
+
+    #[test]
+    fn safe_to_evict_and_grace() {
+        let p = parse(
+            r#"
+metadata:
+  name: x
+  namespace: ns
+  annotations: {cluster-autoscaler.kubernetes.io/safe-to-evict: "false"}
+spec:
+  terminationGracePeriodSeconds: 7200
+  containers: [{name: c, image: registry.k8s.io/pause}]
+"#,
+        )
+        .expect("valid");
+        assert!(p.safe_to_evict_false());
+        assert_eq!(p.termination_grace, Duration::from_secs(7200));
+        assert!(p.container.is_none(), "no command: a sandbox only");
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let cases = [
+            (
+                "spec: {terminationGracePeriodSeconds: -1}",
+                "spec.terminationGracePeriodSeconds",
+            ),
+            (
+                "spec: {containers: [{command: [x], readinessProbe: {tcpSocket: {port: 80}, periodSeconds: 0}}]}",
+                "spec.containers[0].readinessProbe.periodSeconds",
+            ),
+            (
+                "spec: {containers: [{command: [x], readinessProbe: {httpGet: {port: 80, scheme: HTTPS}}}]}",
+                "spec.containers[0].readinessProbe.httpGet.scheme",
+            ),
+            (
+                "spec: {containers: [{command: [x], readinessProbe: {httpGet: {port: web}}}]}",
+                "spec.containers[0].readinessProbe.httpGet.port",
+            ),
+            (
+                "spec: {containers: [{command: [x], readinessProbe: {exec: {command: [true]}, tcpSocket: {port: 1}}}]}",
+                "spec.containers[0].readinessProbe",
+            ),
+            (
+                "spec: {containers: [{command: [x], readinessProbe: {exec: {command: [true]}, failureThreshold: 0}}]}",
+                "spec.containers[0].readinessProbe.failureThreshold",
+            ),
+            (
+                "spec: {containers: [{command: [x], env: [{name: A, valueFrom: {fieldRef: {}}}]}]}",
+                "spec.containers[0].env[0].valueFrom",
+            ),
+            ("spec: {restartPolicy: Sometimes}", "spec.restartPolicy"),
+            ("spec: {containers: [{args: [x]}]}", "spec.containers[0].command"),
+        ];
+        for (spec, field) in cases {
+            let e = parse(&format!("metadata: {{name: p}}\n{spec}")).expect_err(spec);
+            assert_eq!(e.field, field, "{spec}: {e}");
+        }
+        assert_eq!(
+            parse("spec: {}").expect_err("no name").field,
+            "metadata.name"
+        );
+    }
+}

@@ -1,0 +1,793 @@
+//! Pods, readiness and eviction driven through `PodManager` with fake
+//! processes, a fake prober, a fake PDB and a hand-moved clock: no sleeps,
+//! no root, exact timings.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use sluice_agent::pods::eviction::{PDB_RETRY_INITIAL, PDB_RETRY_MAX};
+use sluice_agent::pods::runtime::{ExitInfo, ProbeRequest, ProbeResult, ProcId, Sig, SpawnSpec};
+use sluice_agent::pods::spec::{ContainerRun, RestartPolicy, SAFE_TO_EVICT};
+use sluice_agent::pods::{
+    netns_name, EndpointConditions, EvictionOutcome, EvictionReason, PdbGate, PodEvent, PodManager,
+    PodRunSpec, PoolKind, Probe, ProbeAction, Prober, ProcessControl, EXTENDED_RUN,
+};
+
+const S: Duration = Duration::from_secs(1);
+const MS: Duration = Duration::from_millis(1);
+
+// --- fakes ----------------------------------------------------------------
+
+#[derive(Default)]
+struct World {
+    next: ProcId,
+    /// id → (key, running, exits on SIGTERM)
+    procs: BTreeMap<ProcId, (String, bool, bool)>,
+    exits: BTreeMap<ProcId, ExitInfo>,
+    netns: BTreeSet<String>,
+    /// (key, signal) in order.
+    signals: Vec<(String, Sig)>,
+    spawned: Vec<SpawnSpec>,
+    /// Keys whose processes ignore SIGTERM.
+    stubborn: BTreeSet<String>,
+    probes: Vec<(String, ProbeRequest)>,
+    answers: Vec<(String, u64, ProbeResult)>,
+    pdb_allow: bool,
+    pdb_asked: Vec<(String, EvictionReason)>,
+}
+
+#[derive(Clone, Default)]
+struct Fake(Arc<Mutex<World>>);
+
+impl Fake {
+    fn w(&self) -> MutexGuard<'_, World> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn id_of(&self, key: &str) -> Option<ProcId> {
+        let w = self.w();
+        w.procs
+            .iter()
+            .rev()
+            .find(|(_, (k, running, _))| k == key && *running)
+            .map(|(id, _)| *id)
+    }
+    /// The pod's process ends by itself.
+    fn exit(&self, key: &str, code: i32) {
+        if let Some(id) = self.id_of(key) {
+            let mut w = self.w();
+            if let Some(p) = w.procs.get_mut(&id) {
+                p.1 = false;
+            }
+            w.exits.insert(
+                id,
+                ExitInfo {
+                    code: Some(code),
+                    signal: None,
+                },
+            );
+        }
+    }
+    fn signals(&self, key: &str) -> Vec<Sig> {
+        self.w()
+            .signals
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, s)| *s)
+            .collect()
+    }
+    /// Answer the latest probe of `key`.
+    fn answer(&self, key: &str, ok: bool) {
+        let mut w = self.w();
+        let seq = w
+            .probes
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, r)| r.seq);
+        if let Some(seq) = seq {
+            let r = if ok {
+                ProbeResult::Success
+            } else {
+                ProbeResult::Failure("no".into())
+            };
+            w.answers.push((key.to_string(), seq, r));
+        }
+    }
+    fn probes_of(&self, key: &str) -> usize {
+        self.w().probes.iter().filter(|(k, _)| k == key).count()
+    }
+}
+
+impl ProcessControl for Fake {
+    fn create_netns(&mut self, name: &str) -> anyhow::Result<()> {
+        self.w().netns.insert(name.to_string());
+        Ok(())
+    }
+    fn remove_netns(&mut self, name: &str) -> anyhow::Result<()> {
+        self.w().netns.remove(name);
+        Ok(())
+    }
+    fn spawn(&mut self, spec: &SpawnSpec) -> anyhow::Result<ProcId> {
+        let mut w = self.w();
+        w.next += 1;
+        let id = w.next;
+        let graceful = !w.stubborn.contains(&spec.key);
+        w.procs.insert(id, (spec.key.clone(), true, graceful));
+        w.spawned.push(spec.clone());
+        Ok(id)
+    }
+    fn signal(&mut self, id: ProcId, sig: Sig) -> anyhow::Result<()> {
+        let mut w = self.w();
+        let Some((key, running, graceful)) = w.procs.get(&id).cloned() else {
+            return Ok(());
+        };
+        w.signals.push((key, sig));
+        let dies = match sig {
+            Sig::Term => graceful,
+            Sig::Kill => true,
+        };
+        if running && dies {
+            if let Some(p) = w.procs.get_mut(&id) {
+                p.1 = false;
+            }
+            let info = match sig {
+                Sig::Term => ExitInfo {
+                    code: Some(0),
+                    signal: None,
+                },
+                Sig::Kill => ExitInfo {
+                    code: None,
+                    signal: Some(9),
+                },
+            };
+            w.exits.insert(id, info);
+        }
+        Ok(())
+    }
+    fn try_wait(&mut self, id: ProcId) -> anyhow::Result<Option<ExitInfo>> {
+        Ok(self.w().exits.remove(&id))
+    }
+}
+
+impl Prober for Fake {
+    fn start(&mut self, key: &str, req: ProbeRequest) {
+        self.w().probes.push((key.to_string(), req));
+    }
+    fn poll(&mut self) -> Vec<(String, u64, ProbeResult)> {
+        std::mem::take(&mut self.w().answers)
+    }
+}
+
+impl PdbGate for Fake {
+    fn allow(&mut self, key: &str, reason: EvictionReason) -> bool {
+        let mut w = self.w();
+        w.pdb_asked.push((key.to_string(), reason));
+        w.pdb_allow
+    }
+}
+
+fn manager(pool: PoolKind) -> (PodManager, Fake) {
+    let f = Fake::default();
+    f.w().pdb_allow = true;
+    let mut m = PodManager::new(Box::new(f.clone()), Box::new(f.clone()), pool);
+    m.set_pdb_gate(Box::new(f.clone()));
+    (m, f)
+}
+
+fn pod(name: &str, grace_s: u64) -> PodRunSpec {
+    PodRunSpec {
+        key: format!("default/{name}"),
+        node: "node-a".into(),
+        ips: vec![],
+        netns: None,
+        container: Some(ContainerRun {
+            name: "c".into(),
+            argv: vec!["server".into()],
+            env: vec![],
+            working_dir: None,
+            named_ports: BTreeMap::new(),
+        }),
+        termination_grace: Duration::from_secs(grace_s),
+        restart_policy: RestartPolicy::Always,
+        readiness: None,
+        annotations: BTreeMap::new(),
+    }
+}
+
+fn protected(mut p: PodRunSpec) -> PodRunSpec {
+    p.annotations.insert(SAFE_TO_EVICT.into(), "false".into());
+    p
+}
+
+fn conditions(m: &PodManager, key: &str) -> Option<EndpointConditions> {
+    m.endpoint_states()
+        .into_iter()
+        .find(|e| e.key == key)
+        .map(|e| e.conditions)
+}
+
+fn done(events: &[PodEvent], key: &str) -> Option<EvictionOutcome> {
+    events.iter().find_map(|e| match e {
+        PodEvent::EvictionDone {
+            key: k, outcome, ..
+        } if k == key => Some(*outcome),
+        _ => None,
+    })
+}
+
+const READY: EndpointConditions = EndpointConditions {
+    ready: true,
+    serving: true,
+    terminating: false,
+};
+
+// --- grace caps -----------------------------------------------------------
+
+/// Evict a pod that ignores SIGTERM; return (signals at t0, kill time).
+fn kill_time(reason: EvictionReason, grace_s: u64) -> Duration {
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = pod("stubborn", grace_s);
+    f.w().stubborn.insert(p.key.clone());
+    m.sync(std::slice::from_ref(&p), t0);
+    assert_eq!(conditions(&m, &p.key), Some(READY));
+
+    m.evict(&p.key, reason, t0).expect("known pod");
+    // SIGTERM and terminating endpoints at t0, within the call.
+    assert_eq!(f.signals(&p.key), [Sig::Term], "{reason:?}");
+    assert_eq!(
+        conditions(&m, &p.key),
+        Some(EndpointConditions {
+            ready: false,
+            serving: true,
+            terminating: true
+        })
+    );
+    let grace = sluice_agent::pods::effective_grace(Duration::from_secs(grace_s), reason);
+    let ev = m.tick(t0 + grace - MS);
+    assert_eq!(
+        f.signals(&p.key),
+        [Sig::Term],
+        "{reason:?}: no SIGKILL before"
+    );
+    assert!(done(&ev, &p.key).is_none());
+    let mut ev = m.tick(t0 + grace);
+    assert_eq!(f.signals(&p.key), [Sig::Term, Sig::Kill], "{reason:?}");
+    // The kill is reaped on the next look.
+    ev.extend(m.tick(t0 + grace));
+    assert_eq!(
+        done(&ev, &p.key),
+        Some(EvictionOutcome::Killed { after: grace })
+    );
+    assert_eq!(conditions(&m, &p.key), None, "no endpoint once stopped");
+    assert!(f.w().netns.is_empty(), "namespace removed");
+    // An evicted pod is not restarted while it stays in the desired state.
+    m.sync(&[p.clone()], t0 + grace + 3600 * S);
+    assert_eq!(f.w().spawned.len(), 1);
+    grace
+}
+
+#[test]
+fn grace_is_capped_per_reason() {
+    // spec: E1, U1, C4, B5, A2, E6
+    let long = 2 * 86_400; // a pod asking for two days
+    let cases = [
+        (EvictionReason::NodeUpgrade, 3600),
+        (EvictionReason::ScaleDown, 600),
+        (EvictionReason::BluePoolDeletion, 3600),
+        (EvictionReason::AutoscaledBlueGreen, 86_400),
+        (EvictionReason::UserDrain, long),
+        (EvictionReason::Deletion, long),
+    ];
+    for (reason, want) in cases {
+        assert_eq!(
+            kill_time(reason, long),
+            Duration::from_secs(want),
+            "{reason:?}"
+        );
+    }
+}
+
+#[test]
+fn short_pod_grace_wins_over_the_cap() {
+    // spec: E6 (terminationGracePeriodSeconds honoured within the caps)
+    for reason in EvictionReason::ALL {
+        assert_eq!(kill_time(reason, 30), 30 * S, "{reason:?}");
+    }
+}
+
+#[test]
+fn zero_grace_kills_at_once() {
+    // spec: E6 (terminationGracePeriodSeconds: 0)
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = pod("now", 0);
+    f.w().stubborn.insert(p.key.clone());
+    m.sync(std::slice::from_ref(&p), t0);
+    m.evict(&p.key, EvictionReason::NodeUpgrade, t0)
+        .expect("known");
+    assert_eq!(f.signals(&p.key), [Sig::Term, Sig::Kill]);
+    assert_eq!(
+        done(&m.tick(t0), &p.key),
+        Some(EvictionOutcome::Killed {
+            after: Duration::ZERO
+        })
+    );
+}
+
+#[test]
+fn no_sigkill_when_the_process_exits() {
+    // spec: E1, E6
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = pod("polite", 600);
+    m.sync(std::slice::from_ref(&p), t0);
+    m.evict(&p.key, EvictionReason::NodeUpgrade, t0)
+        .expect("known");
+    // The fake exits on SIGTERM; the exit is seen at the next tick.
+    let ev = m.tick(t0 + 2 * S);
+    assert_eq!(
+        done(&ev, &p.key),
+        Some(EvictionOutcome::Graceful { after: 2 * S })
+    );
+    m.tick(t0 + 3600 * S);
+    assert_eq!(f.signals(&p.key), [Sig::Term]);
+}
+
+#[test]
+fn graceful_exit_late_in_the_grace() {
+    // spec: E1
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = pod("slow", 600);
+    f.w().stubborn.insert(p.key.clone());
+    m.sync(std::slice::from_ref(&p), t0);
+    m.evict(&p.key, EvictionReason::ScaleDown, t0)
+        .expect("known");
+    m.tick(t0 + 599 * S);
+    f.exit(&p.key, 0);
+    let ev = m.tick(t0 + 599 * S + 500 * MS);
+    assert!(matches!(
+        done(&ev, &p.key),
+        Some(EvictionOutcome::Graceful { .. })
+    ));
+    m.tick(t0 + 601 * S);
+    assert_eq!(f.signals(&p.key), [Sig::Term]);
+}
+
+// --- PodDisruptionBudgets -------------------------------------------------
+
+fn asked(f: &Fake) -> usize {
+    f.w().pdb_asked.len()
+}
+
+#[test]
+fn pdb_refusal_is_retried_with_backoff() {
+    // spec: E6, U1
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = pod("guarded", 30);
+    m.sync(std::slice::from_ref(&p), t0);
+    f.w().pdb_allow = false;
+    m.evict(&p.key, EvictionReason::NodeUpgrade, t0)
+        .expect("known");
+    let ev = m.tick(t0);
+    assert_eq!(asked(&f), 1);
+    assert!(f.signals(&p.key).is_empty(), "refused: no SIGTERM");
+    assert_eq!(
+        conditions(&m, &p.key),
+        Some(READY),
+        "refused: still serving"
+    );
+    let _ = ev;
+    // First retry after PDB_RETRY_INITIAL, then doubling.
+    m.tick(t0 + PDB_RETRY_INITIAL - MS);
+    assert_eq!(asked(&f), 1);
+    m.tick(t0 + PDB_RETRY_INITIAL);
+    assert_eq!(asked(&f), 2);
+    let second = t0 + PDB_RETRY_INITIAL + 2 * PDB_RETRY_INITIAL;
+    m.tick(second - MS);
+    assert_eq!(asked(&f), 2);
+    f.w().pdb_allow = true;
+    m.tick(second);
+    assert_eq!(asked(&f), 3);
+    assert_eq!(f.signals(&p.key), [Sig::Term], "allowed: SIGTERM then");
+    assert!(conditions(&m, &p.key).is_some_and(|c| c.terminating));
+}
+
+#[test]
+fn pdb_honoured_for_one_hour_then_forced_on_upgrade() {
+    // spec: U1, A2, E6
+    for reason in [
+        EvictionReason::NodeUpgrade,
+        EvictionReason::AutoscaledBlueGreen,
+    ] {
+        let (mut m, f) = manager(PoolKind::Standard);
+        let t0 = Instant::now();
+        let p = pod("guarded", 30);
+        m.sync(std::slice::from_ref(&p), t0);
+        f.w().pdb_allow = false;
+        m.evict(&p.key, reason, t0).expect("known");
+        let mut t = t0;
+        while t < t0 + 3600 * S - MS {
+            t = m
+                .next_deadline()
+                .expect("a retry is scheduled")
+                .min(t0 + 3600 * S - MS);
+            m.tick(t);
+            assert!(f.signals(&p.key).is_empty(), "{reason:?} at {:?}", t - t0);
+            assert!(t - m.next_deadline().unwrap_or(t).min(t) <= PDB_RETRY_MAX);
+        }
+        let ev = m.tick(t0 + 3600 * S);
+        assert!(ev
+            .iter()
+            .any(|e| matches!(e, PodEvent::EvictionForced { .. })));
+        assert_eq!(f.signals(&p.key), [Sig::Term], "{reason:?}");
+    }
+}
+
+#[test]
+fn scale_down_gives_up_on_a_refusing_pdb() {
+    // spec: C4, C5, E6
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = pod("guarded", 30);
+    m.sync(std::slice::from_ref(&p), t0);
+    f.w().pdb_allow = false;
+    m.evict(&p.key, EvictionReason::ScaleDown, t0)
+        .expect("known");
+    let mut last = Vec::new();
+    let mut t = t0;
+    while let Some(d) = m.next_deadline() {
+        if d > t0 + 3600 * S {
+            break;
+        }
+        t = d;
+        last = m.tick(t);
+        if done(&last, &p.key).is_some() {
+            break;
+        }
+    }
+    assert_eq!(t, t0 + 600 * S, "given up exactly at 10 min");
+    assert!(matches!(
+        done(&last, &p.key),
+        Some(EvictionOutcome::Refused { .. })
+    ));
+    assert!(f.signals(&p.key).is_empty());
+    assert_eq!(conditions(&m, &p.key), Some(READY), "the pod runs on");
+}
+
+#[test]
+fn blue_pool_deletion_ignores_pdbs() {
+    // spec: B5
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = pod("guarded", 7200);
+    f.w().stubborn.insert(p.key.clone());
+    m.sync(std::slice::from_ref(&p), t0);
+    f.w().pdb_allow = false;
+    m.evict(&p.key, EvictionReason::BluePoolDeletion, t0)
+        .expect("known");
+    assert_eq!(asked(&f), 0, "PDB not consulted");
+    assert_eq!(f.signals(&p.key), [Sig::Term]);
+    m.tick(t0 + 3600 * S);
+    assert_eq!(f.signals(&p.key), [Sig::Term, Sig::Kill], "60 min cap");
+}
+
+#[test]
+fn a_later_blue_pool_deletion_overrides_a_pdb_blocked_drain() {
+    // spec: B3, B5
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = pod("guarded", 30);
+    m.sync(std::slice::from_ref(&p), t0);
+    f.w().pdb_allow = false;
+    m.drain(EvictionReason::NodeUpgrade, t0);
+    assert!(f.signals(&p.key).is_empty());
+    m.drain(EvictionReason::BluePoolDeletion, t0 + 10 * S);
+    assert_eq!(f.signals(&p.key), [Sig::Term]);
+}
+
+// --- drains and safe-to-evict --------------------------------------------
+
+fn drain_case(
+    pool: PoolKind,
+    reason: EvictionReason,
+) -> (PodManager, Fake, Instant, String, String) {
+    let (mut m, f) = manager(pool);
+    let t0 = Instant::now();
+    let plain = pod("plain", 30);
+    let keep = protected(pod("extended", 30));
+    m.sync(&[plain.clone(), keep.clone()], t0);
+    // The node is cordoned a day after the pods started.
+    let t1 = t0 + 86_400 * S;
+    m.tick(t1);
+    let prog = m.drain(reason, t1);
+    assert!(prog.cordoned);
+    assert!(m.cordoned());
+    assert_eq!(f.signals(&plain.key), [Sig::Term], "{pool:?} {reason:?}");
+    (m, f, t0, plain.key, keep.key)
+}
+
+#[test]
+fn scale_down_on_standard_never_evicts_safe_to_evict_false() {
+    // spec: C5, E5
+    let (mut m, f, t0, plain, keep) = drain_case(PoolKind::Standard, EvictionReason::ScaleDown);
+    let p = m.drain_progress(t0 + 86_400 * S);
+    assert_eq!(p.protected, [(keep.clone(), None)]);
+    assert_eq!(p.terminating, [plain.clone()]);
+    let later = t0 + 30 * 86_400 * S;
+    m.tick(later);
+    assert!(f.signals(&keep).is_empty(), "not even after 30 days");
+    let p = m.drain_progress(later);
+    assert_eq!(p.done.len(), 1);
+    assert_eq!(p.protected, [(keep, None)]);
+    assert!(p.finished, "nothing more this drain will do by itself");
+}
+
+#[test]
+fn node_upgrade_on_standard_evicts_safe_to_evict_false() {
+    // spec: E5
+    let (m, f, t0, _plain, keep) = drain_case(PoolKind::Standard, EvictionReason::NodeUpgrade);
+    assert_eq!(f.signals(&keep), [Sig::Term]);
+    assert!(m.drain_progress(t0).protected.is_empty());
+}
+
+#[test]
+fn autopilot_protects_seven_days_from_pod_start() {
+    // spec: E2, E3 (time counted from when the pod was first seen)
+    for reason in [EvictionReason::NodeUpgrade, EvictionReason::ScaleDown] {
+        let (mut m, f, t0, _plain, keep) = drain_case(PoolKind::Autopilot, reason);
+        let until = t0 + EXTENDED_RUN;
+        // The plain pod's exit is seen; only the protection is left.
+        m.tick(t0 + 86_400 * S);
+        let p = m.drain_progress(t0 + 86_400 * S);
+        assert_eq!(p.protected, [(keep.clone(), Some(until))], "{reason:?}");
+        assert!(!p.finished);
+        assert_eq!(m.next_deadline(), Some(until));
+        m.tick(until - MS);
+        assert!(f.signals(&keep).is_empty(), "{reason:?}");
+        m.tick(until);
+        assert_eq!(f.signals(&keep), [Sig::Term], "{reason:?}");
+    }
+}
+
+#[test]
+fn autoscaled_blue_green_waits_seven_days_after_cordon() {
+    // spec: A3
+    for pool in [PoolKind::Standard, PoolKind::Autopilot] {
+        let (mut m, f, t0, _plain, keep) = drain_case(pool, EvictionReason::AutoscaledBlueGreen);
+        let until = t0 + 86_400 * S + EXTENDED_RUN;
+        assert_eq!(
+            m.drain_progress(t0).protected,
+            [(keep.clone(), Some(until))]
+        );
+        m.tick(until - MS);
+        assert!(f.signals(&keep).is_empty());
+        m.tick(until);
+        assert_eq!(f.signals(&keep), [Sig::Term]);
+    }
+}
+
+#[test]
+fn user_drain_and_blue_pool_deletion_evict_everything() {
+    // spec: E4, B5
+    for pool in [PoolKind::Standard, PoolKind::Autopilot] {
+        for reason in [EvictionReason::UserDrain, EvictionReason::BluePoolDeletion] {
+            let (m, f, t0, _plain, keep) = drain_case(pool, reason);
+            assert_eq!(f.signals(&keep), [Sig::Term], "{pool:?} {reason:?}");
+            assert!(m.drain_progress(t0).protected.is_empty());
+        }
+    }
+}
+
+#[test]
+fn drain_progress_moves_to_done() {
+    // spec: E6 (outcome reported)
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let a = pod("a", 30);
+    let b = pod("b", 30);
+    f.w().stubborn.insert(b.key.clone());
+    let c = pod("c", 30);
+    m.sync(&[a.clone(), b.clone(), c.clone()], t0);
+    f.w().pdb_allow = false;
+    let p = m.drain(EvictionReason::UserDrain, t0);
+    assert_eq!(p.blocked.len(), 3);
+    f.w().pdb_allow = true;
+    m.tick(t0 + PDB_RETRY_INITIAL);
+    m.tick(t0 + PDB_RETRY_INITIAL + S);
+    let p = m.drain_progress(t0 + PDB_RETRY_INITIAL + S);
+    assert_eq!(p.terminating, [b.key.clone()]);
+    assert_eq!(p.done.len(), 2);
+    assert!(!p.finished);
+    m.tick(t0 + PDB_RETRY_INITIAL + 30 * S);
+    m.tick(t0 + PDB_RETRY_INITIAL + 31 * S);
+    let p = m.drain_progress(t0 + PDB_RETRY_INITIAL + 31 * S);
+    assert!(p.finished);
+    assert!(p
+        .done
+        .iter()
+        .any(|(k, o)| k == &b.key && matches!(o, EvictionOutcome::Killed { .. })));
+    assert!(m.endpoint_states().is_empty());
+    assert!(f.w().netns.is_empty());
+    m.uncordon();
+    assert!(!m.cordoned());
+}
+
+// --- readiness --------------------------------------------------------------
+
+fn probed(name: &str) -> PodRunSpec {
+    let mut p = pod(name, 30);
+    p.ips = vec!["198.19.1.5".parse().expect("ip")];
+    p.readiness = Some(Probe {
+        action: ProbeAction::Http {
+            host: None,
+            port: 8080,
+            path: "/ready".into(),
+            headers: vec![],
+        },
+        initial_delay: 5 * S,
+        period: 10 * S,
+        timeout: S,
+        success_threshold: 1,
+        failure_threshold: 3,
+    });
+    p
+}
+
+fn ready_events(ev: &[PodEvent]) -> Vec<bool> {
+    ev.iter()
+        .filter_map(|e| match e {
+            PodEvent::ReadinessChanged { ready, .. } => Some(*ready),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn readiness_follows_probe_thresholds() {
+    // spec: H3 inputs (issue 4: readiness probes with the Kubernetes fields)
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = probed("web");
+    f.w().stubborn.insert(p.key.clone());
+    let ev = m.sync(std::slice::from_ref(&p), t0);
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e, PodEvent::SandboxReady { .. })));
+    assert!(f.w().spawned.is_empty(), "waits for the link");
+    m.set_network_ready(&p.key, true);
+    m.tick(t0);
+    assert_eq!(f.w().spawned.len(), 1);
+    assert_eq!(
+        f.w().spawned[0].netns.to_string_lossy(),
+        format!("/run/netns/{}", netns_name(&p.key))
+    );
+    assert_eq!(
+        conditions(&m, &p.key),
+        Some(EndpointConditions::default()),
+        "not ready before the first success"
+    );
+    m.tick(t0 + 5 * S - MS);
+    assert_eq!(f.probes_of(&p.key), 0, "initialDelaySeconds");
+    m.tick(t0 + 5 * S);
+    assert_eq!(f.probes_of(&p.key), 1);
+    assert_eq!(
+        f.w().probes[0].1.pod_ip,
+        Some("198.19.1.5".parse().expect("ip"))
+    );
+    f.answer(&p.key, true);
+    let ev = m.tick(t0 + 5 * S + 10 * MS);
+    assert_eq!(ready_events(&ev), [true]);
+    assert_eq!(conditions(&m, &p.key), Some(READY));
+
+    // Two failures: still ready; the third flips it.
+    let mut t = t0 + 5 * S;
+    for (i, want) in [(1, vec![]), (2, vec![]), (3, vec![false])] {
+        t += 10 * S;
+        m.tick(t);
+        assert_eq!(f.probes_of(&p.key), 1 + i, "periodSeconds");
+        f.answer(&p.key, false);
+        assert_eq!(ready_events(&m.tick(t + MS)), want, "failure {i}");
+    }
+    assert_eq!(conditions(&m, &p.key), Some(EndpointConditions::default()));
+    t += 10 * S;
+    m.tick(t);
+    f.answer(&p.key, true);
+    assert_eq!(ready_events(&m.tick(t + MS)), [true]);
+
+    // Terminating: ready false at once, serving follows the probes.
+    m.evict(&p.key, EvictionReason::NodeUpgrade, t + S)
+        .expect("known");
+    assert_eq!(
+        conditions(&m, &p.key),
+        Some(EndpointConditions {
+            ready: false,
+            serving: true,
+            terminating: true
+        })
+    );
+    for k in 1..=3 {
+        let tk = t + 10 * S * k;
+        m.tick(tk);
+        f.answer(&p.key, false);
+        m.tick(tk + MS);
+    }
+    assert_eq!(
+        conditions(&m, &p.key),
+        Some(EndpointConditions {
+            ready: false,
+            serving: false,
+            terminating: true
+        })
+    );
+}
+
+#[test]
+fn stale_probe_results_are_ignored() {
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let mut p = probed("web");
+    p.ips.clear();
+    m.sync(std::slice::from_ref(&p), t0);
+    m.tick(t0 + 5 * S);
+    assert_eq!(f.probes_of(&p.key), 1);
+    // The process dies and restarts before the probe answers.
+    f.exit(&p.key, 1);
+    m.tick(t0 + 6 * S);
+    m.tick(t0 + 16 * S);
+    assert_eq!(f.w().spawned.len(), 2, "restarted after 10 s back-off");
+    f.w().answers.push((p.key.clone(), 1, ProbeResult::Success));
+    assert!(ready_events(&m.tick(t0 + 17 * S)).is_empty());
+}
+
+// --- desired state changes ------------------------------------------------
+
+#[test]
+fn a_pod_leaving_the_desired_state_is_deleted_with_its_own_grace() {
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = pod("gone", 45);
+    f.w().stubborn.insert(p.key.clone());
+    m.sync(std::slice::from_ref(&p), t0);
+    f.w().pdb_allow = false;
+    let ev = m.sync(&[], t0 + S);
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        PodEvent::Terminating { reason: EvictionReason::Deletion, grace, .. } if *grace == 45 * S
+    )));
+    assert_eq!(asked(&f), 0, "deletes bypass PDBs");
+    let mut ev = m.tick(t0 + 46 * S);
+    assert_eq!(f.signals(&p.key), [Sig::Term, Sig::Kill]);
+    ev.extend(m.tick(t0 + 46 * S));
+    assert!(ev.iter().any(|e| matches!(e, PodEvent::Removed { .. })));
+    assert!(f.w().netns.is_empty());
+    assert!(m.sandboxes().is_empty());
+}
+
+#[test]
+fn restart_policy_and_crash_loop_backoff() {
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let mut p = pod("crashy", 30);
+    p.restart_policy = RestartPolicy::OnFailure;
+    m.sync(std::slice::from_ref(&p), t0);
+    f.exit(&p.key, 1);
+    m.tick(t0 + S);
+    m.tick(t0 + 11 * S - MS);
+    assert_eq!(f.w().spawned.len(), 1);
+    m.tick(t0 + 11 * S);
+    assert_eq!(f.w().spawned.len(), 2);
+    f.exit(&p.key, 1);
+    m.tick(t0 + 12 * S);
+    m.tick(t0 + 32 * S - MS);
+    assert_eq!(f.w().spawned.len(), 2, "20 s the second time");
+    m.tick(t0 + 32 * S);
+    assert_eq!(f.w().spawned.len(), 3);
+    f.exit(&p.key, 0);
+    m.tick(t0 + 33 * S);
+    m.tick(t0 + 3600 * S);
+    assert_eq!(f.w().spawned.len(), 3, "OnFailure: a clean exit stays down");
+}

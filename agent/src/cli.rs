@@ -41,6 +41,19 @@ pub struct Args {
     #[arg(long, env = "SLUICE_DATAPATH", value_enum, default_value = "auto")]
     pub datapath: DatapathMode,
 
+    /// The BPF object the kernel engine loads. Default: `sluice.bpf.o` next
+    /// to the agent's executable, else
+    /// `<exe dir>/../bpf/bpfel-unknown-none/release/sluice` (what `cargo
+    /// xtask build-ebpf --release` writes, seen from `target/<profile>`).
+    #[arg(long, env = "SLUICE_BPF_OBJECT")]
+    pub bpf_object: Option<PathBuf>,
+
+    /// Where the kernel engine pins its maps and links on bpffs (default
+    /// `/sys/fs/bpf/sluice/<node name>`). A restarted agent with the same
+    /// directory adopts them: established connections survive.
+    #[arg(long, env = "SLUICE_BPF_PIN_DIR")]
+    pub bpf_pin_dir: Option<PathBuf>,
+
     /// Written after every sync attempt (JSON: generation, synced, error).
     #[arg(long, env = "SLUICE_STATUS_FILE")]
     pub status_file: Option<PathBuf>,

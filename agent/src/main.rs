@@ -25,15 +25,49 @@ fn init_logging(format: LogFormat) {
 }
 
 fn start_engine(args: &Args) -> Result<Box<dyn engine::Engine>> {
+    let pin_dir = args
+        .bpf_pin_dir
+        .clone()
+        .unwrap_or_else(|| engine::kernel::default_pin_dir(&args.node_name));
+    let kernel = || -> Result<Box<dyn engine::Engine>> {
+        let object = match &args.bpf_object {
+            Some(p) => p.clone(),
+            None => engine::kernel::default_object()?,
+        };
+        engine::start_kernel(&args.nic, &args.node_name, &object, &pin_dir).with_context(|| {
+            format!(
+                "starting the kernel datapath on {} with {}",
+                args.nic,
+                object.display()
+            )
+        })
+    };
+    let emulated = || {
+        engine::start_emulated(&args.nic, &args.node_name)
+            .with_context(|| format!("starting the emulated datapath on {}", args.nic))
+    };
     match args.datapath {
-        DatapathMode::Emulated | DatapathMode::Auto => {
-            // Auto falls back to the emulation until the kernel engine lands.
-            engine::start_emulated(&args.nic, &args.node_name)
-                .with_context(|| format!("starting the emulated datapath on {}", args.nic))
+        DatapathMode::Kernel => kernel(),
+        DatapathMode::Emulated => emulated(),
+        // A previous kernel agent's pins: that datapath is running, and the
+        // emulation must not start on top of it.
+        DatapathMode::Auto if engine::kernel::pins::has_pins(&pin_dir) => {
+            info!(pin_dir = %pin_dir.display(), "auto: adopting the pinned kernel datapath");
+            kernel()
         }
-        DatapathMode::Kernel => {
-            anyhow::bail!("--datapath kernel is not available in this build; use emulated or auto")
-        }
+        DatapathMode::Auto => match kernel() {
+            Ok(e) => {
+                info!("auto: the kernel program loaded; using the kernel datapath");
+                Ok(e)
+            }
+            Err(e) => {
+                warn!(
+                    reason = %format!("{e:#}"),
+                    "auto: the kernel datapath is not available here; using the emulated datapath"
+                );
+                emulated()
+            }
+        },
     }
 }
 

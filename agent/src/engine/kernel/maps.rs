@@ -466,8 +466,12 @@ mod tests {
             snat_port_min: 1,
             ..Default::default()
         };
-        w.apply(&mut m, &n, &tables(&[(1, vec![ep(10), ep(11)]), (2, vec![ep(12)])]))
-            .unwrap();
+        w.apply(
+            &mut m,
+            &n,
+            &tables(&[(1, vec![ep(10), ep(11)]), (2, vec![ep(12)])]),
+        )
+        .unwrap();
         assert_eq!(m.node, n);
         assert_eq!(resolve(&m, &key(1)), Some(vec![ep(10), ep(11)]));
         assert!(m.services[&key(1)].ep_base < 500);
@@ -516,7 +520,11 @@ mod tests {
         assert!(format!("{e:#}").contains(ENDPOINTS), "{e:#}");
         let mut m = Mem::new(100, 100);
         let e = w
-            .apply(&mut m, &NodeConfig::default(), &tables(&[(1, vec![ep(10)])]))
+            .apply(
+                &mut m,
+                &NodeConfig::default(),
+                &tables(&[(1, vec![ep(10)])]),
+            )
             .unwrap_err();
         assert!(format!("{e:#}").contains(MAGLEV), "{e:#}");
         assert!(m.services.is_empty(), "nothing written");

@@ -51,6 +51,31 @@ pub fn default_pin_dir(node_name: &str) -> PathBuf {
         .join(sanitize(node_name))
 }
 
+/// The object file name looked for next to the agent's executable.
+pub const OBJECT_FILE: &str = "sluice.bpf.o";
+
+/// Where the BPF object is when `--bpf-object` is not given: `sluice.bpf.o`
+/// next to the executable (an installed agent), else
+/// `<exe dir>/../bpf/bpfel-unknown-none/release/sluice` (a development
+/// tree: `target/<profile>/sluice-agent` and `target/bpf/…`).
+pub fn default_object() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating the agent's executable")?;
+    let dir = exe
+        .parent()
+        .ok_or_else(|| anyhow!("{} has no directory", exe.display()))?;
+    let candidates = [
+        dir.join(OBJECT_FILE),
+        dir.join("../bpf/bpfel-unknown-none/release/sluice"),
+    ];
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        anyhow!(
+            "no BPF object at {} nor {} (build it with `cargo xtask build-ebpf --release` or pass --bpf-object)",
+            candidates[0].display(),
+            candidates[1].display()
+        )
+    })
+}
+
 /// The uplink sysctls the engine changes (`net.ipv4.conf.<nic>.*`), with
 /// the values it sets: see [`sysctl::prepare_uplink`].
 const UPLINK_SYSCTLS: [&str; 3] = ["rp_filter", "send_redirects", "accept_local"];
@@ -253,18 +278,16 @@ impl KernelEngine {
             return Ok(());
         }
         let nic = self.nic.clone();
-        let values: Vec<(String, String)> = self
-            .node
-            .run(move || {
-                UPLINK_SYSCTLS
-                    .iter()
-                    .filter_map(|k| {
-                        sysctl::get(&["net", "ipv4", "conf", &nic, k])
-                            .ok()
-                            .map(|v| (k.to_string(), v))
-                    })
-                    .collect()
-            })?;
+        let values: Vec<(String, String)> = self.node.run(move || {
+            UPLINK_SYSCTLS
+                .iter()
+                .filter_map(|k| {
+                    sysctl::get(&["net", "ipv4", "conf", &nic, k])
+                        .ok()
+                        .map(|v| (k.to_string(), v))
+                })
+                .collect()
+        })?;
         let v = serde_json::json!({ "nic": self.nic, "ipv4_conf": values });
         std::fs::create_dir_all("/run/sluice").context("creating /run/sluice")?;
         std::fs::write(&self.record, v.to_string())
@@ -497,7 +520,10 @@ mod tests {
 
     #[test]
     fn tail_keeps_the_end() {
-        let s = (0..10).map(|i| i.to_string()).collect::<Vec<_>>().join("\n");
+        let s = (0..10)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
         assert_eq!(tail(&s, 2), "[… 8 lines before]\n8\n9");
         assert_eq!(tail("a\nb", 5), "a\nb");
     }

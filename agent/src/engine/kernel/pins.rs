@@ -209,15 +209,14 @@ fn attach_tcx(
         }
         Err(LinkError::SyscallError(e)) if e.io_error.kind() == io::ErrorKind::NotFound => {}
         Err(e) => {
-            return Err(anyhow!(e)).with_context(|| format!("opening the pinned link {}", path.display()))
+            return Err(anyhow!(e))
+                .with_context(|| format!("opening the pinned link {}", path.display()))
         }
     }
     let id = prog
         .attach_with_options(ifname, t, TcAttachOptions::TcxOrder(LinkOrder::default()))
         .with_context(|| format!("attaching to {ifname} {} (TCX)", dir_name(t)))?;
-    let link = prog
-        .take_link(id)
-        .context("taking the new link")?;
+    let link = prog.take_link(id).context("taking the new link")?;
     let fd: FdLink = link
         .try_into()
         .map_err(|e: LinkError| anyhow!(e))

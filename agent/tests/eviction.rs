@@ -263,7 +263,7 @@ fn kill_time(reason: EvictionReason, grace_s: u64) -> Duration {
     assert_eq!(conditions(&m, &p.key), None, "no endpoint once stopped");
     assert!(f.w().netns.is_empty(), "namespace removed");
     // An evicted pod is not restarted while it stays in the desired state.
-    m.sync(&[p.clone()], t0 + grace + 3600 * S);
+    m.sync(std::slice::from_ref(&p), t0 + grace + 3600 * S);
     assert_eq!(f.w().spawned.len(), 1);
     grace
 }
@@ -516,7 +516,7 @@ fn scale_down_on_standard_never_evicts_safe_to_evict_false() {
     let (mut m, f, t0, plain, keep) = drain_case(PoolKind::Standard, EvictionReason::ScaleDown);
     let p = m.drain_progress(t0 + 86_400 * S);
     assert_eq!(p.protected, [(keep.clone(), None)]);
-    assert_eq!(p.terminating, [plain.clone()]);
+    assert_eq!(p.terminating, std::slice::from_ref(&plain));
     let later = t0 + 30 * 86_400 * S;
     m.tick(later);
     assert!(f.signals(&keep).is_empty(), "not even after 30 days");
@@ -599,7 +599,7 @@ fn drain_progress_moves_to_done() {
     m.tick(t0 + PDB_RETRY_INITIAL);
     m.tick(t0 + PDB_RETRY_INITIAL + S);
     let p = m.drain_progress(t0 + PDB_RETRY_INITIAL + S);
-    assert_eq!(p.terminating, [b.key.clone()]);
+    assert_eq!(p.terminating, std::slice::from_ref(&b.key));
     assert_eq!(p.done.len(), 2);
     assert!(!p.finished);
     m.tick(t0 + PDB_RETRY_INITIAL + 30 * S);

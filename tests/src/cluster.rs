@@ -30,6 +30,10 @@ use serde_json::{json, Value};
 use crate::netns::{spawn_in, stop_child, Netns, TERM_GRACE};
 use crate::whoami::WhoAmI;
 
+/// Where the agents' kernel engines pin maps and links: one directory per
+/// node namespace below it.
+pub const BPF_PIN_ROOT: &str = "/sys/fs/bpf/sluice";
+
 /// How long an agent gets to apply a state file.
 pub const APPLY_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -326,10 +330,40 @@ pub struct AgentStatus {
 struct Agent {
     node: String,
     child: Child,
+    /// The command line, to start it again the same way.
+    argv: Vec<String>,
+    /// The node namespace it runs in.
+    netns: String,
     log: PathBuf,
     state: PathBuf,
     status: PathBuf,
     yaml: String,
+    /// Where a kernel engine pins its maps and links (unique per node
+    /// namespace, so parallel tests never share one).
+    pin_dir: PathBuf,
+}
+
+/// Start `argv` in namespace `ns`, output appended to `log`.
+fn spawn_agent(ns: &str, argv: &[String], log: &Path) -> Result<Child> {
+    let out = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    let err = out.try_clone()?;
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    spawn_in(ns, &argv, Stdio::from(out), Stdio::from(err))
+}
+
+/// Remove a pin directory a killed agent left (its links die with the
+/// namespace's interfaces; the pins would stay on the host's bpffs).
+fn remove_pins(dir: &Path) {
+    if let Ok(d) = fs::read_dir(dir) {
+        for e in d.flatten() {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+    let _ = fs::remove_dir(dir);
 }
 
 impl Agent {
@@ -519,10 +553,9 @@ impl Cluster {
             let log = c.dir.join(format!("{node_name}.log"));
             let yaml = c.manifests(i)?;
             write_atomic(&state, &yaml)?;
-            let out =
-                fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-            let err = out.try_clone()?;
-            let args: Vec<String> = vec![
+            let _ = fs::remove_file(&log);
+            let pin_dir = Path::new(BPF_PIN_ROOT).join(c.nodes[i - 1].name());
+            let argv: Vec<String> = vec![
                 bin.display().to_string(),
                 "--node-name".into(),
                 node_name.clone(),
@@ -534,21 +567,21 @@ impl Cluster {
                 engine.as_str().into(),
                 "--status-file".into(),
                 status.display().to_string(),
+                "--bpf-pin-dir".into(),
+                pin_dir.display().to_string(),
             ];
-            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-            let child = spawn_in(
-                c.nodes[i - 1].name(),
-                &argv,
-                Stdio::from(out),
-                Stdio::from(err),
-            )?;
+            let netns = c.nodes[i - 1].name().to_string();
+            let child = spawn_agent(&netns, &argv, &log)?;
             c.agents.push(Agent {
                 node: node_name,
                 child,
+                argv,
+                netns,
                 log,
                 state,
                 status,
                 yaml,
+                pin_dir,
             });
         }
         for a in &mut c.agents {
@@ -632,6 +665,44 @@ impl Cluster {
         }
         stop_child(&mut a.child, TERM_GRACE);
         Ok(a.child.try_wait()?.is_some_and(|st| st.success()))
+    }
+
+    /// `kill -9` node `i`'s agent: no shutdown runs, whatever it left in
+    /// place stays (the kernel engine's pinned program keeps translating).
+    pub fn kill_agent(&mut self, i: usize) -> Result<()> {
+        let a = i
+            .checked_sub(1)
+            .and_then(|j| self.agents.get_mut(j))
+            .ok_or_else(|| anyhow!("no agent on node {i}"))?;
+        if let Some(st) = a.child.try_wait()? {
+            bail!("agent of node-{i} had already exited ({st})");
+        }
+        a.child.kill().context("SIGKILL to the agent")?;
+        a.child.wait().context("reaping the agent")?;
+        Ok(())
+    }
+
+    /// Start node `i`'s agent again with the same command line and wait
+    /// until it applied its state.
+    pub fn restart_agent(&mut self, i: usize) -> Result<AgentStatus> {
+        let a = i
+            .checked_sub(1)
+            .and_then(|j| self.agents.get_mut(j))
+            .ok_or_else(|| anyhow!("no agent on node {i}"))?;
+        if a.child.try_wait()?.is_none() {
+            bail!("agent of node-{i} is still running");
+        }
+        // The old status file would satisfy the wait at once.
+        let _ = fs::remove_file(&a.status);
+        a.child = spawn_agent(&a.netns, &a.argv, &a.log)?;
+        a.wait_generation(1, APPLY_TIMEOUT)
+    }
+
+    /// Node `i`'s agent's pin directory (kernel engine).
+    pub fn pin_dir(&self, i: usize) -> Option<&Path> {
+        i.checked_sub(1)
+            .and_then(|j| self.agents.get(j))
+            .map(|a| a.pin_dir.as_path())
     }
 
     /// Route the client's VIP ranges through node `i`.
@@ -823,6 +894,8 @@ impl Drop for Cluster {
             .map(|mut a| {
                 thread::spawn(move || {
                     stop_child(&mut a.child, TERM_GRACE);
+                    // An agent that had to be killed leaves its pins.
+                    remove_pins(&a.pin_dir);
                 })
             })
             .collect();

@@ -39,6 +39,9 @@ pub fn run(opts: TestOpts) -> Result<()> {
     if !opts.no_setup {
         crate::setup::run()?;
     }
+    // The kernel engine's end-to-end tests and the differential test load
+    // the release BPF object (the agent finds it in target/bpf).
+    crate::ebpf::build(true)?;
     // The end-to-end tests drive the agent binary; it must be current.
     cargo(&["build", "-p", "sluice-agent"])?;
     let mut args = vec!["test", "--workspace"];

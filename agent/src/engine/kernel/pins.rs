@@ -72,8 +72,17 @@ pub fn ensure_pin_dir(pin_dir: &Path) -> Result<()> {
             info!(path = BPFFS, "mounted bpffs");
         }
     }
-    std::fs::create_dir_all(pin_dir)
-        .with_context(|| format!("creating the pin directory {}", pin_dir.display()))?;
+    // Another node's agent may be removing the shared, then empty, parent
+    // directory as it shuts down: try again.
+    let mut made = std::fs::create_dir_all(pin_dir);
+    for _ in 0..5 {
+        if made.is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        made = std::fs::create_dir_all(pin_dir);
+    }
+    made.with_context(|| format!("creating the pin directory {}", pin_dir.display()))?;
     if !is_bpffs(pin_dir) {
         bail!(
             "the pin directory {} is not on a bpf filesystem (mount bpffs there or pick \

@@ -1,0 +1,213 @@
+//! An agent killed with `kill -9` and started again keeps every established
+//! connection: the kernel engine's program stays attached through pinned
+//! TCX links and its conntrack lives in pinned maps, so packets are
+//! translated while no agent runs, and the new agent adopts maps, links and
+//! pod links in place.
+//!
+//! Only the kernel engine is tested. The emulated engine cannot pass this by
+//! design: its relay (the thread that runs the program and moves every
+//! frame) and its conntrack live in the agent's process, so `kill -9` stops
+//! the node's load-balanced traffic and forgets every translation; the next
+//! agent gives `nic0` back and starts over. That is the expected difference
+//! between the engines, not a defect of this test.
+//!
+//! Needs root, `target/<profile>/sluice-agent` and the BPF object
+//! (`cargo xtask build-ebpf --release`).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sluice_tests::{
+    tcp_request, Cluster, ClusterSpec, EndpointSpec, Engine, Family, Policy, ServiceSpec, TcpConn,
+    TcpOutcome,
+};
+
+/// Connections kept open through the restart.
+const CONNS: usize = 8;
+/// Pause between two requests on one connection.
+const PACE: Duration = Duration::from_millis(5);
+/// Hard bounds of each connection's loop.
+const MAX_REQUESTS: u64 = 50_000;
+const MAX_RUN: Duration = Duration::from_secs(60);
+
+struct Load {
+    stop: Arc<AtomicBool>,
+    /// Successful requests, over all connections.
+    ok: Arc<AtomicU64>,
+    threads: Vec<thread::JoinHandle<Vec<String>>>,
+}
+
+impl Load {
+    /// Open `CONNS` connections to `vip` and keep asking on each.
+    fn start(c: &Cluster, vip: std::net::SocketAddr) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicU64::new(0));
+        let mut threads = Vec::new();
+        for n in 0..CONNS {
+            let mut conn = match TcpConn::connect(c.client_ns(), vip).expect("client runs") {
+                Ok(conn) => conn,
+                Err(o) => panic!("connection {n} to {vip}: {o:?}"),
+            };
+            let first = conn.request().expect("first answer");
+            let (stop, ok) = (stop.clone(), ok.clone());
+            threads.push(thread::spawn(move || {
+                let mut errors = Vec::new();
+                let started = Instant::now();
+                let mut sent = 0u64;
+                while !stop.load(Ordering::Relaxed)
+                    && sent < MAX_REQUESTS
+                    && started.elapsed() < MAX_RUN
+                {
+                    sent += 1;
+                    match conn.request() {
+                        Ok(r) if r.pod == first.pod && r.peer == first.peer => {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(r) => {
+                            errors.push(format!(
+                                "conn {n}: answer from {} seen as {} (was {} as {})",
+                                r.pod, r.peer, first.pod, first.peer
+                            ));
+                        }
+                        Err(o) => {
+                            errors.push(format!("conn {n}, request {sent}: {o:?}"));
+                            // A reset connection stays broken: stop here.
+                            break;
+                        }
+                    }
+                    thread::sleep(PACE);
+                }
+                errors
+            }));
+        }
+        Load { stop, ok, threads }
+    }
+
+    fn ok(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed)
+    }
+
+    /// Wait until `n` more requests succeeded (bounded).
+    fn wait_more(&self, n: u64, what: &str) {
+        let from = self.ok();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.ok() < from + n {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: only {} requests succeeded in 10 s",
+                self.ok() - from
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        std::mem::take(&mut self.threads)
+            .into_iter()
+            .flat_map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| vec!["load thread panicked".into()])
+            })
+            .collect()
+    }
+}
+
+impl Drop for Load {
+    /// A failing test stops the loops too (they are bounded anyway).
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// `Cluster` service with one pod on the receiving node (replies reversed
+/// at the pod's link) and one on the other node (replies reversed at
+/// `nic0`): both reverse paths run while the agent is dead.
+fn kill9_keeps_connections(f: Family) {
+    let tag = match f {
+        Family::V4 => "k9r4",
+        Family::V6 => "k9r6",
+    };
+    let mut c = Cluster::start(
+        tag,
+        Engine::Kernel,
+        ClusterSpec::new(2)
+            .pod("web-1", 1)
+            .pod("web-2", 2)
+            .service(
+                ServiceSpec::lb("web", 1)
+                    .policy(Policy::Cluster)
+                    .tcp("http", 80, 8080)
+                    .endpoint(EndpointSpec::ready("web-1"))
+                    .endpoint(EndpointSpec::ready("web-2")),
+            )
+            .via(1),
+    )
+    .expect("cluster starts and every agent applies its state");
+    let vip = c.vip("web", f, 80).expect("vip");
+
+    let load = Load::start(&c, vip);
+    load.wait_more(100, "before the kill");
+
+    c.kill_agent(1).expect("kill -9 the agent of node 1");
+    let pins = c.pin_dir(1).expect("pin dir").to_path_buf();
+    assert!(
+        pins.join("SLUICE_CT").exists() && pins.join("link-nic0-ingress").exists(),
+        "the killed agent's maps and links stay pinned in {}",
+        pins.display()
+    );
+    // Nobody runs the agent now: the pinned program keeps translating.
+    load.wait_more(100, "with the agent dead");
+
+    let st = c
+        .restart_agent(1)
+        .expect("a new agent starts with the same flags and applies the state");
+    assert_eq!(st.datapath.as_deref(), Some("kernel"));
+    load.wait_more(200, "after the restart");
+
+    let total = load.ok();
+    let errors = load.finish();
+    assert!(
+        errors.is_empty(),
+        "established connections broke across kill -9 and restart ({total} requests fine):\n{}",
+        errors.join("\n")
+    );
+
+    // The new agent replaced the programs in place and adopted the pod.
+    let log = c.agent_log(1);
+    assert!(
+        log.matches("replaced=true").count() >= 3,
+        "the restarted agent replaced the pinned programs (nic0 ×2, pod link):\n{log}"
+    );
+    assert!(
+        log.contains("adopted the pod's link"),
+        "pod link adopted:\n{log}"
+    );
+
+    // New connections work, on both pods.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        match tcp_request(c.client_ns(), vip).expect("client runs") {
+            TcpOutcome::Reply { reply, peer } => {
+                assert_eq!(peer, vip);
+                seen.insert(reply.pod);
+            }
+            other => panic!("a new connection after the restart: {other:?}"),
+        }
+    }
+    assert_eq!(seen.len(), 2, "both pods answer new connections: {seen:?}");
+}
+
+mod kernel {
+    #[test]
+    fn kill9_keeps_connections_v4() {
+        crate::kill9_keeps_connections(crate::Family::V4)
+    }
+
+    #[test]
+    fn kill9_keeps_connections_v6() {
+        crate::kill9_keeps_connections(crate::Family::V6)
+    }
+}

@@ -87,4 +87,12 @@ pub struct Args {
     #[arg(long, env = "SLUICE_SYNC_PERIOD_S", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub sync_period_s: u64,
+
+    /// Where the output of the pods the agent runs is written.
+    #[arg(
+        long,
+        env = "SLUICE_POD_LOG_DIR",
+        default_value = "/var/log/sluice/pods"
+    )]
+    pub pod_log_dir: PathBuf,
 }

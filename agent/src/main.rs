@@ -9,6 +9,7 @@ use sluice_agent::cli::{Args, DatapathMode, LogFormat};
 use sluice_agent::engine;
 use sluice_agent::health::{HealthConfig, HealthHandle, SystemClock};
 use sluice_agent::metrics::MetricsSnapshot;
+use sluice_agent::pods::{OsProber, OsProcessControl, PodManager, PoolKind};
 use sluice_agent::runner::Runner;
 use sluice_agent::state::source::FileSource;
 
@@ -105,6 +106,11 @@ async fn main() -> Result<()> {
         engine,
         health,
         metrics,
+        PodManager::new(
+            Box::new(OsProcessControl::new(&args.pod_log_dir)),
+            Box::new(OsProber::default()),
+            PoolKind::Standard,
+        ),
         args.status_file.clone(),
     );
 

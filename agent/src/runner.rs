@@ -14,6 +14,7 @@ use anyhow::Result;
 use tracing::{info, warn};
 
 use crate::control::build_content;
+use crate::control::overlay::LiveConditions;
 use crate::control::overlay::{with_overlay, Overlay};
 use crate::control::pods::{desired_pod_links, PodLinkSpec};
 use crate::control::routes::{desired_routes, diff, PodRoute};
@@ -21,9 +22,10 @@ use crate::engine::Engine;
 use crate::health::{service_health_entries, HealthHandle, ServiceHealthEntry};
 use crate::metrics::MetricsSnapshot;
 use crate::netlink;
+use crate::pods::{DrainProgress, EvictionOutcome, EvictionReason, PodEvent, PodManager};
 use crate::state::source::{StateSource, Update};
 use crate::state::DesiredState;
-use crate::status::{write_status, Status};
+use crate::status::{write_status, DrainStatus, Status};
 
 /// How long a failed apply waits before it is tried again: kube-proxy
 /// retries on its next sync rather than in a tight loop.
@@ -35,6 +37,9 @@ pub struct Runner {
     engine: Box<dyn Engine>,
     health: HealthHandle,
     metrics: Arc<Mutex<MetricsSnapshot>>,
+    pods_rt: PodManager,
+    /// The drain in progress, as requested by the Node's annotation.
+    drain: Option<EvictionReason>,
     /// The last valid desired state, and what the agent observes of its own
     /// pods on top of it.
     desired: Option<DesiredState>,
@@ -58,6 +63,7 @@ impl Runner {
         engine: Box<dyn Engine>,
         health: HealthHandle,
         metrics: Arc<Mutex<MetricsSnapshot>>,
+        pods_rt: PodManager,
         status_path: Option<PathBuf>,
     ) -> Self {
         let status = Status {
@@ -70,6 +76,8 @@ impl Runner {
             engine,
             health,
             metrics,
+            pods_rt,
+            drain: None,
             desired: None,
             overlay: Overlay::new(),
             dirty: false,
@@ -110,10 +118,14 @@ impl Runner {
                 self.lock_metrics().sync_rejected += 1;
             }
             Update::State(s) => {
+                self.sync_pods(&s);
                 self.desired = Some(s);
                 self.mark_dirty();
             }
         }
+        let events = self.pods_rt.tick(Instant::now());
+        self.handle_pod_events(events);
+        self.refresh_overlay();
         if let Some(entries) = self.health_retry.take() {
             self.offer_health(entries);
         }
@@ -173,8 +185,11 @@ impl Runner {
     fn apply(&mut self, state: &DesiredState) -> Result<()> {
         // Everything that can reject the state is computed before any change.
         let content = build_content(state, &self.node)?;
+        // A pod's link is plugged once its namespace exists.
+        let sandboxes: BTreeMap<String, PathBuf> = self.pods_rt.sandboxes().into_iter().collect();
         let want_pods: BTreeMap<String, PodLinkSpec> = desired_pod_links(state, &self.node)
             .into_iter()
+            .filter(|p| sandboxes.get(&p.key) == Some(&p.netns))
             .map(|p| (p.key.clone(), p))
             .collect();
         let want_routes = desired_routes(state, &self.node);
@@ -189,11 +204,14 @@ impl Runner {
         for key in gone {
             self.engine.unplug_pod(&key)?;
             self.pods.remove(&key);
+            self.pods_rt.set_network_ready(&key, false);
         }
         for (key, spec) in &want_pods {
             if !self.pods.contains_key(key) {
                 self.engine.plug_pod(spec)?;
                 self.pods.insert(key.clone(), spec.clone());
+                // Processes start only now, so they can bind their pod IP.
+                self.pods_rt.set_network_ready(key, true);
             }
         }
 
@@ -219,6 +237,96 @@ impl Runner {
         self.status.endpoints = content.tables.endpoints.len();
         self.status.pods = self.pods.len();
         Ok(())
+    }
+
+    /// Hand this node's pods to the pod runtime and start or stop a drain
+    /// the Node asks for.
+    fn sync_pods(&mut self, state: &DesiredState) {
+        let now = Instant::now();
+        let specs: Vec<_> = state
+            .pods
+            .values()
+            .filter(|p| p.node == self.node)
+            .map(|p| p.run.clone())
+            .collect();
+        let events = self.pods_rt.sync(&specs, now);
+        self.handle_pod_events(events);
+        let want = state.nodes.get(&self.node).and_then(|n| n.drain);
+        if want != self.drain {
+            match want {
+                Some(reason) => {
+                    let p = self.pods_rt.drain(reason, now);
+                    info!(
+                        reason = reason.as_str(),
+                        pending = p.pending.len(),
+                        "drain started"
+                    );
+                }
+                None => self.pods_rt.uncordon(),
+            }
+            self.drain = want;
+        }
+    }
+
+    fn handle_pod_events(&mut self, events: Vec<PodEvent>) {
+        for e in events {
+            match &e {
+                PodEvent::EvictionDone { key, outcome, .. }
+                    if !matches!(outcome, EvictionOutcome::Refused { .. }) =>
+                {
+                    self.unplug(key);
+                }
+                PodEvent::Removed { key } => self.unplug(key),
+                PodEvent::SandboxReady { .. } => self.mark_dirty(),
+                PodEvent::Error { key, message } => warn!(pod = %key, %message, "pod"),
+                _ => {}
+            }
+            info!(event = ?e, "pod");
+        }
+    }
+
+    fn unplug(&mut self, key: &str) {
+        if self.pods.remove(key).is_some() {
+            if let Err(e) = self.engine.unplug_pod(key) {
+                warn!(pod = %key, error = %format!("{e:#}"), "unplugging pod");
+            }
+        }
+        self.pods_rt.set_network_ready(key, false);
+    }
+
+    /// What the agent observes of its pods becomes their endpoints'
+    /// conditions: for the pods it runs, and for any pod it is evicting.
+    fn refresh_overlay(&mut self) {
+        let Some(desired) = &self.desired else {
+            return;
+        };
+        let mut overlay = Overlay::new();
+        for ep in self.pods_rt.endpoint_states() {
+            let runs = desired
+                .pods
+                .get(&ep.key)
+                .is_some_and(|p| p.run.container.is_some());
+            if !runs && !ep.conditions.terminating {
+                continue;
+            }
+            for ip in &ep.ips {
+                overlay.insert(
+                    *ip,
+                    LiveConditions {
+                        ready: ep.conditions.ready,
+                        serving: ep.conditions.serving,
+                        terminating: ep.conditions.terminating,
+                    },
+                );
+            }
+        }
+        self.set_overlay(overlay);
+    }
+
+    /// Where the drain stands (for the status file).
+    pub fn drain_progress(&self) -> Option<DrainProgress> {
+        self.drain
+            .map(|_| self.pods_rt.drain_progress(Instant::now()))
     }
 
     fn offer_health(&mut self, entries: Vec<ServiceHealthEntry>) {
@@ -268,6 +376,19 @@ impl Runner {
             m.health = self.health.counters();
         }
         self.status.counters = packets;
+        self.status.drain = self.drain_progress().map(|p| DrainStatus {
+            reason: p.reason.map(|r| r.as_str().to_string()).unwrap_or_default(),
+            finished: p.finished,
+            pending: p.pending,
+            blocked: p.blocked.into_iter().map(|(k, _)| k).collect(),
+            terminating: p.terminating,
+            done: p
+                .done
+                .into_iter()
+                .map(|(k, o)| (k, format!("{o:?}")))
+                .collect(),
+            protected: p.protected.into_iter().map(|(k, _)| k).collect(),
+        });
         if let Some(path) = &self.status_path {
             if let Err(e) = write_status(path, &self.status) {
                 warn!(path = %path.display(), error = %e, "writing status file");
@@ -278,6 +399,9 @@ impl Runner {
     /// Remove what this agent added to the host, then stop the engine and
     /// the health servers.
     pub fn shutdown(mut self) -> Result<()> {
+        // The agent's own pods end with it; their grace is bounded so a
+        // shutdown never hangs on a pod that ignores SIGTERM.
+        self.pods_rt.kill_all(Duration::from_secs(2));
         for r in std::mem::take(&mut self.routes) {
             if let Err(e) = netlink::del_route(&r.dst.to_string(), Some(r.via), None) {
                 warn!(error = %e, "removing route on shutdown");

@@ -20,6 +20,24 @@ pub struct Status {
     pub endpoints: usize,
     pub pods: usize,
     pub counters: Vec<(String, u64)>,
+    /// The drain the Node asked for, if any.
+    pub drain: Option<DrainStatus>,
+}
+
+/// Where a drain stands, for the controller or an operator to decide on the
+/// pods it leaves alone (E2–E5).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DrainStatus {
+    pub reason: String,
+    pub finished: bool,
+    pub pending: Vec<String>,
+    /// Refused by a PodDisruptionBudget; retried.
+    pub blocked: Vec<String>,
+    pub terminating: Vec<String>,
+    /// `namespace/name` → `Graceful`, `Killed` or `Refused`.
+    pub done: Vec<(String, String)>,
+    /// `safe-to-evict: "false"` pods this drain does not evict (now).
+    pub protected: Vec<String>,
 }
 
 /// Write via a temporary file and rename, so a reader never sees half a file.

@@ -44,16 +44,20 @@ pub fn gateway4(state: &DesiredState, node_name: &str) -> Option<Ipv4Addr> {
     })
 }
 
-/// The pods of this node that carry a network namespace to wire.
+/// The links of this node's pods: in the namespace the pod names
+/// (`sluice.dev/netns`), else in the one the agent makes for it.
 pub fn desired_pod_links(state: &DesiredState, node_name: &str) -> Vec<PodLinkSpec> {
     let gw = gateway4(state, node_name);
     state
         .pods
         .values()
         .filter(|p| p.node == node_name)
-        .filter_map(|p| {
-            let netns = p.netns.as_ref()?;
-            Some(PodLinkSpec {
+        .map(|p| {
+            let netns = p
+                .netns
+                .clone()
+                .unwrap_or_else(|| crate::pods::netns_name(&p.key));
+            PodLinkSpec {
                 key: p.key.clone(),
                 netns: PathBuf::from(NETNS_DIR).join(netns),
                 pod_ifname: "eth0".to_string(),
@@ -67,7 +71,7 @@ pub fn desired_pod_links(state: &DesiredState, node_name: &str) -> Vec<PodLinkSp
                     IpAddr::V4(_) => None,
                 }),
                 gateway4: gw,
-            })
+            }
         })
         .collect()
 }

@@ -6,6 +6,8 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use crate::pods::{EvictionReason, PodRunSpec};
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DesiredState {
     pub nodes: BTreeMap<String, NodeInfo>,
@@ -27,6 +29,8 @@ pub struct NodeInfo {
     pub deleting: bool,
     /// Cordoned (`spec.unschedulable`).
     pub unschedulable: bool,
+    /// A drain requested of this node (`sluice.dev/drain: <reason>`).
+    pub drain: Option<EvictionReason>,
 }
 
 impl NodeInfo {
@@ -46,6 +50,8 @@ pub struct PodInfo {
     /// An existing network namespace (name under /run/netns) to wire to the
     /// node, for pods whose processes someone else runs.
     pub netns: Option<String>,
+    /// What the agent runs for this pod when it is scheduled here.
+    pub run: PodRunSpec,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

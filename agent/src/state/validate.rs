@@ -10,9 +10,14 @@ use serde::Deserialize;
 
 use super::manifests::{self, IntOrString, TypeMeta};
 use super::model::*;
+use crate::pods::EvictionReason;
 
 /// Annotation naming an existing network namespace for a pod run elsewhere.
 pub const NETNS_ANNOTATION: &str = "sluice.dev/netns";
+/// Annotation on a Node asking its agent to drain it, naming the reason
+/// (which sets the grace-period cap and PDB handling): `NodeUpgrade`,
+/// `ScaleDown`, `BluePoolDeletion`, `AutoscaledBlueGreen` or `UserDrain`.
+pub const DRAIN_ANNOTATION: &str = "sluice.dev/drain";
 /// The label tying an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds`.
@@ -109,10 +114,12 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
                 }
             }
             "Pod" => {
+                let run = crate::pods::run_spec_from_manifest(&value);
                 let p: manifests::Pod =
                     serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
                 ctx.object = format!("Pod {}", namespaced(&p.metadata));
-                let pod = pod_info(&ctx, p)?;
+                let run = run.map_err(|e| ctx.err(e.field.clone(), e.message.clone()))?;
+                let pod = pod_info(&ctx, p, run)?;
                 if state.pods.insert(pod.key.clone(), pod).is_some() {
                     return Err(ctx.err("metadata.name", "duplicate Pod"));
                 }
@@ -218,8 +225,23 @@ fn node_info(ctx: &Ctx, n: manifests::Node) -> Result<NodeInfo, StateError> {
         }
         taints.push(t.key.clone());
     }
+    let drain = match n.metadata.annotations.get(DRAIN_ANNOTATION).map(String::as_str) {
+        None => None,
+        Some("NodeUpgrade") => Some(EvictionReason::NodeUpgrade),
+        Some("ScaleDown") => Some(EvictionReason::ScaleDown),
+        Some("BluePoolDeletion") => Some(EvictionReason::BluePoolDeletion),
+        Some("AutoscaledBlueGreen") => Some(EvictionReason::AutoscaledBlueGreen),
+        Some("UserDrain") => Some(EvictionReason::UserDrain),
+        Some(o) => {
+            return Err(ctx.err(
+                format!("metadata.annotations[{DRAIN_ANNOTATION}]"),
+                format!("{o:?} is not NodeUpgrade, ScaleDown, BluePoolDeletion, AutoscaledBlueGreen or UserDrain"),
+            ))
+        }
+    };
     Ok(NodeInfo {
         name: n.metadata.name,
+        drain,
         addrs,
         pod_cidrs,
         taints,
@@ -228,7 +250,11 @@ fn node_info(ctx: &Ctx, n: manifests::Node) -> Result<NodeInfo, StateError> {
     })
 }
 
-fn pod_info(ctx: &Ctx, p: manifests::Pod) -> Result<PodInfo, StateError> {
+fn pod_info(
+    ctx: &Ctx,
+    p: manifests::Pod,
+    run: crate::pods::PodRunSpec,
+) -> Result<PodInfo, StateError> {
     require_name(ctx, &p.metadata)?;
     let mut ips = Vec::new();
     for (i, ip) in p.status.pod_ips.iter().enumerate() {
@@ -248,6 +274,7 @@ fn pod_info(ctx: &Ctx, p: manifests::Pod) -> Result<PodInfo, StateError> {
         node: p.spec.node_name,
         ips,
         netns,
+        run,
     })
 }
 

@@ -160,6 +160,8 @@ fn kill9_keeps_connections(f: Family) {
     );
     // Nobody runs the agent now: the pinned program keeps translating.
     load.wait_more(100, "with the agent dead");
+    thread::sleep(Duration::from_secs(1));
+    load.wait_more(100, "with the agent dead for a second");
 
     let st = c
         .restart_agent(1)

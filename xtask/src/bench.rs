@@ -191,12 +191,13 @@ impl<T> M<T> {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Latency {
     p50_us: f64,
     p99_us: f64,
     ok: usize,
     failed: usize,
+    first_err: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -317,6 +318,10 @@ pub fn run(opts: BenchOpts) -> Result<()> {
         let r = match r {
             Ok(r) => r,
             Err(e) => {
+                let full = format!("{e:#}");
+                for l in full.lines().take(8) {
+                    println!("    | {}", strip_ansi(l));
+                }
                 let mut r = ConfigResult::new(config);
                 r.unavailable = Some(short_err(&e));
                 r
@@ -468,7 +473,7 @@ fn run_baseline(config: Config, plan: &Plan) -> Result<ConfigResult> {
         ip_dst,
         lat_dst,
         t_apply,
-        |n| apply(n),
+        apply,
         None,
     )?;
     Ok(r)
@@ -493,6 +498,15 @@ fn run_sluice(
     agent: Option<&Path>,
 ) -> Result<ConfigResult> {
     let agent = agent.ok_or_else(|| anyhow!("no agent binary"))?;
+    if engine == Engine::Kernel {
+        // The object the agent loads (found next to target/release).
+        println!("    cargo xtask build-ebpf --release");
+        crate::ebpf::run(crate::ebpf::BuildEbpfOpts {
+            release: true,
+            rest: Vec::new(),
+        })
+        .context("building the eBPF object")?;
+    }
     let cluster = match Cluster::start_with("bn", engine, sluice_spec(), Some(agent.to_path_buf()))
     {
         Ok(c) => c,
@@ -532,16 +546,35 @@ fn run_sluice(
 /// The agent's own words for why it did not start, in one line.
 fn agent_failure(e: &anyhow::Error) -> String {
     let text = format!("{e:#}");
-    let pick = text
+    // The log tail may end in a backtrace (RUST_BACKTRACE): skip frames.
+    let lines: Vec<String> = text
         .lines()
-        .rev()
-        .map(strip_ansi)
-        .find(|l| {
-            let l = l.to_ascii_lowercase();
-            l.contains("error") || l.contains("not available") || l.contains("failed")
+        .map(|l| strip_ansi(l).trim().to_string())
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with("at ")
+                && !l.starts_with("Stack backtrace")
+                && l.split_once(':')
+                    .is_none_or(|(n, _)| n.parse::<u32>().is_err())
         })
-        .unwrap_or_else(|| text.lines().next().unwrap_or("").to_string());
-    truncate(pick.trim(), 200)
+        .collect();
+    let pick = lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("Error:"))
+        .map(|l| l.trim_start_matches("Error:").trim().to_string())
+        .or_else(|| {
+            lines
+                .iter()
+                .rev()
+                .find(|l| {
+                    let l = l.to_ascii_lowercase();
+                    l.contains("error") || l.contains("not available") || l.contains("failed")
+                })
+                .cloned()
+        })
+        .unwrap_or_else(|| lines.first().cloned().unwrap_or_default());
+    truncate(&pick, 200)
 }
 
 fn strip_ansi(s: &str) -> String {
@@ -568,20 +601,55 @@ fn apply_sluice(cluster: &Cluster, state: &Path, base: &str, n: usize) -> Result
     yaml.push_str(base);
     for i in 1..n {
         let vip = dummy_vip(i);
-        let _ = write!(
-            yaml,
-            "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: filler-{i}\n  namespace: default\n\
-spec:\n  type: LoadBalancer\n  externalTrafficPolicy: Cluster\n  ipFamilies: [IPv4]\n  ipFamilyPolicy: SingleStack\n\
-  ports:\n  - name: http\n    port: {CONNECT_PORT}\n    targetPort: {CONNECT_TARGET}\n    protocol: TCP\n\
-status:\n  loadBalancer:\n    ingress:\n    - ip: {vip}\n\
----\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: filler-{i}-v4\n  namespace: default\n\
-  labels:\n    kubernetes.io/service-name: filler-{i}\naddressType: IPv4\n\
-ports:\n- name: http\n  port: {CONNECT_TARGET}\n  protocol: TCP\n\
-endpoints:\n- addresses: [\"{POD_IP}\"]\n  conditions: {{ready: true, serving: true, terminating: false}}\n  nodeName: node-1\n\
-  targetRef: {{kind: Pod, name: bench, namespace: default}}\n"
-        );
+        // Line by line: a `\` continuation would eat the YAML indentation.
+        let doc = [
+            "---".to_string(),
+            "apiVersion: v1".into(),
+            "kind: Service".into(),
+            "metadata:".into(),
+            format!("  name: filler-{i}"),
+            "  namespace: default".into(),
+            "spec:".into(),
+            "  type: LoadBalancer".into(),
+            "  externalTrafficPolicy: Cluster".into(),
+            "  ipFamilies: [IPv4]".into(),
+            "  ipFamilyPolicy: SingleStack".into(),
+            "  ports:".into(),
+            "  - name: http".into(),
+            format!("    port: {CONNECT_PORT}"),
+            format!("    targetPort: {CONNECT_TARGET}"),
+            "    protocol: TCP".into(),
+            "status:".into(),
+            "  loadBalancer:".into(),
+            "    ingress:".into(),
+            format!("    - ip: {vip}"),
+            "---".into(),
+            "apiVersion: discovery.k8s.io/v1".into(),
+            "kind: EndpointSlice".into(),
+            "metadata:".into(),
+            format!("  name: filler-{i}-v4"),
+            "  namespace: default".into(),
+            "  labels:".into(),
+            format!("    kubernetes.io/service-name: filler-{i}"),
+            "addressType: IPv4".into(),
+            "ports:".into(),
+            "- name: http".into(),
+            format!("  port: {CONNECT_TARGET}"),
+            "  protocol: TCP".into(),
+            "endpoints:".into(),
+            format!("- addresses: [\"{POD_IP}\"]"),
+            "  conditions: {ready: true, serving: true, terminating: false}".into(),
+            "  nodeName: node-1".into(),
+            "  targetRef: {kind: Pod, name: bench, namespace: default}".into(),
+        ];
+        for l in doc {
+            yaml.push_str(&l);
+            yaml.push('\n');
+        }
     }
-    let prev = cluster.agent_status(1).map(|s| s.generation).unwrap_or(0);
+    let before = cluster.agent_status(1);
+    let prev = before.as_ref().map(|s| s.generation).unwrap_or(0);
+    let prev_err = before.and_then(|s| s.error);
     let t = Instant::now();
     let tmp = state.with_extension("bench.tmp");
     fs::write(&tmp, &yaml).with_context(|| format!("writing {}", tmp.display()))?;
@@ -595,10 +663,10 @@ endpoints:\n- addresses: [\"{POD_IP}\"]\n  conditions: {{ready: true, serving: t
         check_interrupted()?;
         if let Some(s) = cluster.agent_status(1) {
             if s.generation > prev {
-                if let Some(e) = s.error {
-                    bail!("agent rejected {n} Services: {e}");
-                }
                 return Ok(t.elapsed().as_secs_f64());
+            }
+            if let Some(e) = s.error.filter(|e| Some(e) != prev_err.as_ref()) {
+                bail!("agent rejected {n} Services: {e}");
             }
         }
         if Instant::now() > deadline {
@@ -673,6 +741,8 @@ fn measure(
                 thread::sleep(cd - since);
             }
         }
+        // Let the previous traffic and the rule/state change settle.
+        thread::sleep(Duration::from_secs(1));
         check_interrupted()?;
         let lat = M::from(connect_loop(client.name(), lat_dst, plan.connects));
         last_loop = Some(Instant::now());
@@ -766,6 +836,16 @@ fn iperf(ns: &str, dst: Ipv4Addr, extra: &[&str], duration: u64) -> Result<Value
         "--connect-timeout",
         "3000",
     ];
+    // Client on CPU 0, server on CPU 1: the same placement in every
+    // configuration (forwarding runs in the sender's softirq, an agent's
+    // relay thread wherever the scheduler puts it).
+    if thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        >= 2
+    {
+        args.extend_from_slice(&["-A", "0,1"]);
+    }
     args.extend_from_slice(extra);
     let mut last = None;
     // One retry: the server may be between two tests.
@@ -797,7 +877,12 @@ fn iperf_tcp(ns: &str, dst: Ipv4Addr, streams: u32, duration: u64) -> Result<f64
 /// rate limit (`-b 0`).
 fn iperf_udp(ns: &str, dst: Ipv4Addr, duration: u64) -> Result<f64> {
     let v = iperf(ns, dst, &["-u", "-l", "64", "-b", "0"], duration)?;
-    let sum = &v["end"]["sum"];
+    // The receiver's view (iperf3 ≥ 3.10), else the combined summary.
+    let sum = if v["end"]["sum_received"].is_object() {
+        &v["end"]["sum_received"]
+    } else {
+        &v["end"]["sum"]
+    };
     let packets = sum["packets"]
         .as_f64()
         .ok_or_else(|| anyhow!("no end.sum.packets in iperf3 output"))?;
@@ -874,6 +959,15 @@ fn connect_loop(ns: &str, dst: SocketAddr, n: usize) -> Result<Latency> {
         let mut times: Vec<f64> = Vec::with_capacity(n);
         let mut failed = 0usize;
         let mut first_err: Option<String> = None;
+        // Warm-up, not timed: neighbour entries, caches, the agent's first
+        // conntrack entries.
+        for _ in 0..(n / 10).clamp(5, 100) {
+            if let Ok(mut s) = TcpStream::connect_timeout(&dst, Duration::from_secs(1)) {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+                let _ = s.write_all(b"x");
+                let _ = s.read(&mut [0u8; 1]);
+            }
+        }
         let start = Instant::now();
         for _ in 0..n {
             if interrupted() || start.elapsed() > CONNECT_LOOP_LIMIT {
@@ -913,6 +1007,7 @@ fn connect_loop(ns: &str, dst: SocketAddr, n: usize) -> Result<Latency> {
         p99_us: pct(99),
         ok: times.len(),
         failed,
+        first_err,
     })
 }
 
@@ -1200,7 +1295,13 @@ fn fmt_lat(m: &M<Latency>) -> String {
         M::Ok(l) => {
             let mut s = format!("p50 {:.0} µs, p99 {:.0} µs", l.p50_us, l.p99_us);
             if l.failed > 0 {
-                let _ = write!(s, " ({} of {} failed)", l.failed, l.failed + l.ok);
+                let _ = write!(
+                    s,
+                    " ({} of {} failed, first: {})",
+                    l.failed,
+                    l.failed + l.ok,
+                    l.first_err.as_deref().unwrap_or("?")
+                );
             }
             s
         }
@@ -1228,7 +1329,7 @@ fn group(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push('\u{a0}');
         }
         out.push(ch);
@@ -1242,11 +1343,13 @@ fn render(results: &[ConfigResult], plan: &Plan) -> String {
     let base_tcp1 = ceiling.and_then(|c| c.tcp1_gbps.ok().copied());
     let base_tcpn = ceiling.and_then(|c| c.tcpn_gbps.ok().copied());
     let base_udp = ceiling.and_then(|c| c.udp_pps.ok().copied());
-    // The ceiling has no Services: its one measurement is the base of every
-    // column.
-    let base_lat = ceiling
-        .and_then(|c| c.connect.first())
-        .and_then(|(_, _, l)| l.ok().copied());
+    // The ceiling has no Services; it is measured once per column anyway, at
+    // about the same time of the run, and each column is divided by its own.
+    let base_lat = |n: usize| {
+        ceiling
+            .and_then(|c| c.connect.iter().find(|(m, _, _)| *m == n))
+            .and_then(|(_, _, l)| l.ok().cloned())
+    };
 
     let mut s = String::new();
     let _ = writeln!(
@@ -1288,7 +1391,7 @@ fn render(results: &[ConfigResult], plan: &Plan) -> String {
 
     let _ = writeln!(
         s,
-        "\nConnect + 1-byte request/answer, p50 / p99 µs (ratio = p50 ÷ ceiling p50, lower is better), by Services installed:\n"
+        "\nConnect + 1-byte request/answer, p50 / p99 µs (ratio = p50 ÷ the ceiling's p50 in the same column, lower is better), by Services installed:\n"
     );
     s.push_str("| configuration |");
     for n in &plan.counts {
@@ -1314,18 +1417,8 @@ fn render(results: &[ConfigResult], plan: &Plan) -> String {
             continue;
         }
         let _ = write!(s, "| {} |", r.config.label());
-        for (k, n) in plan.counts.iter().enumerate() {
-            // The ceiling has no Services: one measurement, shown once.
-            let entry = if r.config == Config::Routing {
-                r.connect.first()
-            } else {
-                r.connect.iter().find(|(m, _, _)| m == n)
-            };
-            if r.config == Config::Routing && k > 0 {
-                s.push_str(" (no Services) | |");
-                continue;
-            }
-            match entry {
+        for n in &plan.counts {
+            match r.connect.iter().find(|(m, _, _)| m == n) {
                 Some((_, _, M::Ok(l))) => {
                     let fails = if l.failed > 0 {
                         format!(" ({} failed)", l.failed)
@@ -1337,7 +1430,7 @@ fn render(results: &[ConfigResult], plan: &Plan) -> String {
                         " {:.0} / {:.0}{fails} | {} |",
                         l.p50_us,
                         l.p99_us,
-                        ratio(Some(l.p50_us), base_lat.map(|b| b.p50_us))
+                        ratio(Some(l.p50_us), base_lat(*n).map(|b| b.p50_us))
                     );
                 }
                 Some((_, t, m)) => {

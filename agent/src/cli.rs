@@ -95,4 +95,9 @@ pub struct Args {
         default_value = "/var/log/sluice/pods"
     )]
     pub pod_log_dir: PathBuf,
+
+    /// Names of the network namespaces the agent makes for its pods start
+    /// with this; agents sharing one host need distinct prefixes.
+    #[arg(long, env = "SLUICE_POD_NETNS_PREFIX", default_value = "sl-pod")]
+    pub pod_netns_prefix: String,
 }

@@ -88,6 +88,8 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     init_logging(args.log_format);
 
+    sluice_agent::pods::set_netns_prefix(&args.pod_netns_prefix)
+        .map_err(|e| anyhow::anyhow!("--pod-netns-prefix: {e}"))?;
     let health = start_health(&args)?;
     let engine = start_engine(&args)?;
     info!(datapath = engine.kind(), node = %args.node_name, nic = %args.nic, "agent started");

@@ -295,12 +295,23 @@ impl Runner {
     }
 
     /// What the agent observes of its pods becomes their endpoints'
-    /// conditions: for the pods it runs, and for any pod it is evicting.
+    /// conditions: for the pods it runs (not ready until their process runs
+    /// and passes its probe), and for any pod it is evicting.
     fn refresh_overlay(&mut self) {
         let Some(desired) = &self.desired else {
             return;
         };
+        const DOWN: LiveConditions = LiveConditions {
+            ready: false,
+            serving: false,
+            terminating: false,
+        };
         let mut overlay = Overlay::new();
+        for p in desired.pods.values() {
+            if p.node == self.node && p.run.container.is_some() {
+                overlay.extend(p.ips.iter().map(|ip| (*ip, DOWN)));
+            }
+        }
         for ep in self.pods_rt.endpoint_states() {
             let runs = desired
                 .pods
@@ -309,16 +320,12 @@ impl Runner {
             if !runs && !ep.conditions.terminating {
                 continue;
             }
-            for ip in &ep.ips {
-                overlay.insert(
-                    *ip,
-                    LiveConditions {
-                        ready: ep.conditions.ready,
-                        serving: ep.conditions.serving,
-                        terminating: ep.conditions.terminating,
-                    },
-                );
-            }
+            let live = LiveConditions {
+                ready: ep.conditions.ready,
+                serving: ep.conditions.serving,
+                terminating: ep.conditions.terminating,
+            };
+            overlay.extend(ep.ips.iter().map(|ip| (*ip, live)));
         }
         self.set_overlay(overlay);
     }

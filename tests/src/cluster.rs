@@ -27,7 +27,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::netns::{spawn_in, stop_child, Netns, TERM_GRACE};
+use crate::netns::{remove_namespaces_with_prefix, spawn_in, stop_child, Netns, TERM_GRACE};
 use crate::whoami::WhoAmI;
 
 /// Where the agents' kernel engines pin maps and links: one directory per
@@ -160,6 +160,18 @@ pub struct PodSpec {
     pub udp_ports: Vec<u16>,
 }
 
+/// A pod the agent runs itself: `command` in a namespace the agent makes,
+/// ready while `ready_file` exists (an exec readiness probe every second).
+#[derive(Debug, Clone)]
+pub struct AgentPodSpec {
+    pub name: String,
+    /// 1-based node index.
+    pub node: usize,
+    pub command: Vec<String>,
+    pub ready_file: PathBuf,
+    pub grace_s: u32,
+}
+
 #[derive(Debug, Clone)]
 pub struct PortSpec {
     pub name: String,
@@ -280,6 +292,9 @@ pub struct ClusterSpec {
     pub client_via: usize,
     /// Taint keys per node (1-based), e.g. `ToBeDeletedByClusterAutoscaler`.
     pub node_taints: BTreeMap<usize, Vec<String>>,
+    /// `sluice.dev/drain` per node (1-based): the reason of a drain.
+    pub node_drains: BTreeMap<usize, String>,
+    pub agent_pods: Vec<AgentPodSpec>,
 }
 
 impl ClusterSpec {
@@ -290,7 +305,27 @@ impl ClusterSpec {
             services: Vec::new(),
             client_via: 1,
             node_taints: BTreeMap::new(),
+            node_drains: BTreeMap::new(),
+            agent_pods: Vec::new(),
         }
+    }
+    /// A pod the agent on `node` runs: `command` (given the pod's IPs as
+    /// `{ip4}` / `{ip6}` placeholders), ready while `ready_file` exists.
+    pub fn agent_pod(
+        mut self,
+        name: &str,
+        node: usize,
+        command: &[&str],
+        ready_file: &Path,
+    ) -> Self {
+        self.agent_pods.push(AgentPodSpec {
+            name: name.into(),
+            node,
+            command: command.iter().map(|s| s.to_string()).collect(),
+            ready_file: ready_file.to_path_buf(),
+            grace_s: 5,
+        });
+        self
     }
     /// A pod on node `node` serving TCP 8080 and 81 and UDP 5353.
     pub fn pod(mut self, name: &str, node: usize) -> Self {
@@ -325,6 +360,9 @@ pub struct AgentStatus {
     pub datapath: Option<String>,
     #[serde(default)]
     pub error: Option<String>,
+    /// The drain the Node asked for: `reason`, `finished`, `done`, ...
+    #[serde(default)]
+    pub drain: Option<serde_json::Value>,
 }
 
 struct Agent {
@@ -448,6 +486,8 @@ pub struct Cluster {
     servers: Vec<WhoAmI>,
     /// Pod name → (node, index on node, namespace).
     pod_ns: BTreeMap<String, (usize, usize, Netns)>,
+    /// Pods the agents run: name → (node, index on node).
+    agent_pods: BTreeMap<String, (usize, usize)>,
     /// Index 0 is node 1.
     nodes: Vec<Netns>,
     client: Netns,
@@ -492,6 +532,7 @@ impl Cluster {
             agents: Vec::new(),
             servers: Vec::new(),
             pod_ns: BTreeMap::new(),
+            agent_pods: BTreeMap::new(),
             nodes: Vec::new(),
             client,
             fabric,
@@ -544,6 +585,18 @@ impl Cluster {
             )?);
             c.pod_ns.insert(p.name.clone(), (p.node, k, ns));
         }
+        // Pods the agents run: only addresses here, the agent does the rest.
+        for p in c.spec.agent_pods.clone() {
+            if p.node == 0 || p.node > c.spec.nodes {
+                bail!("pod {} on node {} which does not exist", p.name, p.node);
+            }
+            if c.pod_ns.contains_key(&p.name) || c.agent_pods.contains_key(&p.name) {
+                bail!("pod {} declared twice", p.name);
+            }
+            let k = per_node[p.node];
+            per_node[p.node] += 1;
+            c.agent_pods.insert(p.name.clone(), (p.node, k));
+        }
 
         // Agents.
         for i in 1..=c.spec.nodes {
@@ -567,8 +620,15 @@ impl Cluster {
                 engine.as_str().into(),
                 "--status-file".into(),
                 status.display().to_string(),
+                "--pod-log-dir".into(),
+                c.dir
+                    .join(format!("{node_name}-pods"))
+                    .display()
+                    .to_string(),
                 "--bpf-pin-dir".into(),
                 pin_dir.display().to_string(),
+                "--pod-netns-prefix".into(),
+                c.pod_netns_prefix(),
             ];
             let netns = c.nodes[i - 1].name().to_string();
             let child = spawn_agent(&netns, &argv, &log)?;
@@ -608,6 +668,12 @@ impl Cluster {
     }
 
     /// Node `i` (1-based).
+    /// Namespaces the agents make for their pods are named from this; it
+    /// starts with the cluster's own unique name so a stale sweep finds them.
+    pub fn pod_netns_prefix(&self) -> String {
+        format!("{}-pod", self.fabric.name())
+    }
+
     pub fn node(&self, i: usize) -> Option<&Netns> {
         i.checked_sub(1).and_then(|j| self.nodes.get(j))
     }
@@ -617,11 +683,19 @@ impl Cluster {
     }
 
     pub fn pod_ip(&self, name: &str, f: Family) -> Option<IpAddr> {
-        self.pod_ns.get(name).map(|(i, k, _)| f.pod_ip(*i, *k))
+        self.pod_slot(name).map(|(i, k)| f.pod_ip(i, k))
     }
 
     pub fn pod_node(&self, name: &str) -> Option<usize> {
-        self.pod_ns.get(name).map(|(i, _, _)| *i)
+        self.pod_slot(name).map(|(i, _)| i)
+    }
+
+    /// (node, index on node) of any pod, run by the test bed or an agent.
+    fn pod_slot(&self, name: &str) -> Option<(usize, usize)> {
+        self.pod_ns
+            .get(name)
+            .map(|(i, k, _)| (*i, *k))
+            .or_else(|| self.agent_pods.get(name).copied())
     }
 
     /// `VIP:port` of Service `svc`.
@@ -758,10 +832,14 @@ impl Cluster {
                 .flatten()
                 .map(|k| json!({"key": k, "effect": "NoSchedule"}))
                 .collect();
+            let mut annotations = serde_json::Map::new();
+            if let Some(reason) = self.spec.node_drains.get(&n) {
+                annotations.insert("sluice.dev/drain".into(), json!(reason));
+            }
             docs.push(json!({
                 "apiVersion": "v1",
                 "kind": "Node",
-                "metadata": {"name": node_name(n)},
+                "metadata": {"name": node_name(n), "annotations": annotations},
                 "spec": {
                     "podCIDRs": [Family::V4.pod_cidr(n), Family::V6.pod_cidr(n)],
                     "taints": taints,
@@ -789,6 +867,43 @@ impl Cluster {
                     {"ip": Family::V4.pod_ip(*n, *k).to_string()},
                     {"ip": Family::V6.pod_ip(*n, *k).to_string()},
                 ]},
+            }));
+        }
+        for p in &self.spec.agent_pods {
+            let Some(&(n, k)) = self.agent_pods.get(&p.name) else {
+                continue;
+            };
+            if n != i {
+                continue;
+            }
+            let (ip4, ip6) = (
+                Family::V4.pod_ip(n, k).to_string(),
+                Family::V6.pod_ip(n, k).to_string(),
+            );
+            let command: Vec<String> = p
+                .command
+                .iter()
+                .map(|a| a.replace("{ip4}", &ip4).replace("{ip6}", &ip6))
+                .collect();
+            docs.push(json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": p.name, "namespace": "default"},
+                "spec": {
+                    "nodeName": node_name(n),
+                    "terminationGracePeriodSeconds": p.grace_s,
+                    "containers": [{
+                        "name": "main",
+                        "command": command,
+                        "readinessProbe": {
+                            "exec": {"command": ["test", "-f", p.ready_file.display().to_string()]},
+                            "periodSeconds": 1,
+                            "failureThreshold": 1,
+                            "successThreshold": 1,
+                        },
+                    }],
+                },
+                "status": {"podIPs": [{"ip": ip4}, {"ip": ip6}]},
             }));
         }
         for s in &self.spec.services {
@@ -827,14 +942,13 @@ impl Cluster {
             for f in Family::BOTH {
                 let mut eps = Vec::new();
                 for e in &s.endpoints {
-                    let (n, k, _) = self
-                        .pod_ns
-                        .get(&e.pod)
+                    let (n, k) = self
+                        .pod_slot(&e.pod)
                         .ok_or_else(|| anyhow!("service {}: no pod {}", s.name, e.pod))?;
                     eps.push(json!({
-                        "addresses": [f.pod_ip(*n, *k).to_string()],
+                        "addresses": [f.pod_ip(n, k).to_string()],
                         "conditions": {"ready": e.ready, "serving": e.serving, "terminating": e.terminating},
-                        "nodeName": node_name(*n),
+                        "nodeName": node_name(n),
                         "targetRef": {"kind": "Pod", "name": e.pod, "namespace": "default"},
                     }));
                 }
@@ -903,6 +1017,9 @@ impl Drop for Cluster {
             let _ = s.join();
         }
         self.servers.clear();
+        // Agents remove their pods' namespaces on SIGTERM; one killed harder
+        // leaves them, and they are this cluster's to clean.
+        remove_namespaces_with_prefix(&format!("{}-", self.pod_netns_prefix()));
         if failing {
             eprintln!("sluice-tests: logs kept in {}", self.dir.display());
         } else {

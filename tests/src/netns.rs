@@ -411,7 +411,27 @@ pub fn sweep_stale() -> usize {
 }
 
 /// The pid in a name `sl-<tag>-<pid>-<n>`.
+/// Delete every namespace whose name starts with `prefix`, killing what runs
+/// in it first.
+pub fn remove_namespaces_with_prefix(prefix: &str) {
+    let Ok(entries) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(prefix) {
+            kill_pids_in(&name);
+            let _ = ip(&["netns", "del", &name]);
+        }
+    }
+}
+
 fn stale_owner(name: &str) -> Option<u32> {
+    // Pods' namespaces made by an agent: `<cluster name>-pod-<hash>`.
+    let name = match name.rsplit_once("-pod-") {
+        Some((base, hash)) if hash.bytes().all(|b| b.is_ascii_hexdigit()) => base,
+        _ => name,
+    };
     let rest = name.strip_prefix("sl-")?;
     let mut parts = rest.rsplitn(3, '-');
     let n = parts.next()?;
@@ -424,6 +444,11 @@ fn stale_owner(name: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::stale_owner;
+
+    #[test]
+    fn owner_parsed_from_agent_pod_namespace() {
+        assert_eq!(stale_owner("sl-rdy-4182-0-pod-86bbd2e9"), Some(4182));
+    }
 
     #[test]
     fn owner_parsed_from_name() {

@@ -92,18 +92,43 @@ impl WhoAmI {
         tcp_ports: &[u16],
         udp_ports: &[u16],
     ) -> Result<WhoAmI> {
+        let ns = ns.to_string();
+        Self::start_with(pod, ips, tcp_ports, udp_ports, move |addr, kind| {
+            in_ns(&ns, move || freebind_socket(addr, kind))?
+        })
+    }
+
+    /// The same, in the caller's own network namespace (a pod's process).
+    pub fn start_here(
+        pod: &str,
+        ips: &[IpAddr],
+        tcp_ports: &[u16],
+        udp_ports: &[u16],
+    ) -> Result<WhoAmI> {
+        Self::start_with(pod, ips, tcp_ports, udp_ports, freebind_socket)
+    }
+
+    fn start_with(
+        pod: &str,
+        ips: &[IpAddr],
+        tcp_ports: &[u16],
+        udp_ports: &[u16],
+        bind: impl Fn(SocketAddr, libc::c_int) -> Result<OwnedFd>,
+    ) -> Result<WhoAmI> {
         let mut listeners = Vec::new();
         let mut udps = Vec::new();
         for &ip in ips {
             for &port in tcp_ports {
-                let addr = SocketAddr::new(ip, port);
-                let l = in_ns(ns, move || freebind_socket(addr, libc::SOCK_STREAM))??;
-                listeners.push(TcpListener::from(l));
+                listeners.push(TcpListener::from(bind(
+                    SocketAddr::new(ip, port),
+                    libc::SOCK_STREAM,
+                )?));
             }
             for &port in udp_ports {
-                let addr = SocketAddr::new(ip, port);
-                let s = in_ns(ns, move || freebind_socket(addr, libc::SOCK_DGRAM))??;
-                udps.push(UdpSocket::from(s));
+                udps.push(UdpSocket::from(bind(
+                    SocketAddr::new(ip, port),
+                    libc::SOCK_DGRAM,
+                )?));
             }
         }
         let stop = Arc::new(AtomicBool::new(false));

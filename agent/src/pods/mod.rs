@@ -24,7 +24,9 @@ pub use eviction::{
     effective_grace, DrainDecision, EvictionOutcome, EvictionReason, NoPdb, PdbGate, PdbPolicy,
     PoolKind, EXTENDED_RUN,
 };
-pub use manager::{netns_name, DrainProgress, EvictError, PodEndpoint, PodEvent, PodManager};
+pub use manager::{
+    netns_name, set_netns_prefix, DrainProgress, EvictError, PodEndpoint, PodEvent, PodManager,
+};
 pub use readiness::EndpointConditions;
 pub use runtime::{OsProber, OsProcessControl, Prober, ProcessControl};
 pub use spec::{run_spec_from_manifest, PodRunSpec, Probe, ProbeAction, SpecError};

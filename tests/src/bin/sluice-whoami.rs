@@ -1,0 +1,38 @@
+//! The who-am-I server as a program, for pods the agent itself runs: serves
+//! TCP on every `--ip` × `--tcp` until it is signalled.
+//!
+//! `sluice-whoami --name web-1 --ip 198.19.1.10 --ip fd00:19:1::10 --tcp 8080`
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use sluice_tests::WhoAmI;
+
+fn main() -> Result<()> {
+    let mut name = None;
+    let mut ips: Vec<IpAddr> = Vec::new();
+    let mut tcp: Vec<u16> = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args
+            .next()
+            .with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--name" => name = Some(value),
+            "--ip" => ips.push(value.parse().with_context(|| format!("--ip {value}"))?),
+            "--tcp" => tcp.push(value.parse().with_context(|| format!("--tcp {value}"))?),
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    let name = name.context("--name is required")?;
+    if ips.is_empty() || tcp.is_empty() {
+        bail!("at least one --ip and one --tcp are required");
+    }
+    let _server = WhoAmI::start_here(&name, &ips, &tcp, &[])?;
+    // SIGTERM's default action ends the process: a graceful stop for a
+    // server with no state to flush.
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}

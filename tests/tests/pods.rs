@@ -1,0 +1,271 @@
+//! Pods the agent runs itself, end to end: readiness probes steering the
+//! packet path and the `Local` health check, and graceful eviction (spec H3,
+//! P5, E1, E6).
+//!
+//! The pods run `sluice-whoami` (this crate's binary) inside namespaces the
+//! agent makes; an exec readiness probe checks a file the test adds and
+//! removes, every second.
+
+use std::fs;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sluice_tests::{
+    http_get, tcp_request, Cluster, ClusterSpec, EndpointSpec, Engine, Family, Policy, ServiceSpec,
+    TcpConn, TcpOutcome,
+};
+
+const WHOAMI: &str = env!("CARGO_BIN_EXE_sluice-whoami");
+const HC_PORT: u16 = 30_124;
+/// The bound within which a readiness change must reach the health check:
+/// one probe period (1 s) plus a sync poll, with room for a loaded machine.
+const FOLLOW_BOUND: Duration = Duration::from_secs(15);
+
+/// Files the readiness probes look for; removed when the test ends.
+struct ReadyFiles(PathBuf);
+
+impl ReadyFiles {
+    fn new(tag: &str) -> ReadyFiles {
+        let dir = std::env::temp_dir().join(format!("sluice-ready-{tag}-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("ready dir");
+        ReadyFiles(dir)
+    }
+    fn path(&self, pod: &str) -> PathBuf {
+        self.0.join(pod)
+    }
+    fn set(&self, pod: &str, ready: bool) {
+        if ready {
+            fs::write(self.path(pod), b"ok").expect("ready file");
+        } else {
+            let _ = fs::remove_file(self.path(pod));
+        }
+    }
+}
+
+impl Drop for ReadyFiles {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn whoami(pod: &str) -> Vec<&str> {
+    vec![
+        WHOAMI, "--name", pod, "--ip", "{ip4}", "--ip", "{ip6}", "--tcp", "8080",
+    ]
+}
+
+fn spec(files: &ReadyFiles, pods: &[&str]) -> ClusterSpec {
+    let mut web = ServiceSpec::lb("web", 1)
+        .policy(Policy::Local)
+        .tcp("http", 80, 8080)
+        .health_check_node_port(HC_PORT);
+    let mut c = ClusterSpec::new(1);
+    for p in pods {
+        let cmd = whoami(p);
+        c = c.agent_pod(p, 1, &cmd, &files.path(p));
+        web = web.endpoint(EndpointSpec::ready(p));
+    }
+    c.service(web)
+}
+
+/// Poll the node's health check until `want(status, localEndpoints)` holds,
+/// or fail after [`FOLLOW_BOUND`].
+fn wait_health(c: &Cluster, what: &str, want: impl Fn(u16, u64) -> bool) -> Duration {
+    let addr = SocketAddr::new(Family::V4.node_ip(1), HC_PORT);
+    let start = Instant::now();
+    let mut last = None;
+    while start.elapsed() < FOLLOW_BOUND {
+        if let Ok(a) = http_get(c.client_ns(), addr, "/") {
+            let n = a
+                .json()
+                .ok()
+                .and_then(|j| j["localEndpoints"].as_u64())
+                .unwrap_or(u64::MAX);
+            if want(a.status, n) {
+                return start.elapsed();
+            }
+            last = Some((a.status, n));
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    panic!(
+        "health check did not reach {what} within {FOLLOW_BOUND:?} (last: {last:?})\n{}",
+        c.agent_log(1)
+    );
+}
+
+/// New connections through the VIP on a thread, counting answers by pod and
+/// failures, until stopped (bounded in count too).
+struct Traffic {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    thread: Option<thread::JoinHandle<Vec<String>>>,
+}
+
+impl Traffic {
+    fn start(ns: &str, vip: SocketAddr) -> Traffic {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicU64::new(0));
+        let failed = Arc::new(AtomicU64::new(0));
+        let (s, o, f, ns) = (stop.clone(), ok.clone(), failed.clone(), ns.to_string());
+        let thread = thread::spawn(move || {
+            let mut errors = Vec::new();
+            for _ in 0..20_000 {
+                if s.load(Ordering::Relaxed) {
+                    break;
+                }
+                match tcp_request(&ns, vip) {
+                    Ok(TcpOutcome::Reply { .. }) => {
+                        o.fetch_add(1, Ordering::Relaxed);
+                    }
+                    other => {
+                        f.fetch_add(1, Ordering::Relaxed);
+                        errors.push(format!("{other:?}"));
+                    }
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+            errors
+        });
+        Traffic {
+            stop,
+            ok,
+            failed,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stop and return (answered, failed, first errors).
+    fn finish(mut self) -> (u64, u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let errors = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            errors,
+        )
+    }
+}
+
+impl Drop for Traffic {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn answers_from(c: &Cluster, vip: SocketAddr, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| match tcp_request(c.client_ns(), vip).expect("client") {
+            TcpOutcome::Reply { reply, .. } => reply.pod,
+            other => panic!("VIP {vip}: {other:?}\n{}", c.agent_log(1)),
+        })
+        .collect()
+}
+
+#[test]
+fn readiness_flips_reach_the_health_check_while_traffic_flows() {
+    // spec: H3, P5 — pods' readiness drives the Local check and the maps.
+    let files = ReadyFiles::new("flip");
+    files.set("web-1", true);
+    files.set("web-2", true);
+    let c = Cluster::start("rdy", Engine::Emulated, spec(&files, &["web-1", "web-2"]))
+        .expect("cluster");
+    wait_health(&c, "two ready local endpoints", |s, n| s == 200 && n == 2);
+
+    let vip = c.vip("web", Family::V4, 80).expect("vip");
+    let mut held = match TcpConn::connect(c.client_ns(), vip).expect("client") {
+        Ok(conn) => conn,
+        Err(e) => panic!("connect: {e:?}"),
+    };
+    let held_pod = held.request().expect("first answer").pod;
+    let traffic = Traffic::start(c.client_ns(), vip);
+
+    // web-1 fails its probe: one local endpoint left, still healthy.
+    files.set("web-1", false);
+    let took = wait_health(&c, "one ready local endpoint", |s, n| s == 200 && n == 1);
+    eprintln!("readiness → health check: {took:?}");
+    let pods = answers_from(&c, vip, 10);
+    assert!(
+        pods.iter().all(|p| p == "web-2"),
+        "new connections avoid the unready pod: {pods:?}"
+    );
+    // An established connection keeps its endpoint, whatever its readiness.
+    assert_eq!(
+        held.request().expect("held connection still answers").pod,
+        held_pod
+    );
+
+    // Back: both again.
+    files.set("web-1", true);
+    wait_health(&c, "two ready local endpoints again", |s, n| {
+        s == 200 && n == 2
+    });
+    let (ok, failed, errors) = traffic.finish();
+    assert!(ok > 0, "traffic flowed");
+    assert_eq!(
+        failed, 0,
+        "no connection failed while a pod was ready: {errors:?}"
+    );
+
+    // Neither ready: the check fails (H3) and the VIP resets (P6).
+    files.set("web-1", false);
+    files.set("web-2", false);
+    wait_health(&c, "no ready local endpoint", |s, n| s == 503 && n == 0);
+}
+
+#[test]
+fn a_drain_evicts_gracefully_and_fails_the_check_at_once() {
+    // spec: E1, E6, H3 — eviction marks endpoints terminating before SIGTERM.
+    let files = ReadyFiles::new("drain");
+    files.set("web-1", true);
+    let mut c = Cluster::start("drn", Engine::Emulated, spec(&files, &["web-1"])).expect("cluster");
+    wait_health(&c, "one ready local endpoint", |s, n| s == 200 && n == 1);
+    let vip = c.vip("web", Family::V4, 80).expect("vip");
+    assert_eq!(answers_from(&c, vip, 3), ["web-1"; 3]);
+
+    c.update(|s| {
+        s.node_drains.insert(1, "UserDrain".into());
+    })
+    .expect("update");
+    wait_health(&c, "the evicted pod out of the check", |s, n| {
+        s == 503 && n == 0
+    });
+
+    // The pod ends on SIGTERM well before its grace; the drain reports it.
+    let start = Instant::now();
+    loop {
+        let status = c.agent_status(1).expect("status");
+        let drain = status.drain.clone().unwrap_or_default();
+        if drain["finished"] == true {
+            let done = drain["done"].to_string();
+            assert!(
+                done.contains("default/web-1") && done.contains("Graceful"),
+                "{drain}"
+            );
+            break;
+        }
+        assert!(
+            start.elapsed() < FOLLOW_BOUND,
+            "drain did not finish: {drain}\n{}",
+            c.agent_log(1)
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    // Nothing serves any more: a new connection is reset (P6).
+    assert!(matches!(
+        tcp_request(c.client_ns(), vip).expect("client"),
+        TcpOutcome::Refused
+    ));
+}

@@ -500,12 +500,7 @@ fn run_sluice(
     let agent = agent.ok_or_else(|| anyhow!("no agent binary"))?;
     if engine == Engine::Kernel {
         // The object the agent loads (found next to target/release).
-        println!("    cargo xtask build-ebpf --release");
-        crate::ebpf::run(crate::ebpf::BuildEbpfOpts {
-            release: true,
-            rest: Vec::new(),
-        })
-        .context("building the eBPF object")?;
+        build_ebpf()?;
     }
     let cluster = match Cluster::start_with("bn", engine, sluice_spec(), Some(agent.to_path_buf()))
     {
@@ -541,6 +536,37 @@ fn run_sluice(
     )?;
     drop(cluster);
     Ok(r)
+}
+
+/// `cargo xtask build-ebpf --release` (this same binary), its output kept
+/// in a file; on failure, the compiler's reason in one line.
+fn build_ebpf() -> Result<()> {
+    println!("    cargo xtask build-ebpf --release");
+    let exe = std::env::current_exe().context("current_exe")?;
+    let dir = std::env::temp_dir().join("sluice-bench");
+    fs::create_dir_all(&dir)?;
+    let log = dir.join(format!("{}-build-ebpf.log", std::process::id()));
+    let out = fs::File::create(&log)?;
+    let status = Command::new(exe)
+        .args(["build-ebpf", "--release"])
+        .stdout(Stdio::from(out.try_clone()?))
+        .stderr(Stdio::from(out))
+        .status()
+        .context("running xtask build-ebpf")?;
+    let text = fs::read_to_string(&log).unwrap_or_default();
+    let _ = fs::remove_file(&log);
+    if status.success() {
+        return Ok(());
+    }
+    let why = if text.contains("BPF stack limit is exceeded") {
+        "LLVM: the BPF stack limit (512 B) is exceeded in sluice_datapath::process".to_string()
+    } else {
+        text.lines()
+            .map(|l| strip_ansi(l).trim().to_string())
+            .rfind(|l| l.starts_with("error") || l.starts_with("Error"))
+            .unwrap_or_else(|| format!("exit {status}"))
+    };
+    bail!("the eBPF object does not build ({why})")
 }
 
 /// The agent's own words for why it did not start, in one line.
@@ -708,17 +734,17 @@ fn measure(
     let server = ConnectServer::start(pod.name(), CONNECT_TARGET)?;
     wait_reachable(client.name(), SocketAddr::new(dst.into(), IPERF_PORT))?;
 
-    r.tcp1_gbps = M::from(iperf_tcp(client.name(), dst, 1, plan.duration));
+    r.tcp1_gbps = best_of_2(|| iperf_tcp(client.name(), dst, 1, plan.duration));
     println!("    TCP 1 stream: {}", fmt_gbps(&r.tcp1_gbps));
     check_interrupted()?;
-    r.tcpn_gbps = M::from(iperf_tcp(client.name(), dst, plan.streams, plan.duration));
+    r.tcpn_gbps = best_of_2(|| iperf_tcp(client.name(), dst, plan.streams, plan.duration));
     println!(
         "    TCP {} streams: {}",
         plan.streams,
         fmt_gbps(&r.tcpn_gbps)
     );
     check_interrupted()?;
-    r.udp_pps = M::from(iperf_udp(client.name(), dst, plan.duration));
+    r.udp_pps = best_of_2(|| iperf_udp(client.name(), dst, plan.duration));
     println!("    UDP 64 B: {}", fmt_kpps(&r.udp_pps));
     check_interrupted()?;
 
@@ -755,6 +781,21 @@ fn measure(
     }
     drop(server);
     Ok(())
+}
+
+/// The better of two runs: on a shared machine a run loses, never gains,
+/// from what else is running.
+fn best_of_2(mut f: impl FnMut() -> Result<f64>) -> M<f64> {
+    let a = f();
+    if interrupted() {
+        return M::from(a);
+    }
+    let b = f();
+    match (a, b) {
+        (Ok(x), Ok(y)) => M::Ok(x.max(y)),
+        (Ok(x), Err(_)) | (Err(_), Ok(x)) => M::Ok(x),
+        (Err(e), Err(_)) => M::Err(short_err(&e)),
+    }
 }
 
 /// Until a TCP connect to `dst` from `ns` succeeds (at most 10 s).
@@ -1446,6 +1487,7 @@ fn render(results: &[ConfigResult], plan: &Plan) -> String {
         s.push('\n');
     }
 
+    s.push_str(&goals(results, plan));
     let _ = writeln!(
         s,
         "\nTime to install the Services (iptables-restore, nft -f, or the agent applying its state file), seconds:\n"
@@ -1474,6 +1516,92 @@ fn render(results: &[ConfigResult], plan: &Plan) -> String {
             }
         }
         s.push('\n');
+    }
+    s
+}
+
+/// Where each engine stands against the goals, from this run.
+fn goals(results: &[ConfigResult], plan: &Plan) -> String {
+    let get = |c: Config| results.iter().find(|r| r.config == c);
+    let ceiling = get(Config::Routing);
+    let ipt = get(Config::Iptables);
+    let tput = |r: &ConfigResult| -> Vec<Option<f64>> {
+        let base = |f: fn(&ConfigResult) -> &M<f64>| ceiling.and_then(|c| f(c).ok().copied());
+        [
+            (r.tcp1_gbps.ok().copied(), base(|c| &c.tcp1_gbps)),
+            (r.tcpn_gbps.ok().copied(), base(|c| &c.tcpn_gbps)),
+            (r.udp_pps.ok().copied(), base(|c| &c.udp_pps)),
+        ]
+        .into_iter()
+        .map(|(v, b)| match (v, b) {
+            (Some(v), Some(b)) if b > 0.0 => Some(v / b),
+            _ => None,
+        })
+        .collect()
+    };
+    let fmt = |v: &[Option<f64>]| {
+        v.iter()
+            .map(|x| x.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into()))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    let worst = |v: &[Option<f64>]| v.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+    let p50s = |r: &ConfigResult| -> Vec<String> {
+        plan.counts
+            .iter()
+            .map(|n| {
+                r.connect
+                    .iter()
+                    .find(|(m, _, _)| m == n)
+                    .and_then(|(_, _, l)| l.ok())
+                    .map(|l| format!("{:.0}", l.p50_us))
+                    .unwrap_or_else(|| "-".into())
+            })
+            .collect()
+    };
+    let mut s = String::from("\nAgainst the goals (throughput ratios TCP 1 / TCP N / UDP; connect p50 µs by Services):\n\n");
+    for (c, goal) in [(Config::Kernel, 0.9), (Config::Emulated, 0.5)] {
+        let Some(r) = get(c) else { continue };
+        if let Some(why) = &r.unavailable {
+            let _ = writeln!(s, "- {}: not measured — {why}.", engine_word(c));
+            continue;
+        }
+        let t = tput(r);
+        let met = worst(&t) >= goal;
+        let _ = write!(
+            s,
+            "- {}: {} × ceiling — goal ≥ {goal}× {}",
+            engine_word(c),
+            fmt(&t),
+            if met { "met" } else { "not met" }
+        );
+        if c == Config::Kernel {
+            if let Some(i) = ipt {
+                let ti = tput(i);
+                let ahead = t
+                    .iter()
+                    .zip(&ti)
+                    .all(|(a, b)| matches!((a, b), (Some(a), Some(b)) if a >= b));
+                let _ = write!(
+                    s,
+                    "; ahead of iptables ({}): {}",
+                    fmt(&ti),
+                    if ahead { "yes" } else { "no" }
+                );
+            }
+        }
+        let _ = writeln!(s, "; connect p50 {} µs.", p50s(r).join(" / "));
+    }
+    for c in [Config::Iptables, Config::Nftables] {
+        if let Some(r) = get(c).filter(|r| r.unavailable.is_none()) {
+            let _ = writeln!(
+                s,
+                "- {} for comparison: {} × ceiling; connect p50 {} µs.",
+                c.label(),
+                fmt(&tput(r)),
+                p50s(r).join(" / ")
+            );
+        }
     }
     s
 }
@@ -1520,7 +1648,10 @@ topology, built from veths in network namespaces:\n\n\
 Metrics, all from the client namespace towards the VIP (198.18.100.1) or, for\n\
 the ceiling, the pod IP: iperf3 TCP with one stream and with {streams}\n\
 (`-P {streams}`), iperf3 UDP with 64-byte payloads and no rate limit (`-u -l 64\n\
--b 0`, packets the server received per second), each {dur} s; and the time of\n\
+-b 0`, packets the server received per second), each {dur} s, the better of\n\
+two runs, iperf3 client pinned to CPU 0 and server to CPU 1 (`-A 0,1`, the\n\
+same in every configuration; an agent's threads go where the scheduler puts\n\
+them); and the time of\n\
 a TCP connect plus a 1-byte request and its 1-byte answer ({conns} in a row,\n\
 p50/p99) with {counts} Services installed, only one of which gets traffic\n\
 (every generated Service has its own VIP and one endpoint). IPv4 only.\n\n\

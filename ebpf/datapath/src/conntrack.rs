@@ -110,72 +110,84 @@ pub fn advance(state: u8, flags: u8, dir: u8, flow: &Flow) -> (u8, u8) {
     (next, flags)
 }
 
-/// The other entry of the pair, rebuilt from one entry alone.
-#[inline(always)]
-pub fn mirror(key: &CtKey, val: &CtValue) -> (CtKey, CtValue) {
-    let k = CtKey {
-        saddr: val.nat_daddr,
-        daddr: val.nat_saddr,
-        sport: val.nat_dport,
-        dport: val.nat_sport,
-        proto: key.proto,
-        dir: if key.dir == CT_DIR_FORWARD {
+/// One conntrack entry: the program's single conntrack buffer. Keys and
+/// values are only ever built, looked up and written through it, so a run
+/// holds one `CtKey` and one `CtValue`, not a copy per step.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtEntry {
+    pub key: CtKey,
+    pub val: CtValue,
+}
+
+impl CtEntry {
+    /// Turn the entry into the other entry of its pair, in place. Each
+    /// entry is enough to rebuild the other: the reply key is what the
+    /// forward value translates to, the reply value translates back to the
+    /// forward key (and the other way round). Its own inverse.
+    #[inline(always)]
+    pub fn flip(&mut self) {
+        core::mem::swap(&mut self.key.saddr, &mut self.val.nat_daddr);
+        core::mem::swap(&mut self.key.daddr, &mut self.val.nat_saddr);
+        core::mem::swap(&mut self.key.sport, &mut self.val.nat_dport);
+        core::mem::swap(&mut self.key.dport, &mut self.val.nat_sport);
+        self.key.dir = if self.key.dir == CT_DIR_FORWARD {
             CT_DIR_REPLY
         } else {
             CT_DIR_FORWARD
-        },
-        _pad: [0; 2],
-    };
-    let v = CtValue {
-        nat_saddr: key.daddr,
-        nat_daddr: key.saddr,
-        nat_sport: key.dport,
-        nat_dport: key.sport,
-        ..*val
-    };
-    (k, v)
-}
+        };
+        self.key._pad = [0; 2];
+    }
 
-/// A live entry: present and not expired.
-#[inline(always)]
-pub fn lookup<M: Maps>(maps: &M, key: &CtKey, now: u64) -> Option<CtValue> {
-    let v = maps.ct_get(key)?;
-    if v.expires_ns <= now {
-        None
-    } else {
-        Some(v)
+    /// The key of `flow` as seen on the wire, in direction `dir`.
+    #[inline(always)]
+    pub fn set_key(&mut self, flow: &Flow, dir: u8) {
+        self.key = CtKey {
+            saddr: flow.saddr,
+            daddr: flow.daddr,
+            sport: flow.sport,
+            dport: flow.dport,
+            proto: flow.proto,
+            dir,
+            _pad: [0; 2],
+        };
     }
 }
 
-/// Record that `flow` was seen on entry `key` in its direction: advance the
-/// TCP state, push expiry, and write both entries when anything changed
-/// enough to matter.
+/// A live entry (present and not expired) for `e.key`, into `e.val`.
 #[inline(always)]
-pub fn touch<M: Maps>(maps: &mut M, key: &CtKey, val: &CtValue, flow: &Flow, now: u64) {
-    let (state, flags) = advance(val.state, val.flags, key.dir, flow);
+pub fn lookup<M: Maps>(maps: &M, e: &mut CtEntry, now: u64) -> bool {
+    maps.ct_get_into(&e.key, &mut e.val) && e.val.expires_ns > now
+}
+
+/// Record that `flow` was seen on entry `e` in its direction: advance the
+/// TCP state, push expiry, and write both entries when anything changed
+/// enough to matter. `e` keeps its orientation; its value is updated.
+#[inline(never)]
+pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
+    let (state, flags) = advance(e.val.state, e.val.flags, e.key.dir, flow);
     let expires = now.saturating_add(timeout_ns(flow.is_tcp(), state));
-    let changed = state != val.state || flags != val.flags;
+    let changed = state != e.val.state || flags != e.val.flags;
     // Closing states must not be extended by late packets beyond their own
     // short timeout, but a refresh within it is harmless.
-    if !changed && expires < val.expires_ns.saturating_add(CT_REFRESH_NS) {
+    if !changed && expires < e.val.expires_ns.saturating_add(CT_REFRESH_NS) {
         return;
     }
-    let v = CtValue {
-        state,
-        flags,
-        last_seen_ns: now,
-        expires_ns: expires,
-        ..*val
-    };
-    maps.ct_put(key, &v);
-    let (ok, ov) = mirror(key, &v);
-    maps.ct_put(&ok, &ov);
+    e.val.state = state;
+    e.val.flags = flags;
+    e.val.last_seen_ns = now;
+    e.val.expires_ns = expires;
+    maps.ct_put(&e.key, &e.val);
+    e.flip();
+    maps.ct_put(&e.key, &e.val);
+    e.flip();
 }
 
-/// Remove both entries of a pair.
+/// Remove both entries of a pair; `e` is unchanged.
 #[inline(always)]
-pub fn delete_pair<M: Maps>(maps: &mut M, key: &CtKey, val: &CtValue) {
-    let (ok, _) = mirror(key, val);
-    maps.ct_delete(key);
-    maps.ct_delete(&ok);
+pub fn delete_pair<M: Maps>(maps: &mut M, e: &mut CtEntry) {
+    maps.ct_delete(&e.key);
+    e.flip();
+    maps.ct_delete(&e.key);
+    e.flip();
 }

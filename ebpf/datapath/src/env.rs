@@ -56,6 +56,23 @@ pub trait Maps {
     fn maglev(&self, slot: u32) -> Option<u32>;
 
     fn ct_get(&self, key: &CtKey) -> Option<CtValue>;
+    /// [`Maps::ct_get`] into a caller's buffer (`false`: absent, `out`
+    /// untouched). The program keeps one conntrack buffer for the whole
+    /// run; the kernel adapter copies straight from the map value into it.
+    fn ct_get_into(&self, key: &CtKey, out: &mut CtValue) -> bool {
+        match self.ct_get(key) {
+            Some(v) => {
+                *out = v;
+                true
+            }
+            None => false,
+        }
+    }
+    /// Whether `key` holds an entry that has not expired at `now`, without
+    /// copying the value out.
+    fn ct_live(&self, key: &CtKey, now_ns: u64) -> bool {
+        self.ct_get(key).is_some_and(|v| v.expires_ns > now_ns)
+    }
     /// Insert or replace.
     fn ct_put(&mut self, key: &CtKey, value: &CtValue) -> bool;
     /// Insert only when absent (BPF_NOEXIST): how SNAT ports are claimed
@@ -67,11 +84,11 @@ pub trait Maps {
     fn affinity_put(&mut self, key: &AffinityKey, value: &AffinityValue);
 }
 
-/// Time and randomness, injected so tests and the differential runs are
-/// deterministic.
+/// Time, injected so tests are deterministic. The program uses no
+/// randomness: SNAT ports are derived from the flow's hash, so the kernel
+/// and the host builds make the same choices (the differential test relies
+/// on it).
 pub trait Clock {
-    /// Monotonic nanoseconds (`bpf_ktime_get_ns`).
+    /// Monotonic nanoseconds (`bpf_ktime_get_ns`, i.e. `CLOCK_MONOTONIC`).
     fn now_ns(&self) -> u64;
-    /// A pseudo-random number (`bpf_get_prandom_u32`).
-    fn random(&mut self) -> u32;
 }

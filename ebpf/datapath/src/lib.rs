@@ -32,13 +32,14 @@ pub mod host;
 
 pub use outcome::{Event, Outcome, Verdict};
 
+use conntrack::CtEntry;
 use env::{Clock, Maps, Packet};
 use maps::{
-    is_v4_mapped, vip_marker_key, Addr, CtKey, CtValue, ServiceKey, CT_DIR_FORWARD, CT_DIR_REPLY,
-    CT_F_SNAT, PROTO_TCP, PROTO_UDP, SVC_F_LOCAL,
+    addr_is_zero, is_v4_mapped, vip_marker_key, ServiceKey, CT_DIR_FORWARD, CT_DIR_REPLY,
+    CT_F_SNAT, CT_STATE_SYN_SENT, PROTO_TCP, PROTO_UDP, SVC_F_LOCAL,
 };
-use nat::Target;
 use parse::{Flow, Parsed, TCP_RST};
+use select::{Choice, SnatSeq};
 
 /// Where the program runs; see `docs/architecture.md`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,57 +55,128 @@ pub enum Hook {
 
 /// How many SNAT ports are tried before giving up; Cilium bounds its
 /// search the same way (SNAT_COLLISION_RETRIES).
-pub const SNAT_RETRIES: usize = 16;
+pub const SNAT_RETRIES: u32 = 16;
 
 #[inline(always)]
 fn out(verdict: Verdict, event: Event) -> Outcome {
     Outcome { verdict, event }
 }
 
+/// Everything one run keeps, in one place (the BPF stack frame of
+/// [`process`]); the sub-functions get it by reference. BPF calls take at
+/// most five arguments, so this is also how they get more than that.
+#[derive(Default)]
+struct Run {
+    flow: Flow,
+    /// The one conntrack key/value buffer (see [`CtEntry`]).
+    ct: CtEntry,
+    now: u64,
+}
+
+/// What [`to_frontend`] leaves for [`process`] to finish.
+#[derive(Clone, Copy)]
+enum Step {
+    Done(Outcome),
+    /// Rewrite the packet with `run.ct.val`.
+    Apply(Event),
+    /// Nothing serves the frontend (P6).
+    NoEndpoint,
+    /// `run.ct` holds the new flow's forward entry, endpoint chosen;
+    /// conntrack it (`local`: without SNAT) and rewrite.
+    NewFlow {
+        local: bool,
+    },
+}
+
 /// Run the program on one frame.
+///
+/// For the BPF build, the functions marked `#[inline(never)]` are BPF
+/// functions of their own, each with its own stack frame; the verifier adds
+/// frames up along a call chain (at most 512 bytes). So this function is a
+/// flat dispatcher holding the per-run state, and the work happens in
+/// siblings called from here, at most two calls deep.
+/// `ebpf/programs/VERIFIER_NOTES.md` has the frame sizes.
 pub fn process<P: Packet, M: Maps, C: Clock>(
     pkt: &mut P,
     maps: &mut M,
     clock: &mut C,
     hook: Hook,
 ) -> Outcome {
-    let flow = match parse::parse(pkt) {
-        Parsed::Flow(f) => f,
+    let mut run = Run::default();
+    match parse::parse(pkt, &mut run.flow) {
+        Parsed::Flow => {}
         Parsed::NotIp => return out(Verdict::Pass, Event::NotIp),
         Parsed::Unhandled => return out(Verdict::Pass, Event::Unhandled),
-        Parsed::Fragment {
-            daddr,
-            proto,
-            dport,
-        } => {
-            let to_vip = hook == Hook::WireIngress && aimed_at_vip(maps, &daddr, proto, dport);
+        Parsed::Fragment { has_port } => {
+            let to_vip = hook == Hook::WireIngress && aimed_at_vip(maps, &run.flow, has_port);
             let verdict = if to_vip { Verdict::Drop } else { Verdict::Pass };
             return out(verdict, Event::Fragment);
         }
-        Parsed::Malformed { daddr } => {
+        Parsed::Malformed { has_daddr } => {
             let to_vip = hook == Hook::WireIngress
-                && match daddr {
-                    Some(d) => maps.service(&vip_marker_key(&d)).is_some(),
-                    None => false,
-                };
+                && has_daddr
+                && maps.service(&vip_marker_key(&run.flow.daddr)).is_some();
             let verdict = if to_vip { Verdict::Drop } else { Verdict::Pass };
             return out(verdict, Event::Malformed);
         }
-    };
-    if flow.proto != PROTO_TCP && flow.proto != PROTO_UDP {
+    }
+    if run.flow.proto != PROTO_TCP && run.flow.proto != PROTO_UDP {
         // ICMP: no ports to translate. Errors about translated flows pass
         // untranslated (future work, as Cilium's ICMP reverse NAT).
         return out(Verdict::Pass, Event::NotService);
     }
-    let now = clock.now_ns();
+    run.now = clock.now_ns();
 
-    if let Some(o) = reverse_nat(pkt, maps, &flow, now) {
-        return o;
-    }
-    if hook != Hook::WireIngress {
+    // A reply of a translated flow (any hook): source := VIP:port,
+    // destination := client.
+    run.ct.set_key(&run.flow, CT_DIR_REPLY);
+    let event = if conntrack::lookup(maps, &mut run.ct, run.now) {
+        conntrack::touch(maps, &mut run.ct, &run.flow, run.now);
+        Event::ReplyNat
+    } else if hook != Hook::WireIngress {
         return out(Verdict::Pass, Event::NotService);
+    } else {
+        match to_frontend(maps, &mut run) {
+            Step::Done(o) => return o,
+            Step::Apply(event) => event,
+            Step::NoEndpoint => return no_endpoint(pkt, &run.flow),
+            Step::NewFlow { local } => {
+                if let Some(o) = conntrack_new_flow(maps, &mut run, local) {
+                    return o;
+                }
+                Event::NewFlow
+            }
+        }
+    };
+    match nat::rewrite(pkt, &run.flow, &run.ct.val) {
+        Some(()) => out(Verdict::Pass, event),
+        None => out(Verdict::Drop, Event::Malformed),
     }
+}
 
+/// Whether a fragment is aimed at a VIP: by full key when the first fragment
+/// showed the port, else by the VIP's wildcard marker.
+#[inline(always)]
+fn aimed_at_vip<M: Maps>(maps: &M, flow: &Flow, has_port: bool) -> bool {
+    if has_port {
+        let k = ServiceKey {
+            addr: flow.daddr,
+            port: flow.dport,
+            proto: flow.proto,
+            _pad: 0,
+        };
+        if maps.service(&k).is_some() {
+            return true;
+        }
+    }
+    maps.service(&vip_marker_key(&flow.daddr)).is_some()
+}
+
+/// A packet at `WireIngress` that is no reply: to a frontend? Finds the
+/// established flow or chooses the endpoint of a new one.
+#[inline(never)]
+fn to_frontend<M: Maps>(maps: &mut M, run: &mut Run) -> Step {
+    let flow = &run.flow;
     let skey = ServiceKey {
         addr: flow.daddr,
         port: flow.dport,
@@ -112,182 +184,128 @@ pub fn process<P: Packet, M: Maps, C: Clock>(
         _pad: 0,
     };
     let Some(svc) = maps.service(&skey) else {
-        return out(Verdict::Pass, Event::NotService);
+        return Step::Done(out(Verdict::Pass, Event::NotService));
     };
 
-    let fkey = CtKey {
-        saddr: flow.saddr,
-        daddr: flow.daddr,
-        sport: flow.sport,
-        dport: flow.dport,
-        proto: flow.proto,
-        dir: CT_DIR_FORWARD,
-        _pad: [0; 2],
-    };
-    if let Some(v) = conntrack::lookup(maps, &fkey, now) {
-        let reused = conntrack::is_pure_syn(&flow) && v.state != maps::CT_STATE_SYN_SENT;
+    let ct = &mut run.ct;
+    ct.set_key(flow, CT_DIR_FORWARD);
+    if conntrack::lookup(maps, ct, run.now) {
+        let reused = conntrack::is_pure_syn(flow) && ct.val.state != CT_STATE_SYN_SENT;
         if !reused {
-            return translate(pkt, maps, &flow, &fkey, &v, now, Event::Established);
+            conntrack::touch(maps, ct, flow, run.now);
+            return Step::Apply(Event::Established);
         }
         // The client reuses the tuple for a new connection: choose again,
         // so a terminating endpoint stops getting new connections (P5).
-        conntrack::delete_pair(maps, &fkey, &v);
+        conntrack::delete_pair(maps, ct);
     }
 
-    let Some(choice) = select::choose(maps, clock, &svc, &flow) else {
-        return no_endpoint(pkt, &flow);
-    };
-    if !select::family_matches(&flow, &choice.ep) {
-        return out(Verdict::Drop, Event::BadEndpoint);
+    let mut choice = Choice::default();
+    if !select::choose(maps, &svc, flow, run.now, &mut choice) {
+        return Step::NoEndpoint;
     }
+    if !select::family_matches(flow, &choice.ep) {
+        return Step::Done(out(Verdict::Drop, Event::BadEndpoint));
+    }
+    let state = conntrack::initial_state(flow);
+    let v = &mut ct.val;
+    v.nat_saddr = flow.saddr;
+    v.nat_daddr = choice.ep.addr;
+    v.nat_sport = flow.sport;
+    v.nat_dport = choice.ep.port;
+    v.state = state;
+    v.flags = 0;
+    v._pad = [0; 2];
+    v.svc_id = svc.id;
+    v._pad2 = 0;
+    v.last_seen_ns = run.now;
+    v.expires_ns = run
+        .now
+        .saturating_add(conntrack::timeout_ns(flow.is_tcp(), state));
+    Step::NewFlow {
+        local: svc.flags & SVC_F_LOCAL != 0,
+    }
+}
 
-    let local = svc.flags & SVC_F_LOCAL != 0;
-    let state = conntrack::initial_state(&flow);
-    let expires = now.saturating_add(conntrack::timeout_ns(flow.is_tcp(), state));
-    let mut fval = CtValue {
-        nat_saddr: flow.saddr,
-        nat_daddr: choice.ep.addr,
-        nat_sport: flow.sport,
-        nat_dport: choice.ep.port,
-        state,
-        flags: 0,
-        svc_id: svc.id,
-        last_seen_ns: now,
-        expires_ns: expires,
-        ..CtValue::default()
-    };
+/// Write both conntrack entries of the new flow in `run.ct` (forward
+/// orientation, endpoint set), claiming a SNAT port unless `local`. `None`:
+/// done, translate; `Some`: the drop to return.
+#[inline(never)]
+fn conntrack_new_flow<M: Maps>(maps: &mut M, run: &mut Run, local: bool) -> Option<Outcome> {
+    let ct = &mut run.ct;
     if local {
         // P4: the client address stays; replies come back endpoint to client.
-        let (rkey, rval) = conntrack::mirror(&fkey, &fval);
-        if !maps.ct_put(&rkey, &rval) {
-            return out(Verdict::Drop, Event::CtFull);
+        ct.flip();
+        let ok = maps.ct_put(&ct.key, &ct.val);
+        ct.flip();
+        if !ok {
+            return Some(out(Verdict::Drop, Event::CtFull));
         }
     } else {
         // P3: SNAT to the node address with a port no other flow to the same
         // endpoint holds; claiming the reply key is what reserves it.
         let node = maps.node();
-        let snat_addr = if flow.v6 { node.addr6 } else { node.addr4 };
-        if snat_addr == [0u8; 16] || (!flow.v6 && !is_v4_mapped(&snat_addr)) {
-            return out(Verdict::Drop, Event::NoNodeAddr);
-        }
-        fval.nat_saddr = snat_addr;
-        fval.flags = CT_F_SNAT;
-        if !claim_snat_port(
-            maps,
-            clock,
-            &fkey,
-            &mut fval,
-            node.snat_port_min,
-            node.snat_port_max,
-            now,
-        ) {
-            return out(Verdict::Drop, Event::NoSnatPort);
-        }
-    }
-    if !maps.ct_put(&fkey, &fval) {
-        let (rkey, _) = conntrack::mirror(&fkey, &fval);
-        maps.ct_delete(&rkey);
-        return out(Verdict::Drop, Event::CtFull);
-    }
-    apply(pkt, &flow, &fval, Event::NewFlow)
-}
-
-/// Whether a fragment is aimed at a VIP: by full key when the first fragment
-/// showed the port, else by the VIP's wildcard marker.
-#[inline(always)]
-fn aimed_at_vip<M: Maps>(maps: &M, daddr: &Addr, proto: u8, dport: Option<u16>) -> bool {
-    if let Some(port) = dport {
-        let k = ServiceKey {
-            addr: *daddr,
-            port,
-            proto,
-            _pad: 0,
+        let snat_addr = if run.flow.v6 {
+            &node.addr6
+        } else {
+            &node.addr4
         };
-        if maps.service(&k).is_some() {
-            return true;
+        if addr_is_zero(snat_addr) || (!run.flow.v6 && !is_v4_mapped(snat_addr)) {
+            return Some(out(Verdict::Drop, Event::NoNodeAddr));
+        }
+        ct.val.nat_saddr = *snat_addr;
+        ct.val.flags = CT_F_SNAT;
+        let seq = SnatSeq::of(&run.flow);
+        if !claim_snat_port(maps, ct, &seq, &node, run.now) {
+            return Some(out(Verdict::Drop, Event::NoSnatPort));
         }
     }
-    maps.service(&vip_marker_key(daddr)).is_some()
-}
-
-/// Reply of a translated flow: source := VIP:port, destination := client.
-#[inline(always)]
-fn reverse_nat<P: Packet, M: Maps>(
-    pkt: &mut P,
-    maps: &mut M,
-    flow: &Flow,
-    now: u64,
-) -> Option<Outcome> {
-    let rkey = CtKey {
-        saddr: flow.saddr,
-        daddr: flow.daddr,
-        sport: flow.sport,
-        dport: flow.dport,
-        proto: flow.proto,
-        dir: CT_DIR_REPLY,
-        _pad: [0; 2],
-    };
-    let v = conntrack::lookup(maps, &rkey, now)?;
-    Some(translate(pkt, maps, flow, &rkey, &v, now, Event::ReplyNat))
-}
-
-#[inline(always)]
-fn translate<P: Packet, M: Maps>(
-    pkt: &mut P,
-    maps: &mut M,
-    flow: &Flow,
-    key: &CtKey,
-    val: &CtValue,
-    now: u64,
-    event: Event,
-) -> Outcome {
-    conntrack::touch(maps, key, val, flow, now);
-    apply(pkt, flow, val, event)
-}
-
-#[inline(always)]
-fn apply<P: Packet>(pkt: &mut P, flow: &Flow, val: &CtValue, event: Event) -> Outcome {
-    let to = Target {
-        saddr: val.nat_saddr,
-        sport: val.nat_sport,
-        daddr: val.nat_daddr,
-        dport: val.nat_dport,
-    };
-    match nat::rewrite(pkt, flow, &to) {
-        Some(()) => out(Verdict::Pass, event),
-        None => out(Verdict::Drop, Event::Malformed),
+    if !maps.ct_put(&ct.key, &ct.val) {
+        ct.flip();
+        maps.ct_delete(&ct.key);
+        return Some(out(Verdict::Drop, Event::CtFull));
     }
+    None
 }
 
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn claim_snat_port<M: Maps, C: Clock>(
+/// Find a free SNAT port in the node's range for the forward entry `ct`
+/// (SNAT address set): claim the reply entry with an insert-if-absent,
+/// trying the flow's candidates in order. On success `ct.val.nat_sport` is
+/// the port and the reply entry is written; `ct` is back in forward
+/// orientation either way.
+#[inline(never)]
+fn claim_snat_port<M: Maps>(
     maps: &mut M,
-    clock: &mut C,
-    fkey: &CtKey,
-    fval: &mut CtValue,
-    min: u16,
-    max: u16,
+    ct: &mut CtEntry,
+    seq: &SnatSeq,
+    node: &maps::NodeConfig,
     now: u64,
 ) -> bool {
+    let (min, max) = (node.snat_port_min, node.snat_port_max);
     if min == 0 || max < min {
         return false;
     }
     let range = u32::from(max - min) + 1;
+    // In reply orientation the candidate port is the key's destination port
+    // (the forward value's `nat_sport`).
+    ct.flip();
+    let mut claimed = false;
     let mut i = 0;
     while i < SNAT_RETRIES {
+        ct.key.dport = min + seq.offset(i, range) as u16;
         i += 1;
-        fval.nat_sport = min + (clock.random() % range) as u16;
-        let (rkey, rval) = conntrack::mirror(fkey, fval);
-        if maps.ct_put_new(&rkey, &rval) {
-            return true;
+        if maps.ct_put_new(&ct.key, &ct.val) {
+            claimed = true;
+            break;
         }
         // A port whose previous flow expired is free again.
-        if conntrack::lookup(maps, &rkey, now).is_none() && maps.ct_put(&rkey, &rval) {
-            return true;
+        if !maps.ct_live(&ct.key, now) && maps.ct_put(&ct.key, &ct.val) {
+            claimed = true;
+            break;
         }
     }
-    false
+    ct.flip();
+    claimed
 }
 
 /// P6: nothing serves this frontend.

@@ -4,6 +4,48 @@
 //! kernel maps and in the host maps, and the differential test compares them.
 //! Addresses are 16 bytes for both families; IPv4 is stored IPv4-mapped
 //! (`::ffff:a.b.c.d`). Ports are host byte order.
+//!
+//! Every type holding an address is at least 4-byte aligned (sizes are
+//! unchanged: each already was a multiple of its new alignment). The BPF
+//! backend cannot load misaligned words, so a byte-aligned address is
+//! compared and checksummed byte by byte; aligned, it takes four word loads.
+//! See `ebpf/programs/VERIFIER_NOTES.md`.
+
+use crate::Event;
+
+// The kernel maps (`ebpf/programs` defines them, the agent's kernel engine
+// opens them by name). Kernel map names keep the first 15 bytes
+// (`SLUICE_ENDPOINT` in `bpftool map`); aya finds them by the full name.
+
+/// Hash: [`ServiceKey`] → [`ServiceValue`].
+pub const MAP_SERVICES: &str = "SLUICE_SERVICES";
+/// Array: slot → [`Endpoint`].
+pub const MAP_ENDPOINTS: &str = "SLUICE_ENDPOINTS";
+/// Array: index → slot offset (`u32`).
+pub const MAP_MAGLEV: &str = "SLUICE_MAGLEV";
+/// LRU hash: [`CtKey`] → [`CtValue`].
+pub const MAP_CT: &str = "SLUICE_CT";
+/// LRU hash: [`AffinityKey`] → [`AffinityValue`].
+pub const MAP_AFFINITY: &str = "SLUICE_AFFINITY";
+/// Array: 0 → [`NodeConfig`].
+pub const MAP_NODE: &str = "SLUICE_NODE";
+/// Per-CPU array: `Event as u32` → count (`u64`).
+pub const MAP_EVENTS: &str = "SLUICE_EVENTS";
+
+/// Frontends.
+pub const SERVICES_MAX_ENTRIES: u32 = 65_536;
+/// Endpoint slots, ready-first per service.
+pub const ENDPOINTS_MAX_ENTRIES: u32 = 262_144;
+/// The flat Maglev array (each service owns a prime-sized window).
+pub const MAGLEV_MAX_ENTRIES: u32 = 4_194_304;
+/// Conntrack entries (two per translated flow).
+pub const CT_MAX_ENTRIES: u32 = 262_144;
+/// Session affinity entries.
+pub const AFFINITY_MAX_ENTRIES: u32 = 65_536;
+/// One node configuration, index 0.
+pub const NODE_MAX_ENTRIES: u32 = 1;
+/// One counter per [`Event`].
+pub const EVENTS_MAX_ENTRIES: u32 = Event::COUNT as u32;
 
 pub const PROTO_ICMP: u8 = 1;
 pub const PROTO_TCP: u8 = 6;
@@ -21,22 +63,37 @@ pub const fn v4_mapped(a: [u8; 4]) -> Addr {
 }
 
 pub const fn is_v4_mapped(a: &Addr) -> bool {
-    a[0] == 0
-        && a[1] == 0
-        && a[2] == 0
-        && a[3] == 0
-        && a[4] == 0
-        && a[5] == 0
-        && a[6] == 0
-        && a[7] == 0
-        && a[8] == 0
-        && a[9] == 0
-        && a[10] == 0xff
-        && a[11] == 0xff
+    addr_word(a, 0) == 0 && addr_word(a, 1) == 0 && addr_word(a, 2) == 0x0000_ffff
+}
+
+/// Word `i` (0..=3) of an address, big-endian. Indices past the end read
+/// as 0. Whole-word loads: see the module note on alignment.
+#[inline(always)]
+pub const fn addr_word(a: &Addr, i: usize) -> u32 {
+    let o = i * 4;
+    if o + 4 > a.len() {
+        return 0;
+    }
+    u32::from_be_bytes([a[o], a[o + 1], a[o + 2], a[o + 3]])
+}
+
+/// Address equality, word by word.
+#[inline(always)]
+pub const fn addr_eq(a: &Addr, b: &Addr) -> bool {
+    addr_word(a, 0) == addr_word(b, 0)
+        && addr_word(a, 1) == addr_word(b, 1)
+        && addr_word(a, 2) == addr_word(b, 2)
+        && addr_word(a, 3) == addr_word(b, 3)
+}
+
+/// The all-zero address ("none" in [`NodeConfig`]).
+#[inline(always)]
+pub const fn addr_is_zero(a: &Addr) -> bool {
+    addr_word(a, 0) == 0 && addr_word(a, 1) == 0 && addr_word(a, 2) == 0 && addr_word(a, 3) == 0
 }
 
 /// A LoadBalancer frontend: the VIP, `spec.ports[].port` and protocol.
-#[repr(C)]
+#[repr(C, align(4))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ServiceKey {
     pub addr: Addr,
@@ -74,7 +131,7 @@ pub struct ServiceValue {
 pub const EP_F_LOCAL: u16 = 1 << 0;
 
 /// A backend: pod IP and the `targetPort` for this service port.
-#[repr(C)]
+#[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Endpoint {
     pub addr: Addr,
@@ -84,7 +141,7 @@ pub struct Endpoint {
 }
 
 /// What the program needs to know of the node it runs on.
-#[repr(C)]
+#[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NodeConfig {
     /// SNAT source for IPv4 flows (IPv4-mapped); all zero: no IPv4 SNAT.
@@ -107,7 +164,7 @@ pub struct NodeConfig {
 /// (`Cluster`) or to the client (`Local`), as the endpoint answers. Each
 /// entry's value is enough to rebuild the other one (see
 /// `conntrack::mirror`), so the pair is kept in step without extra lookups.
-#[repr(C)]
+#[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CtKey {
     pub saddr: Addr,
@@ -166,7 +223,7 @@ pub struct CtValue {
     pub expires_ns: u64,
 }
 
-#[repr(C)]
+#[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AffinityKey {
     pub client: Addr,
@@ -200,3 +257,17 @@ pub const fn vip_marker_key(addr: &Addr) -> ServiceKey {
         _pad: 0,
     }
 }
+
+// The layout is the contract with the kernel maps and the agent: sizes must
+// not move when fields or alignments do.
+const _: () = {
+    use core::mem::size_of;
+    assert!(size_of::<ServiceKey>() == 20);
+    assert!(size_of::<ServiceValue>() == 32);
+    assert!(size_of::<Endpoint>() == 24);
+    assert!(size_of::<NodeConfig>() == 40);
+    assert!(size_of::<CtKey>() == 40);
+    assert!(size_of::<CtValue>() == 64);
+    assert!(size_of::<AffinityKey>() == 24);
+    assert!(size_of::<AffinityValue>() == 32);
+};

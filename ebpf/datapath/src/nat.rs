@@ -2,7 +2,7 @@
 
 use crate::csum;
 use crate::env::{L4Csum, Packet};
-use crate::maps::Addr;
+use crate::maps::{addr_eq, addr_word, Addr, CtValue};
 use crate::parse::Flow;
 
 const V4_SADDR_OFF: usize = 12;
@@ -11,26 +11,38 @@ const V4_CSUM_OFF: usize = 10;
 const V6_SADDR_OFF: usize = 8;
 const V6_DADDR_OFF: usize = 24;
 
-/// The tuple a packet should carry after translation.
-#[derive(Clone, Copy)]
-pub struct Target {
-    pub saddr: Addr,
-    pub sport: u16,
-    pub daddr: Addr,
-    pub dport: u16,
+/// RFC 1624 difference for replacing address `old` by `new`, over 32-bit
+/// words: all four for IPv6, the last (the IPv4 address of an IPv4-mapped
+/// one) for IPv4.
+#[inline(always)]
+pub fn addr_diff(old: &Addr, new: &Addr, v6: bool) -> u32 {
+    let mut d = csum::diff32(addr_word(old, 3), addr_word(new, 3));
+    if v6 {
+        d += csum::diff32(addr_word(old, 0), addr_word(new, 0));
+        d += csum::diff32(addr_word(old, 1), addr_word(new, 1));
+        d += csum::diff32(addr_word(old, 2), addr_word(new, 2));
+    }
+    d
 }
 
+/// Write address `a` at `off`: 16 bytes for IPv6, the IPv4 address (last
+/// four bytes) for IPv4.
 #[inline(always)]
-fn tail4(a: &Addr) -> [u8; 4] {
-    [a[12], a[13], a[14], a[15]]
+fn store_addr<P: Packet>(pkt: &mut P, off: usize, a: &Addr, v6: bool) -> Option<()> {
+    if v6 {
+        pkt.store(off, a)
+    } else {
+        pkt.store(off, &addr_word(a, 3).to_be_bytes())
+    }
 }
 
-/// Rewrite `flow`'s packet to `to`. Only fields that change are written;
-/// address changes reach the L4 checksum through the pseudo-header, port
-/// changes directly. `None` only if the frame no longer holds the headers
-/// the parser saw.
-#[inline(always)]
-pub fn rewrite<P: Packet>(pkt: &mut P, flow: &Flow, to: &Target) -> Option<()> {
+/// Rewrite `flow`'s packet to the translation of `to`: source :=
+/// `nat_saddr:nat_sport`, destination := `nat_daddr:nat_dport`. Only fields
+/// that change are written; address changes reach the L4 checksum through
+/// the pseudo-header, port changes directly. `None` only if the frame no
+/// longer holds the headers the parser saw. Its own BPF function.
+#[inline(never)]
+pub fn rewrite<P: Packet>(pkt: &mut P, flow: &Flow, to: &CtValue) -> Option<()> {
     let csum_off = flow.l4_csum_off();
     let how_pseudo = L4Csum {
         pseudo: true,
@@ -40,51 +52,46 @@ pub fn rewrite<P: Packet>(pkt: &mut P, flow: &Flow, to: &Target) -> Option<()> {
         pseudo: false,
         ..how_pseudo
     };
+    let l3 = flow.l3();
+    let (s_off, d_off) = if flow.v6 {
+        (V6_SADDR_OFF, V6_DADDR_OFF)
+    } else {
+        (V4_SADDR_OFF, V4_DADDR_OFF)
+    };
 
-    let s_changed = to.saddr != flow.saddr;
-    let d_changed = to.daddr != flow.daddr;
+    let s_changed = !addr_eq(&to.nat_saddr, &flow.saddr);
+    let d_changed = !addr_eq(&to.nat_daddr, &flow.daddr);
     if s_changed || d_changed {
-        let mut addr_diff = 0u32;
-        if flow.v6 {
-            if s_changed {
-                addr_diff += csum::diff(&flow.saddr, &to.saddr);
-                pkt.store(flow.l3 + V6_SADDR_OFF, &to.saddr)?;
-            }
-            if d_changed {
-                addr_diff += csum::diff(&flow.daddr, &to.daddr);
-                pkt.store(flow.l3 + V6_DADDR_OFF, &to.daddr)?;
-            }
-        } else {
-            if s_changed {
-                let new = tail4(&to.saddr);
-                addr_diff += csum::diff(&tail4(&flow.saddr), &new);
-                pkt.store(flow.l3 + V4_SADDR_OFF, &new)?;
-            }
-            if d_changed {
-                let new = tail4(&to.daddr);
-                addr_diff += csum::diff(&tail4(&flow.daddr), &new);
-                pkt.store(flow.l3 + V4_DADDR_OFF, &new)?;
-            }
-            pkt.l3_csum_apply(flow.l3 + V4_CSUM_OFF, addr_diff)?;
+        let mut addr_diff_sum = 0u32;
+        if s_changed {
+            addr_diff_sum += addr_diff(&flow.saddr, &to.nat_saddr, flow.v6);
+            store_addr(pkt, l3 + s_off, &to.nat_saddr, flow.v6)?;
+        }
+        if d_changed {
+            addr_diff_sum += addr_diff(&flow.daddr, &to.nat_daddr, flow.v6);
+            store_addr(pkt, l3 + d_off, &to.nat_daddr, flow.v6)?;
+        }
+        if !flow.v6 {
+            pkt.l3_csum_apply(l3 + V4_CSUM_OFF, addr_diff_sum)?;
         }
         // ICMP (v4) has no pseudo-header; ICMPv6 does, but we never
         // rewrite ICMPv6 here.
         if let Some(off) = csum_off {
-            pkt.l4_csum_apply(off, addr_diff, how_pseudo)?;
+            pkt.l4_csum_apply(off, addr_diff_sum, how_pseudo)?;
         }
     }
 
     if let Some(off) = csum_off {
         let mut port_diff = 0u32;
         let mut ports_changed = false;
-        if to.sport != flow.sport {
-            port_diff += csum::diff16(flow.sport, to.sport);
-            pkt.store(flow.l4, &to.sport.to_be_bytes())?;
+        if to.nat_sport != flow.sport {
+            port_diff += csum::diff16(flow.sport, to.nat_sport);
+            pkt.store(flow.l4(), &to.nat_sport.to_be_bytes())?;
             ports_changed = true;
         }
-        if to.dport != flow.dport {
-            port_diff += csum::diff16(flow.dport, to.dport);
-            pkt.store(flow.l4 + 2, &to.dport.to_be_bytes())?;
+        if to.nat_dport != flow.dport {
+            port_diff += csum::diff16(flow.dport, to.nat_dport);
+            pkt.store(flow.l4() + 2, &to.nat_dport.to_be_bytes())?;
             ports_changed = true;
         }
         if ports_changed {

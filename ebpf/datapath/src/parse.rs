@@ -33,22 +33,32 @@ pub const TCP_CSUM_OFF: usize = 16;
 pub const UDP_CSUM_OFF: usize = 6;
 
 /// A parsed IP packet with a complete, handled L4 header.
-#[derive(Clone, Copy)]
+///
+/// Compact on purpose (56 bytes): the program keeps one for its whole run
+/// and every sub-function reads it by reference. Offsets are `u16` (a frame
+/// is at most 64 KiB); addresses are word-aligned (see `maps`).
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Default)]
 pub struct Flow {
-    pub l3: usize,
-    pub l4: usize,
-    /// Bytes of L4 header plus payload, from the IP header.
-    pub l4_len: usize,
-    pub v6: bool,
     pub saddr: Addr,
     pub daddr: Addr,
-    pub proto: u8,
     /// Ports for TCP/UDP; zero for ICMP.
     pub sport: u16,
     pub dport: u16,
+    pub proto: u8,
+    pub v6: bool,
     /// TCP only.
     pub tcp_flags: u8,
-    pub tcp_hlen: usize,
+    /// TCP header length in bytes (20..=60); TCP only.
+    pub tcp_hlen: u8,
+    /// Offset of the IP header.
+    pub l3: u16,
+    /// Offset of the L4 header.
+    pub l4: u16,
+    /// Bytes of L4 header plus payload, from the IP header.
+    pub l4_len: u16,
+    pub _pad: u16,
+    /// TCP only.
     pub seq: u32,
     pub ack: u32,
 }
@@ -64,12 +74,22 @@ impl Flow {
         self.proto == PROTO_UDP
     }
 
+    #[inline(always)]
+    pub fn l3(&self) -> usize {
+        usize::from(self.l3)
+    }
+
+    #[inline(always)]
+    pub fn l4(&self) -> usize {
+        usize::from(self.l4)
+    }
+
     /// Offset of the L4 checksum for the protocols whose ports we rewrite.
     #[inline(always)]
     pub fn l4_csum_off(&self) -> Option<usize> {
         match self.proto {
-            PROTO_TCP => Some(self.l4 + TCP_CSUM_OFF),
-            PROTO_UDP => Some(self.l4 + UDP_CSUM_OFF),
+            PROTO_TCP => Some(self.l4() + TCP_CSUM_OFF),
+            PROTO_UDP => Some(self.l4() + UDP_CSUM_OFF),
             _ => None,
         }
     }
@@ -77,31 +97,31 @@ impl Flow {
     /// TCP payload bytes (for the sequence space a reset must acknowledge).
     #[inline(always)]
     pub fn tcp_payload_len(&self) -> usize {
-        self.l4_len.saturating_sub(self.tcp_hlen)
+        usize::from(self.l4_len).saturating_sub(usize::from(self.tcp_hlen))
     }
 }
 
-/// What the parser made of a frame.
+/// What the parser made of a frame. Whatever it learnt is in the [`Flow`]
+/// it filled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Parsed {
     /// Not IPv4/IPv6 (ARP, LLDP, ...).
     NotIp,
     /// IP, but nothing the program translates (other L4 protocols, IPv6
     /// routing headers, ...): passes untouched.
     Unhandled,
-    /// A fragment. `first` carries ports when the first fragment held a
-    /// complete TCP/UDP header.
-    Fragment {
-        daddr: Addr,
-        proto: u8,
-        dport: Option<u16>,
-    },
+    /// A fragment: `daddr` and `proto` are set, and `dport` too when
+    /// `has_port` (the first fragment held a complete TCP/UDP header start).
+    Fragment { has_port: bool },
     /// The IP header parsed but something after it is inconsistent or cut
-    /// short. `daddr` lets the caller tell whether it was aimed at a VIP.
-    Malformed {
-        daddr: Option<Addr>,
-    },
-    Flow(Flow),
+    /// short. `daddr` is set when `has_daddr`, so the caller can tell
+    /// whether it was aimed at a VIP.
+    Malformed { has_daddr: bool },
+    /// A complete flow.
+    Flow,
 }
+
+const MALFORMED: Parsed = Parsed::Malformed { has_daddr: true };
 
 #[inline(always)]
 fn be16<P: Packet>(pkt: &P, off: usize) -> Option<u16> {
@@ -113,7 +133,10 @@ fn be32<P: Packet>(pkt: &P, off: usize) -> Option<u32> {
     pkt.load::<4>(off).map(u32::from_be_bytes)
 }
 
-pub fn parse<P: Packet>(pkt: &P) -> Parsed {
+/// Parse a frame into `flow` (which must start zeroed). Its own BPF
+/// function: see `ebpf/programs/VERIFIER_NOTES.md`.
+#[inline(never)]
+pub fn parse<P: Packet>(pkt: &P, flow: &mut Flow) -> Parsed {
     let Some(mut ethertype) = be16(pkt, 12) else {
         return Parsed::NotIp;
     };
@@ -126,23 +149,24 @@ pub fn parse<P: Packet>(pkt: &P) -> Parsed {
         l3 = ETH_HLEN + 4;
     }
     match ethertype {
-        ETH_P_IP => parse_v4(pkt, l3),
-        ETH_P_IPV6 => parse_v6(pkt, l3),
+        ETH_P_IP => parse_v4(pkt, l3, flow),
+        ETH_P_IPV6 => parse_v6(pkt, l3, flow),
         _ => Parsed::NotIp,
     }
 }
 
-fn parse_v4<P: Packet>(pkt: &P, l3: usize) -> Parsed {
+#[inline(always)]
+fn parse_v4<P: Packet>(pkt: &P, l3: usize, flow: &mut Flow) -> Parsed {
     let Some(h) = pkt.load::<20>(l3) else {
-        return Parsed::Malformed { daddr: None };
+        return Parsed::Malformed { has_daddr: false };
     };
-    let daddr = v4_mapped([h[16], h[17], h[18], h[19]]);
-    let saddr = v4_mapped([h[12], h[13], h[14], h[15]]);
+    flow.daddr = v4_mapped([h[16], h[17], h[18], h[19]]);
+    flow.saddr = v4_mapped([h[12], h[13], h[14], h[15]]);
     let ihl = usize::from(h[0] & 0x0f) * 4;
     let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
     let frame_room = pkt.len().saturating_sub(l3);
     if h[0] >> 4 != 4 || ihl < 20 || total < ihl || total > frame_room {
-        return Parsed::Malformed { daddr: Some(daddr) };
+        return MALFORMED;
     }
     let proto = h[9];
     let frag = u16::from_be_bytes([h[6], h[7]]);
@@ -151,33 +175,33 @@ fn parse_v4<P: Packet>(pkt: &P, l3: usize) -> Parsed {
     let l4 = l3 + ihl;
     let l4_len = total - ihl;
     if more_fragments || offset != 0 {
-        let dport = if offset == 0 {
-            first_fragment_dport(pkt, proto, l4, l4_len)
-        } else {
-            None
-        };
-        return Parsed::Fragment {
-            daddr,
-            proto,
-            dport,
-        };
+        flow.proto = proto;
+        let has_port = offset == 0 && first_fragment_dport(pkt, proto, l4, l4_len, flow);
+        return Parsed::Fragment { has_port };
     }
-    parse_l4(pkt, l3, l4, l4_len, false, saddr, daddr, proto)
+    flow.l3 = l3 as u16;
+    flow.l4 = l4 as u16;
+    flow.l4_len = l4_len as u16;
+    flow.v6 = false;
+    flow.proto = proto;
+    parse_l4(pkt, flow)
 }
 
-fn parse_v6<P: Packet>(pkt: &P, l3: usize) -> Parsed {
-    let Some(h) = pkt.load::<IPV6_HLEN>(l3) else {
-        return Parsed::Malformed { daddr: None };
+#[inline(always)]
+fn parse_v6<P: Packet>(pkt: &P, l3: usize, flow: &mut Flow) -> Parsed {
+    let Some(h) = pkt.load::<8>(l3) else {
+        return Parsed::Malformed { has_daddr: false };
     };
-    let mut saddr = [0u8; 16];
-    let mut daddr = [0u8; 16];
-    saddr.copy_from_slice(&h[8..24]);
-    daddr.copy_from_slice(&h[24..40]);
+    let (Some(saddr), Some(daddr)) = (pkt.load::<16>(l3 + 8), pkt.load::<16>(l3 + 24)) else {
+        return Parsed::Malformed { has_daddr: false };
+    };
+    flow.saddr = saddr;
+    flow.daddr = daddr;
     let payload = usize::from(u16::from_be_bytes([h[4], h[5]]));
     let frame_room = pkt.len().saturating_sub(l3 + IPV6_HLEN);
     // Jumbograms (payload length 0) are not for us.
     if h[0] >> 4 != 6 || payload == 0 || payload > frame_room {
-        return Parsed::Malformed { daddr: Some(daddr) };
+        return MALFORMED;
     }
     let mut next = h[6];
     let mut l4 = l3 + IPV6_HLEN;
@@ -188,11 +212,11 @@ fn parse_v6<P: Packet>(pkt: &P, l3: usize) -> Parsed {
             break;
         }
         let Some(e) = pkt.load::<2>(l4) else {
-            return Parsed::Malformed { daddr: Some(daddr) };
+            return MALFORMED;
         };
         let elen = (usize::from(e[1]) + 1) * 8;
         if elen > l4_len {
-            return Parsed::Malformed { daddr: Some(daddr) };
+            return MALFORMED;
         }
         next = e[0];
         l4 += elen;
@@ -201,97 +225,85 @@ fn parse_v6<P: Packet>(pkt: &P, l3: usize) -> Parsed {
     }
     if next == NEXTHDR_FRAGMENT {
         let Some(f) = pkt.load::<8>(l4) else {
-            return Parsed::Malformed { daddr: Some(daddr) };
+            return MALFORMED;
         };
         let offset = u16::from_be_bytes([f[2], f[3]]) >> 3;
         let proto = f[0];
-        let dport = if offset == 0 && l4_len >= 8 {
-            first_fragment_dport(pkt, proto, l4 + 8, l4_len - 8)
-        } else {
-            None
-        };
-        return Parsed::Fragment {
-            daddr,
-            proto,
-            dport,
-        };
+        flow.proto = proto;
+        let has_port = offset == 0
+            && l4_len >= 8
+            && first_fragment_dport(pkt, proto, l4 + 8, l4_len - 8, flow);
+        return Parsed::Fragment { has_port };
     }
-    parse_l4(pkt, l3, l4, l4_len, true, saddr, daddr, next)
+    flow.l3 = l3 as u16;
+    flow.l4 = l4 as u16;
+    flow.l4_len = l4_len as u16;
+    flow.v6 = true;
+    flow.proto = next;
+    parse_l4(pkt, flow)
 }
 
+/// The destination port of a first fragment into `flow.dport`, when it
+/// holds one.
 #[inline(always)]
-fn first_fragment_dport<P: Packet>(pkt: &P, proto: u8, l4: usize, l4_len: usize) -> Option<u16> {
-    if (proto == PROTO_TCP || proto == PROTO_UDP) && l4_len >= 4 {
-        be16(pkt, l4 + 2)
-    } else {
-        None
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn parse_l4<P: Packet>(
+fn first_fragment_dport<P: Packet>(
     pkt: &P,
-    l3: usize,
+    proto: u8,
     l4: usize,
     l4_len: usize,
-    v6: bool,
-    saddr: Addr,
-    daddr: Addr,
-    proto: u8,
-) -> Parsed {
-    let mut flow = Flow {
-        l3,
-        l4,
-        l4_len,
-        v6,
-        saddr,
-        daddr,
-        proto,
-        sport: 0,
-        dport: 0,
-        tcp_flags: 0,
-        tcp_hlen: 0,
-        seq: 0,
-        ack: 0,
-    };
-    let malformed = Parsed::Malformed { daddr: Some(daddr) };
-    match proto {
+    flow: &mut Flow,
+) -> bool {
+    if (proto == PROTO_TCP || proto == PROTO_UDP) && l4_len >= 4 {
+        if let Some(p) = be16(pkt, l4 + 2) {
+            flow.dport = p;
+            return true;
+        }
+    }
+    false
+}
+
+/// The L4 header of `flow` (`l3`, `l4`, `l4_len`, `v6`, `proto` and the
+/// addresses are set).
+#[inline(always)]
+fn parse_l4<P: Packet>(pkt: &P, flow: &mut Flow) -> Parsed {
+    let l4 = flow.l4();
+    let l4_len = usize::from(flow.l4_len);
+    match flow.proto {
         PROTO_TCP => {
             let Some(t) = pkt.load::<20>(l4) else {
-                return malformed;
+                return MALFORMED;
             };
-            let hlen = usize::from(t[12] >> 4) * 4;
-            if l4_len < 20 || hlen < 20 || hlen > l4_len {
-                return malformed;
+            let hlen = t[12] >> 4;
+            if l4_len < 20 || hlen < 5 || usize::from(hlen) * 4 > l4_len {
+                return MALFORMED;
             }
             flow.sport = u16::from_be_bytes([t[0], t[1]]);
             flow.dport = u16::from_be_bytes([t[2], t[3]]);
             flow.seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
             flow.ack = u32::from_be_bytes([t[8], t[9], t[10], t[11]]);
             flow.tcp_flags = t[13];
-            flow.tcp_hlen = hlen;
+            flow.tcp_hlen = hlen * 4;
         }
         PROTO_UDP => {
             let Some(u) = pkt.load::<8>(l4) else {
-                return malformed;
+                return MALFORMED;
             };
             let ulen = usize::from(u16::from_be_bytes([u[4], u[5]]));
             if l4_len < 8 || ulen < 8 || ulen > l4_len {
-                return malformed;
+                return MALFORMED;
             }
             flow.sport = u16::from_be_bytes([u[0], u[1]]);
             flow.dport = u16::from_be_bytes([u[2], u[3]]);
         }
         PROTO_ICMP | PROTO_ICMPV6 => {
-            if (proto == PROTO_ICMP) == v6 {
+            if (flow.proto == PROTO_ICMP) == flow.v6 {
                 return Parsed::Unhandled;
             }
             if l4_len < 8 || be32(pkt, l4).is_none() {
-                return malformed;
+                return MALFORMED;
             }
         }
         _ => return Parsed::Unhandled,
     }
-    Parsed::Flow(flow)
+    Parsed::Flow
 }

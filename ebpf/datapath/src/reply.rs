@@ -5,7 +5,7 @@
 
 use crate::csum;
 use crate::env::Packet;
-use crate::maps::{Addr, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP};
+use crate::maps::{addr_word, Addr, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP};
 use crate::parse::{Flow, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 
 const REPLY_TTL: u8 = 64;
@@ -26,7 +26,16 @@ const ICMPV6_PORT_UNREACH: u8 = 4;
 
 #[inline(always)]
 fn tail4(a: &Addr) -> [u8; 4] {
-    [a[12], a[13], a[14], a[15]]
+    addr_word(a, 3).to_be_bytes()
+}
+
+/// Sum of an address as big-endian 16-bit words, by 32-bit words.
+#[inline(always)]
+fn addr_sum(a: &Addr) -> u32 {
+    csum::sum32(addr_word(a, 0))
+        + csum::sum32(addr_word(a, 1))
+        + csum::sum32(addr_word(a, 2))
+        + csum::sum32(addr_word(a, 3))
 }
 
 #[inline(always)]
@@ -43,23 +52,14 @@ fn swap_macs<P: Packet>(pkt: &mut P) -> Option<()> {
 #[inline(always)]
 fn write_ip<P: Packet>(pkt: &mut P, flow: &Flow, proto: u8, payload_len: u16) -> Option<u32> {
     if flow.v6 {
-        let mut h = [0u8; IPV6_HLEN];
-        h[0] = 0x60;
         let pl = payload_len.to_be_bytes();
-        h[4] = pl[0];
-        h[5] = pl[1];
-        h[6] = proto;
-        h[7] = REPLY_TTL;
-        let mut i = 0;
-        while i < 16 {
-            h[8 + i] = flow.daddr[i];
-            h[24 + i] = flow.saddr[i];
-            i += 1;
-        }
-        pkt.store(flow.l3, &h)?;
+        let h = [0x60, 0, 0, 0, pl[0], pl[1], proto, REPLY_TTL];
+        pkt.store(flow.l3(), &h)?;
+        pkt.store(flow.l3() + 8, &flow.daddr)?;
+        pkt.store(flow.l3() + 24, &flow.saddr)?;
         Some(
-            csum::sum(&flow.daddr)
-                + csum::sum(&flow.saddr)
+            addr_sum(&flow.daddr)
+                + addr_sum(&flow.saddr)
                 + u32::from(payload_len)
                 + u32::from(proto),
         )
@@ -74,7 +74,7 @@ fn write_ip<P: Packet>(pkt: &mut P, flow: &Flow, proto: u8, payload_len: u16) ->
         let c = csum::finish(csum::sum(&h)).to_be_bytes();
         h[10] = c[0];
         h[11] = c[1];
-        pkt.store(flow.l3, &h)?;
+        pkt.store(flow.l3(), &h)?;
         if proto == PROTO_ICMP {
             Some(0)
         } else {
@@ -94,7 +94,8 @@ fn l3_hlen(flow: &Flow) -> usize {
 
 /// Turn a TCP segment to a VIP with no endpoint into the RST the client
 /// expects (RFC 9293 3.10.7.1): seq from their ACK if they sent one, else an
-/// ACK covering everything they sent.
+/// ACK covering everything they sent. Its own BPF function.
+#[inline(never)]
 pub fn tcp_reset<P: Packet>(pkt: &mut P, flow: &Flow) -> Option<()> {
     let (seq, ack, flags) = if flow.tcp_flags & TCP_ACK != 0 {
         (flow.ack, 0u32, TCP_RST)
@@ -121,18 +122,20 @@ pub fn tcp_reset<P: Packet>(pkt: &mut P, flow: &Flow) -> Option<()> {
     let c = csum::finish(pseudo + csum::sum(&t)).to_be_bytes();
     t[16] = c[0];
     t[17] = c[1];
-    let l4 = flow.l3 + l3_hlen(flow);
+    let l4 = flow.l3() + l3_hlen(flow);
     pkt.store(l4, &t)?;
     pkt.resize(l4 + TCP_HLEN)
 }
 
 /// Turn a UDP datagram to a VIP with no endpoint into ICMP / ICMPv6 port
-/// unreachable quoting the original IP header and 8 bytes after it.
+/// unreachable quoting the original IP header and 8 bytes after it. Its own
+/// BPF function.
+#[inline(never)]
 pub fn port_unreachable<P: Packet>(pkt: &mut P, flow: &Flow) -> Option<()> {
     let quote_len = if flow.v6 {
         QUOTE_V6
     } else {
-        flow.l4.saturating_sub(flow.l3) + 8
+        flow.l4().saturating_sub(flow.l3()) + 8
     };
     if quote_len > QUOTE_MAX {
         return None;
@@ -146,13 +149,13 @@ pub fn port_unreachable<P: Packet>(pkt: &mut P, flow: &Flow) -> Option<()> {
         if off >= quote_len {
             break;
         }
-        let w = pkt.load::<4>(flow.l3 + off)?;
+        let w = pkt.load::<4>(flow.l3() + off)?;
         if let Some(dst) = quote.get_mut(off..off + 4) {
             dst.copy_from_slice(&w);
         }
         i += 1;
     }
-    let l4 = flow.l3 + l3_hlen(flow);
+    let l4 = flow.l3() + l3_hlen(flow);
     let new_len = l4 + ICMP_HLEN + quote_len;
     pkt.resize(new_len)?;
     swap_macs(pkt)?;

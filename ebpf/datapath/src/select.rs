@@ -1,9 +1,10 @@
 //! Endpoint choice: session affinity, Maglev over ready endpoints, and the
 //! terminating fallback (P5).
 
-use crate::env::{Clock, Maps};
+use crate::env::Maps;
 use crate::maps::{
-    is_v4_mapped, Addr, AffinityKey, AffinityValue, Endpoint, ServiceValue, SVC_F_AFFINITY,
+    addr_eq, addr_word, is_v4_mapped, Addr, AffinityKey, AffinityValue, Endpoint, ServiceValue,
+    SVC_F_AFFINITY,
 };
 use crate::parse::Flow;
 
@@ -18,54 +19,105 @@ pub fn fmix32(mut h: u32) -> u32 {
     h
 }
 
-#[inline(always)]
-fn word(a: &Addr, i: usize) -> u32 {
-    match a.get(i..i + 4) {
-        Some(&[b0, b1, b2, b3]) => u32::from_be_bytes([b0, b1, b2, b3]),
-        _ => 0,
-    }
-}
+/// Seed of the Maglev hash.
+const SEED_MAGLEV: u32 = 0x9747_b28c;
+/// Seeds of the two independent hashes SNAT port candidates come from.
+const SEED_SNAT_A: u32 = 0x5a17_c0de;
+const SEED_SNAT_B: u32 = 0x0b5e_55ed;
 
 /// Deterministic hash of the 5-tuple: the same flow picks the same Maglev
 /// entry on every node and across restarts.
 #[inline(always)]
 pub fn hash_tuple(saddr: &Addr, daddr: &Addr, sport: u16, dport: u16, proto: u8) -> u32 {
-    let mut h: u32 = 0x9747_b28c ^ u32::from(proto);
+    hash_tuple_seeded(SEED_MAGLEV, saddr, daddr, sport, dport, proto)
+}
+
+#[inline(always)]
+fn hash_tuple_seeded(
+    seed: u32,
+    saddr: &Addr,
+    daddr: &Addr,
+    sport: u16,
+    dport: u16,
+    proto: u8,
+) -> u32 {
+    let mut h: u32 = seed ^ u32::from(proto);
     let mut i = 0;
-    while i < 16 {
-        h = (h ^ word(saddr, i))
+    while i < 4 {
+        h = (h ^ addr_word(saddr, i))
             .wrapping_mul(0xcc9e_2d51)
             .rotate_left(15);
-        h = (h ^ word(daddr, i))
+        h = (h ^ addr_word(daddr, i))
             .wrapping_mul(0x1b87_3593)
             .rotate_left(13);
-        i += 4;
+        i += 1;
     }
     h ^= (u32::from(sport) << 16) | u32::from(dport);
     fmix32(h)
 }
 
-/// Where the chosen endpoint sits, relative to the service's `ep_base`.
+/// Where a flow's SNAT port candidates come from: candidate `i` is
+/// `fmix32(a + i * b)` reduced to the port range (double hashing). Derived
+/// from the flow, not from a random source, so the kernel and the host
+/// builds choose the same ports; two flows share the whole sequence only if
+/// both 32-bit hashes collide. The claim is an insert-if-absent either way,
+/// so a candidate in use is skipped, never shared.
 #[derive(Clone, Copy)]
+pub struct SnatSeq {
+    pub a: u32,
+    pub b: u32,
+}
+
+impl SnatSeq {
+    #[inline(always)]
+    pub fn of(flow: &Flow) -> Self {
+        let (s, d) = (&flow.saddr, &flow.daddr);
+        let (sp, dp, p) = (flow.sport, flow.dport, flow.proto);
+        SnatSeq {
+            a: hash_tuple_seeded(SEED_SNAT_A, s, d, sp, dp, p),
+            b: hash_tuple_seeded(SEED_SNAT_B, s, d, sp, dp, p) | 1,
+        }
+    }
+
+    /// Candidate `i` as an offset into a range of `range` ports (> 0).
+    #[inline(always)]
+    pub fn offset(&self, i: u32, range: u32) -> u32 {
+        fmix32(self.a.wrapping_add(i.wrapping_mul(self.b))) % range
+    }
+}
+
+/// Where the chosen endpoint sits, relative to the service's `ep_base`.
+#[derive(Clone, Copy, Default)]
 pub struct Choice {
     pub slot: u32,
     pub ep: Endpoint,
 }
 
 #[inline(always)]
-fn endpoint<M: Maps>(maps: &M, svc: &ServiceValue, slot: u32) -> Option<Choice> {
-    let ep = maps.endpoint(svc.ep_base.checked_add(slot)?)?;
-    Some(Choice { slot, ep })
+fn endpoint<M: Maps>(maps: &M, svc: &ServiceValue, slot: u32, out: &mut Choice) -> bool {
+    let Some(idx) = svc.ep_base.checked_add(slot) else {
+        return false;
+    };
+    match maps.endpoint(idx) {
+        Some(ep) => {
+            out.slot = slot;
+            out.ep = ep;
+            true
+        }
+        None => false,
+    }
 }
 
 /// Maglev over the ready slots, or (P5) hash over the terminating ones when
 /// nothing is ready.
 #[inline(always)]
-fn by_hash<M: Maps>(maps: &M, svc: &ServiceValue, h: u32) -> Option<Choice> {
+fn by_hash<M: Maps>(maps: &M, svc: &ServiceValue, h: u32, out: &mut Choice) -> bool {
     if svc.ready > 0 {
         let mut off = h % svc.ready;
         if svc.maglev_size > 0 {
-            let entry = svc.maglev_base.checked_add(h % svc.maglev_size)?;
+            let Some(entry) = svc.maglev_base.checked_add(h % svc.maglev_size) else {
+                return false;
+            };
             if let Some(o) = maps.maglev(entry) {
                 // A table from an older layout could point past `ready`;
                 // the plain modulo keeps the choice inside the slots.
@@ -74,11 +126,11 @@ fn by_hash<M: Maps>(maps: &M, svc: &ServiceValue, h: u32) -> Option<Choice> {
                 }
             }
         }
-        endpoint(maps, svc, off)
+        endpoint(maps, svc, off, out)
     } else if svc.terminating > 0 {
-        endpoint(maps, svc, svc.ready + h % svc.terminating)
+        endpoint(maps, svc, svc.ready + h % svc.terminating, out)
     } else {
-        None
+        false
     }
 }
 
@@ -92,57 +144,55 @@ fn serving_limit(svc: &ServiceValue) -> u32 {
     }
 }
 
-/// Choose the endpoint for a new flow; `None` when nothing serves (P6).
-#[inline(always)]
-pub fn choose<M: Maps, C: Clock>(
+/// Choose the endpoint for a new flow into `out`; `false` when nothing
+/// serves (P6). Its own BPF function.
+#[inline(never)]
+pub fn choose<M: Maps>(
     maps: &mut M,
-    clock: &C,
     svc: &ServiceValue,
     flow: &Flow,
-) -> Option<Choice> {
+    now: u64,
+    out: &mut Choice,
+) -> bool {
     let h = hash_tuple(&flow.saddr, &flow.daddr, flow.sport, flow.dport, flow.proto);
     if svc.flags & SVC_F_AFFINITY == 0 {
-        return by_hash(maps, svc, h);
+        return by_hash(maps, svc, h, out);
     }
-    let now = clock.now_ns();
     let key = AffinityKey {
         client: flow.saddr,
         svc_id: svc.id,
         _pad: 0,
     };
-    if let Some(a) = maps.affinity_get(&key) {
+    if let Some(mut a) = maps.affinity_get(&key) {
         let timeout = u64::from(svc.affinity_timeout_s).saturating_mul(1_000_000_000);
         let fresh = now.saturating_sub(a.last_used_ns) <= timeout;
         // Only ready slots, or terminating ones while nothing is ready (P5):
         // affinity must not keep sending new flows to a terminating pod.
-        if fresh && a.slot < serving_limit(svc) {
-            let slot = a.slot;
-            if let Some(c) = endpoint(maps, svc, slot) {
-                if c.ep.addr == a.endpoint && c.ep.port == a.port {
-                    maps.affinity_put(
-                        &key,
-                        &AffinityValue {
-                            last_used_ns: now,
-                            ..a
-                        },
-                    );
-                    return Some(c);
-                }
-            }
+        if fresh
+            && a.slot < serving_limit(svc)
+            && endpoint(maps, svc, a.slot, out)
+            && addr_eq(&out.ep.addr, &a.endpoint)
+            && out.ep.port == a.port
+        {
+            a.last_used_ns = now;
+            maps.affinity_put(&key, &a);
+            return true;
         }
     }
-    let c = by_hash(maps, svc, h)?;
+    if !by_hash(maps, svc, h, out) {
+        return false;
+    }
     maps.affinity_put(
         &key,
         &AffinityValue {
-            endpoint: c.ep.addr,
-            port: c.ep.port,
+            endpoint: out.ep.addr,
+            port: out.ep.port,
             _pad: 0,
-            slot: c.slot,
+            slot: out.slot,
             last_used_ns: now,
         },
     );
-    Some(c)
+    true
 }
 
 /// The endpoint's family must match the packet's; the control side should

@@ -12,7 +12,7 @@ mod skb;
 
 use aya_ebpf::{
     bindings::{TC_ACT_OK, TC_ACT_SHOT},
-    helpers::{bpf_get_prandom_u32, bpf_ktime_get_ns},
+    helpers::bpf_ktime_get_ns,
     macros::classifier,
     programs::TcContext,
 };
@@ -20,7 +20,7 @@ use sluice_datapath::{env::Clock, process, Hook, Verdict};
 
 use crate::{maps::AyaMaps, skb::SkbPacket};
 
-/// `bpf_ktime_get_ns` and `bpf_get_prandom_u32`.
+/// `bpf_ktime_get_ns` (`CLOCK_MONOTONIC`).
 struct KernelClock;
 
 impl Clock for KernelClock {
@@ -28,12 +28,6 @@ impl Clock for KernelClock {
     fn now_ns(&self) -> u64 {
         // SAFETY: a helper without arguments.
         unsafe { bpf_ktime_get_ns() }
-    }
-
-    #[inline(always)]
-    fn random(&mut self) -> u32 {
-        // SAFETY: a helper without arguments.
-        unsafe { bpf_get_prandom_u32() }
     }
 }
 

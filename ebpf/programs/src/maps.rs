@@ -3,7 +3,8 @@
 //! Legacy (`maps` section) definitions, so they load without BTF; none is
 //! pinned in the object: the agent chooses pin paths at load time (aya's
 //! `EbpfLoader::map_pin_path`), so a restarted agent finds conntrack again.
-//! Names and sizes are the contract with the agent's loader:
+//! Names and sizes are the contract with the agent's loader; they are
+//! constants of `sluice_datapath::maps` (`MAP_*`, `*_MAX_ENTRIES`):
 //!
 //! | name | type | key → value | max entries |
 //! |---|---|---|---|
@@ -27,46 +28,60 @@ use sluice_datapath::{
     env::Maps,
     maps::{
         AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, NodeConfig, ServiceKey, ServiceValue,
+        AFFINITY_MAX_ENTRIES, CT_MAX_ENTRIES, ENDPOINTS_MAX_ENTRIES, EVENTS_MAX_ENTRIES,
+        MAGLEV_MAX_ENTRIES, MAP_AFFINITY, MAP_CT, MAP_ENDPOINTS, MAP_EVENTS, MAP_MAGLEV, MAP_NODE,
+        MAP_SERVICES, NODE_MAX_ENTRIES, SERVICES_MAX_ENTRIES,
     },
-    Event,
 };
 
-/// Frontends: (VIP, port, proto) → service.
-pub const SERVICES_MAX: u32 = 65_536;
-/// Endpoint slots, ready-first per service.
-pub const ENDPOINTS_MAX: u32 = 262_144;
-/// The flat Maglev array (each service owns a prime-sized window).
-pub const MAGLEV_MAX: u32 = 4_194_304;
-/// Conntrack entries (two per translated flow).
-pub const CT_MAX: u32 = 262_144;
-/// Session affinity entries.
-pub const AFFINITY_MAX: u32 = 65_536;
-/// One node configuration, index 0.
-pub const NODE_MAX: u32 = 1;
+// `#[map(name = ..)]` takes a literal; these keep the literals equal to the
+// shared constants the agent opens the maps by.
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+const _: () = assert!(same(MAP_SERVICES, "SLUICE_SERVICES"));
+const _: () = assert!(same(MAP_ENDPOINTS, "SLUICE_ENDPOINTS"));
+const _: () = assert!(same(MAP_MAGLEV, "SLUICE_MAGLEV"));
+const _: () = assert!(same(MAP_CT, "SLUICE_CT"));
+const _: () = assert!(same(MAP_AFFINITY, "SLUICE_AFFINITY"));
+const _: () = assert!(same(MAP_NODE, "SLUICE_NODE"));
+const _: () = assert!(same(MAP_EVENTS, "SLUICE_EVENTS"));
 
 #[map(name = "SLUICE_SERVICES")]
-static SERVICES: HashMap<ServiceKey, ServiceValue> = HashMap::with_max_entries(SERVICES_MAX, 0);
+static SERVICES: HashMap<ServiceKey, ServiceValue> =
+    HashMap::with_max_entries(SERVICES_MAX_ENTRIES, 0);
 
 #[map(name = "SLUICE_ENDPOINTS")]
-static ENDPOINTS: Array<Endpoint> = Array::with_max_entries(ENDPOINTS_MAX, 0);
+static ENDPOINTS: Array<Endpoint> = Array::with_max_entries(ENDPOINTS_MAX_ENTRIES, 0);
 
 #[map(name = "SLUICE_MAGLEV")]
-static MAGLEV: Array<u32> = Array::with_max_entries(MAGLEV_MAX, 0);
+static MAGLEV: Array<u32> = Array::with_max_entries(MAGLEV_MAX_ENTRIES, 0);
 
 #[map(name = "SLUICE_CT")]
-static CT: LruHashMap<CtKey, CtValue> = LruHashMap::with_max_entries(CT_MAX, 0);
+static CT: LruHashMap<CtKey, CtValue> = LruHashMap::with_max_entries(CT_MAX_ENTRIES, 0);
 
 #[map(name = "SLUICE_AFFINITY")]
 static AFFINITY: LruHashMap<AffinityKey, AffinityValue> =
-    LruHashMap::with_max_entries(AFFINITY_MAX, 0);
+    LruHashMap::with_max_entries(AFFINITY_MAX_ENTRIES, 0);
 
 #[map(name = "SLUICE_NODE")]
-static NODE: Array<NodeConfig> = Array::with_max_entries(NODE_MAX, 0);
+static NODE: Array<NodeConfig> = Array::with_max_entries(NODE_MAX_ENTRIES, 0);
 
 /// Per-CPU counters indexed by `Event as u32`: the metrics the user-space
 /// engine keeps too.
 #[map(name = "SLUICE_EVENTS")]
-static EVENTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Event::COUNT as u32, 0);
+static EVENTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(EVENTS_MAX_ENTRIES, 0);
 
 /// Count one event.
 #[inline(always)]
@@ -108,6 +123,24 @@ impl Maps for AyaMaps {
         // SAFETY: copied out at once; a concurrent update may tear the copy,
         // as in every per-packet eBPF conntrack (the next packet rewrites it).
         unsafe { CT.get(key).copied() }
+    }
+
+    #[inline(always)]
+    fn ct_get_into(&self, key: &CtKey, out: &mut CtValue) -> bool {
+        // SAFETY: as `ct_get`.
+        match unsafe { CT.get(key) } {
+            Some(v) => {
+                *out = *v;
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[inline(always)]
+    fn ct_live(&self, key: &CtKey, now_ns: u64) -> bool {
+        // SAFETY: one field read from the map value.
+        unsafe { CT.get(key) }.is_some_and(|v| v.expires_ns > now_ns)
     }
 
     #[inline(always)]

@@ -47,14 +47,17 @@ impl Default for SystemClock {
     }
 }
 
+impl SystemClock {
+    /// A pseudo-random number (the program itself uses none).
+    pub fn random(&mut self) -> u32 {
+        xorshift(&mut self.rng)
+    }
+}
+
 impl Clock for SystemClock {
     fn now_ns(&self) -> u64 {
         // Offset by a second so "expires at 0" entries are already expired.
         process_epoch().elapsed().as_nanos() as u64 + 1_000_000_000
-    }
-
-    fn random(&mut self) -> u32 {
-        xorshift(&mut self.rng)
     }
 }
 
@@ -92,12 +95,15 @@ impl Default for TestClock {
     }
 }
 
+impl TestClock {
+    /// A seeded pseudo-random number (the program itself uses none).
+    pub fn random(&mut self) -> u32 {
+        xorshift(&mut self.rng)
+    }
+}
+
 impl Clock for TestClock {
     fn now_ns(&self) -> u64 {
         self.now
-    }
-
-    fn random(&mut self) -> u32 {
-        xorshift(&mut self.rng)
     }
 }

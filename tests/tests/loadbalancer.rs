@@ -472,7 +472,7 @@ macro_rules! instantiate {
 macro_rules! engine_tests {
     ($($name:ident),* $(,)?) => {
         instantiate!(emulated, crate::Engine::Emulated, $($name),*);
-        instantiate!(ignored "kernel engine: issue 3", kernel, crate::Engine::Kernel, $($name),*);
+        instantiate!(kernel, crate::Engine::Kernel, $($name),*);
     };
 }
 

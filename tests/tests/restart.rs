@@ -24,8 +24,10 @@ use sluice_tests::{
     TcpOutcome,
 };
 
-/// Connections kept open through the restart.
+/// Connections kept open through the restart (at least).
 const CONNS: usize = 8;
+/// More are opened while they all went to the same pod, up to this.
+const MAX_CONNS: usize = 32;
 /// Pause between two requests on one connection.
 const PACE: Duration = Duration::from_millis(5);
 /// Hard bounds of each connection's loop.
@@ -45,12 +47,18 @@ impl Load {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicU64::new(0));
         let mut threads = Vec::new();
-        for n in 0..CONNS {
+        let mut pods = std::collections::BTreeSet::new();
+        let mut n = 0;
+        // At least CONNS connections, and both pods among them (so both
+        // reverse paths carry established flows), bounded.
+        while n < CONNS || (pods.len() < 2 && n < MAX_CONNS) {
             let mut conn = match TcpConn::connect(c.client_ns(), vip).expect("client runs") {
                 Ok(conn) => conn,
                 Err(o) => panic!("connection {n} to {vip}: {o:?}"),
             };
             let first = conn.request().expect("first answer");
+            pods.insert(first.pod.clone());
+            n += 1;
             let (stop, ok) = (stop.clone(), ok.clone());
             threads.push(thread::spawn(move || {
                 let mut errors = Vec::new();
@@ -82,6 +90,7 @@ impl Load {
                 errors
             }));
         }
+        assert_eq!(pods.len(), 2, "{n} connections, all to {pods:?}");
         Load { stop, ok, threads }
     }
 
@@ -120,6 +129,24 @@ impl Drop for Load {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// The agent's text log without colour escapes (`ESC [ … m`).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// `Cluster` service with one pod on the receiving node (replies reversed
@@ -171,6 +198,7 @@ fn kill9_keeps_connections(f: Family) {
 
     let total = load.ok();
     let errors = load.finish();
+    eprintln!("{total} requests on established connections across kill -9 and restart");
     assert!(
         errors.is_empty(),
         "established connections broke across kill -9 and restart ({total} requests fine):\n{}",
@@ -178,7 +206,7 @@ fn kill9_keeps_connections(f: Family) {
     );
 
     // The new agent replaced the programs in place and adopted the pod.
-    let log = c.agent_log(1);
+    let log = strip_ansi(&c.agent_log(1));
     assert!(
         log.matches("replaced=true").count() >= 3,
         "the restarted agent replaced the pinned programs (nic0 ×2, pod link):\n{log}"

@@ -39,14 +39,11 @@ use sluice_datapath::maps::{Endpoint, NodeConfig, ServiceKey, ServiceValue};
 use sluice_datapath::Event;
 use tracing::warn;
 
-/// Map names: the contract with `ebpf/programs/src/maps.rs`.
-pub const SERVICES: &str = "SLUICE_SERVICES";
-pub const ENDPOINTS: &str = "SLUICE_ENDPOINTS";
-pub const MAGLEV: &str = "SLUICE_MAGLEV";
-pub const CT: &str = "SLUICE_CT";
-pub const AFFINITY: &str = "SLUICE_AFFINITY";
-pub const NODE: &str = "SLUICE_NODE";
-pub const EVENTS: &str = "SLUICE_EVENTS";
+/// Map names: the contract with `ebpf/programs`, kept in the datapath.
+pub use sluice_datapath::maps::{
+    MAP_AFFINITY as AFFINITY, MAP_CT as CT, MAP_ENDPOINTS as ENDPOINTS, MAP_EVENTS as EVENTS,
+    MAP_MAGLEV as MAGLEV, MAP_NODE as NODE, MAP_SERVICES as SERVICES,
+};
 
 /// Every map of the object, with the key and value sizes the agent's types
 /// have: the object must agree, or the two were built from different

@@ -105,20 +105,7 @@ pub fn process<P: Packet, M: Maps, C: Clock>(
     let mut run = Run::default();
     match parse::parse(pkt, &mut run.flow) {
         Parsed::Flow => {}
-        Parsed::NotIp => return out(Verdict::Pass, Event::NotIp),
-        Parsed::Unhandled => return out(Verdict::Pass, Event::Unhandled),
-        Parsed::Fragment { has_port } => {
-            let to_vip = hook == Hook::WireIngress && aimed_at_vip(maps, &run.flow, has_port);
-            let verdict = if to_vip { Verdict::Drop } else { Verdict::Pass };
-            return out(verdict, Event::Fragment);
-        }
-        Parsed::Malformed { has_daddr } => {
-            let to_vip = hook == Hook::WireIngress
-                && has_daddr
-                && maps.service(&vip_marker_key(&run.flow.daddr)).is_some();
-            let verdict = if to_vip { Verdict::Drop } else { Verdict::Pass };
-            return out(verdict, Event::Malformed);
-        }
+        p => return unparsed(maps, &run.flow, p, hook),
     }
     if run.flow.proto != PROTO_TCP && run.flow.proto != PROTO_UDP {
         // ICMP: no ports to translate. Errors about translated flows pass
@@ -151,6 +138,30 @@ pub fn process<P: Packet, M: Maps, C: Clock>(
     match nat::rewrite(pkt, &run.flow, &run.ct.val) {
         Some(()) => out(Verdict::Pass, event),
         None => out(Verdict::Drop, Event::Malformed),
+    }
+}
+
+/// Frames without a complete flow: passed, or dropped when aimed at a VIP
+/// (fragments, cut-off or inconsistent headers at `WireIngress`). Its own
+/// BPF function, so its lookups' temporaries stay out of `process`'s frame.
+#[inline(never)]
+fn unparsed<M: Maps>(maps: &M, flow: &Flow, parsed: Parsed, hook: Hook) -> Outcome {
+    match parsed {
+        Parsed::Flow => out(Verdict::Pass, Event::NotService),
+        Parsed::NotIp => out(Verdict::Pass, Event::NotIp),
+        Parsed::Unhandled => out(Verdict::Pass, Event::Unhandled),
+        Parsed::Fragment { has_port } => {
+            let to_vip = hook == Hook::WireIngress && aimed_at_vip(maps, flow, has_port);
+            let verdict = if to_vip { Verdict::Drop } else { Verdict::Pass };
+            out(verdict, Event::Fragment)
+        }
+        Parsed::Malformed { has_daddr } => {
+            let to_vip = hook == Hook::WireIngress
+                && has_daddr
+                && maps.service(&vip_marker_key(&flow.daddr)).is_some();
+            let verdict = if to_vip { Verdict::Drop } else { Verdict::Pass };
+            out(verdict, Event::Malformed)
+        }
     }
 }
 

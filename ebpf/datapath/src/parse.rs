@@ -7,7 +7,7 @@
 //! header, not from the frame length, because Ethernet pads short frames.
 
 use crate::env::Packet;
-use crate::maps::{v4_mapped, Addr, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
+use crate::maps::{Addr, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
 
 pub const ETH_HLEN: usize = 14;
 const ETH_P_IP: u16 = 0x0800;
@@ -123,6 +123,18 @@ pub enum Parsed {
 
 const MALFORMED: Parsed = Parsed::Malformed { has_daddr: true };
 
+/// The IPv4-mapped form of `a` into an address whose first ten bytes are
+/// zero.
+#[inline(always)]
+fn set_v4_mapped(addr: &mut Addr, a: [u8; 4]) {
+    addr[10] = 0xff;
+    addr[11] = 0xff;
+    addr[12] = a[0];
+    addr[13] = a[1];
+    addr[14] = a[2];
+    addr[15] = a[3];
+}
+
 #[inline(always)]
 fn be16<P: Packet>(pkt: &P, off: usize) -> Option<u16> {
     pkt.load::<2>(off).map(u16::from_be_bytes)
@@ -160,8 +172,10 @@ fn parse_v4<P: Packet>(pkt: &P, l3: usize, flow: &mut Flow) -> Parsed {
     let Some(h) = pkt.load::<20>(l3) else {
         return Parsed::Malformed { has_daddr: false };
     };
-    flow.daddr = v4_mapped([h[16], h[17], h[18], h[19]]);
-    flow.saddr = v4_mapped([h[12], h[13], h[14], h[15]]);
+    // IPv4-mapped; bytes 0..10 are zero already (`flow` starts zeroed).
+    // Writing them again became a `memset` call in the BPF build.
+    set_v4_mapped(&mut flow.daddr, [h[16], h[17], h[18], h[19]]);
+    set_v4_mapped(&mut flow.saddr, [h[12], h[13], h[14], h[15]]);
     let ihl = usize::from(h[0] & 0x0f) * 4;
     let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
     let frame_room = pkt.len().saturating_sub(l3);

@@ -140,24 +140,25 @@ pub fn port_unreachable<P: Packet>(pkt: &mut P, flow: &Flow) -> Option<()> {
     if quote_len > QUOTE_MAX {
         return None;
     }
-    // Copy before resizing: the answer is longer than a short datagram and
-    // overlaps the bytes it quotes.
-    let mut quote = [0u8; QUOTE_MAX];
-    let mut i = 0;
-    while i < QUOTE_MAX / 4 {
-        let off = i * 4;
-        if off >= quote_len {
-            break;
-        }
-        let w = pkt.load::<4>(flow.l3() + off)?;
-        if let Some(dst) = quote.get_mut(off..off + 4) {
-            dst.copy_from_slice(&w);
-        }
-        i += 1;
-    }
     let l4 = flow.l3() + l3_hlen(flow);
     let new_len = l4 + ICMP_HLEN + quote_len;
     pkt.resize(new_len)?;
+    // Move the quoted bytes into place in the frame itself, last word
+    // first: the destination lies after the source, so no word is
+    // overwritten before it was read. (No buffer: stack is scarce in BPF.)
+    let dst = l4 + ICMP_HLEN;
+    let mut quote_sum = 0u32;
+    let mut i = QUOTE_MAX / 4;
+    while i > 0 {
+        i -= 1;
+        let off = i * 4;
+        if off >= quote_len {
+            continue;
+        }
+        let w = pkt.load::<4>(flow.l3() + off)?;
+        quote_sum += csum::sum(&w);
+        pkt.store(dst + off, &w)?;
+    }
     swap_macs(pkt)?;
     let (proto, ty, code) = if flow.v6 {
         (PROTO_ICMPV6, ICMPV6_DEST_UNREACH, ICMPV6_PORT_UNREACH)
@@ -165,20 +166,8 @@ pub fn port_unreachable<P: Packet>(pkt: &mut P, flow: &Flow) -> Option<()> {
         (PROTO_ICMP, ICMP_DEST_UNREACH, ICMP_PORT_UNREACH)
     };
     let pseudo = write_ip(pkt, flow, proto, (ICMP_HLEN + quote_len) as u16)?;
-    // Bytes of `quote` past `quote_len` are zero and add nothing.
-    let sum = pseudo + csum::sum(&[ty, code]) + csum::sum(&quote);
+    let sum = pseudo + csum::sum(&[ty, code]) + quote_sum;
     let c = csum::finish(sum).to_be_bytes();
     pkt.store(l4, &[ty, code, c[0], c[1], 0, 0, 0, 0])?;
-    let mut i = 0;
-    while i < QUOTE_MAX / 4 {
-        let off = i * 4;
-        if off >= quote_len {
-            break;
-        }
-        if let Some(&[b0, b1, b2, b3]) = quote.get(off..off + 4) {
-            pkt.store(l4 + ICMP_HLEN + off, &[b0, b1, b2, b3])?;
-        }
-        i += 1;
-    }
     Some(())
 }

@@ -53,8 +53,11 @@ impl Packet for SkbPacket {
         if off > MAX_OFF {
             return None;
         }
-        let mut buf = [0u8; N];
-        // SAFETY: `buf` is N writable bytes on the stack.
+        // Not zeroed first: the helper writes all N bytes (or fails), and
+        // zeroing became `memset` calls (BPF functions costing stack).
+        let mut buf = core::mem::MaybeUninit::<[u8; N]>::uninit();
+        // SAFETY: `buf` is N writable bytes on the stack; the helper takes
+        // uninitialised memory (ARG_PTR_TO_UNINIT_MEM).
         let r = unsafe {
             bpf_skb_load_bytes(
                 self.skb().cast(),
@@ -63,7 +66,8 @@ impl Packet for SkbPacket {
                 N as u32,
             )
         };
-        (r == 0).then_some(buf)
+        // SAFETY: on success all N bytes were written.
+        (r == 0).then(|| unsafe { buf.assume_init() })
     }
 
     #[inline(always)]

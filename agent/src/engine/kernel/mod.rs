@@ -255,15 +255,14 @@ impl KernelEngine {
     fn attach(&mut self, prog: &str, ifname: &str, t: TcAttachType) -> Result<()> {
         let mode = self.mode;
         let mut added = false;
-        let replaced = pins::attach(
-            mode,
-            classifier(&mut self.ebpf, prog)?,
-            &self.pin_dir,
-            ifname,
-            t,
-            &mut added,
-        )
-        .with_context(|| format!("attaching {prog} to {ifname}"))?;
+        let classifier = classifier(&mut self.ebpf, prog)?;
+        let pin_dir = &self.pin_dir;
+        // Interface names resolve in the node namespace, whatever thread
+        // calls.
+        let replaced = self
+            .node
+            .run(|| pins::attach(mode, classifier, pin_dir, ifname, t, &mut added))?
+            .with_context(|| format!("attaching {prog} to {ifname}"))?;
         if added && !self.qdiscs.iter().any(|q| q == ifname) {
             self.qdiscs.push(ifname.to_string());
         }
@@ -314,7 +313,7 @@ impl KernelEngine {
             })
             .collect();
         let nic = self.nic.clone();
-        if crate::netlink::link_index(&nic).is_ok() {
+        if self.node.link_exists(&nic) {
             self.node.run(move || -> Result<()> {
                 for (k, val) in &pairs {
                     sysctl::set(&["net", "ipv4", "conf", &nic, k], val)?;
@@ -326,10 +325,16 @@ impl KernelEngine {
             .with_context(|| format!("removing {}", self.record.display()))
     }
 
+    /// [`pins::detach`] in the node namespace.
+    fn detach(&self, ifname: &str, t: TcAttachType) -> Result<()> {
+        let (mode, pin_dir) = (self.mode, &self.pin_dir);
+        self.node.run(|| pins::detach(mode, pin_dir, ifname, t))?
+    }
+
     fn detach_nic(&mut self) -> Result<()> {
         let mut first = None;
         for t in [TcAttachType::Ingress, TcAttachType::Egress] {
-            if let Err(e) = pins::detach(self.mode, &self.pin_dir, &self.nic, t) {
+            if let Err(e) = self.detach(&self.nic, t) {
                 first.get_or_insert(e);
             }
         }
@@ -367,7 +372,7 @@ impl KernelEngine {
         let adopt = self.adoptable(pod, &pod_ns);
         if !adopt {
             // Leftovers of an earlier agent (or of a failed plug).
-            let _ = pins::detach(self.mode, &self.pin_dir, host, TcAttachType::Ingress);
+            let _ = self.detach(host, TcAttachType::Ingress);
             let _ = pod_ns.del_link_if_exists(peer);
             let _ = self.node.del_link_if_exists(host);
             self.node
@@ -396,7 +401,7 @@ impl KernelEngine {
 
     fn unplug(&mut self, host: &str) -> Result<()> {
         let mut first: Option<anyhow::Error> = None;
-        if let Err(e) = pins::detach(self.mode, &self.pin_dir, host, TcAttachType::Ingress) {
+        if let Err(e) = self.detach(host, TcAttachType::Ingress) {
             first.get_or_insert(e);
         }
         // Deleting the host end takes the pod's end with it.
@@ -445,7 +450,7 @@ impl KernelEngine {
             );
         }
         for q in std::mem::take(&mut self.qdiscs) {
-            note(pins::remove_clsact(&q));
+            note(self.node.run(|| pins::remove_clsact(&q)).and_then(|r| r));
         }
         note(self.restore_sysctls());
         note(pins::remove_pin_dir(&self.pin_dir));

@@ -138,11 +138,56 @@ fn classifier<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut SchedClassif
         .with_context(|| format!("{name} is not a TC classifier"))
 }
 
+fn recorded_qdiscs(v: &serde_json::Value) -> Vec<String> {
+    v.get("clsact")
+        .and_then(|a| a.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|q| q.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Where the engine of `pin_dir` records what it changed outside bpffs (the
+/// uplink's old sysctls, `clsact` qdiscs it added), for whichever engine of
+/// that pin directory finally shuts down.
 fn record_path(pin_dir: &Path) -> PathBuf {
-    Path::new("/run/sluice").join(format!(
-        "kernel-{}.json",
-        sanitize(&pin_dir.to_string_lossy())
+    let p = pin_dir.to_string_lossy();
+    let tail: String = sanitize(&p)
+        .chars()
+        .rev()
+        .take(24)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    Path::new(RECORD_DIR).join(format!(
+        "kernel-{:08x}{tail}.json",
+        crate::control::stable_hash(&p)
     ))
+}
+
+const RECORD_DIR: &str = "/run/sluice";
+
+/// Remove records whose pin directory is gone (an engine killed and never
+/// restarted, its bpffs cleaned by someone else): nothing is left to give
+/// back to.
+fn sweep_records() {
+    let Ok(dir) = std::fs::read_dir(RECORD_DIR) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("kernel-") || !name.ends_with(".json") {
+            continue;
+        }
+        let pin_dir = std::fs::read_to_string(e.path())
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.get("pin_dir").and_then(|p| p.as_str()).map(PathBuf::from));
+        if pin_dir.is_some_and(|p| !p.exists()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 impl KernelEngine {
@@ -225,6 +270,9 @@ impl KernelEngine {
             // decides about the pins.
             if !adopted {
                 let _ = e.detach_nic();
+                for q in std::mem::take(&mut e.qdiscs) {
+                    let _ = e.node.run(|| pins::remove_clsact(&q));
+                }
                 let _ = e.restore_sysctls();
             }
             e.done = true;
@@ -265,6 +313,9 @@ impl KernelEngine {
             .with_context(|| format!("attaching {prog} to {ifname}"))?;
         if added && !self.qdiscs.iter().any(|q| q == ifname) {
             self.qdiscs.push(ifname.to_string());
+            if let Err(e) = self.record_qdiscs() {
+                warn!(error = %format!("{e:#}"), "recording the clsact qdiscs added");
+            }
         }
         info!(prog, link = ifname, replaced, "program attached");
         Ok(())
@@ -273,6 +324,7 @@ impl KernelEngine {
     /// Remember the uplink's sysctls before the first engine on this pin
     /// directory changed them (a restarted agent keeps the first record).
     fn record_sysctls(&self) -> Result<()> {
+        sweep_records();
         if self.record.exists() {
             return Ok(());
         }
@@ -287,8 +339,30 @@ impl KernelEngine {
                 })
                 .collect()
         })?;
-        let v = serde_json::json!({ "nic": self.nic, "ipv4_conf": values });
-        std::fs::create_dir_all("/run/sluice").context("creating /run/sluice")?;
+        let v = serde_json::json!({
+            "nic": self.nic,
+            "pin_dir": self.pin_dir,
+            "ipv4_conf": values,
+        });
+        std::fs::create_dir_all(RECORD_DIR).with_context(|| format!("creating {RECORD_DIR}"))?;
+        std::fs::write(&self.record, v.to_string())
+            .with_context(|| format!("writing {}", self.record.display()))
+    }
+
+    /// Add the `clsact` qdiscs this engine added to the record, so the
+    /// engine that finally shuts down removes them, whichever added them.
+    fn record_qdiscs(&self) -> Result<()> {
+        let text = std::fs::read_to_string(&self.record)
+            .with_context(|| format!("reading {}", self.record.display()))?;
+        let mut v: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("parsing {}", self.record.display()))?;
+        let mut all = recorded_qdiscs(&v);
+        for q in &self.qdiscs {
+            if !all.contains(q) {
+                all.push(q.clone());
+            }
+        }
+        v["clsact"] = serde_json::json!(all);
         std::fs::write(&self.record, v.to_string())
             .with_context(|| format!("writing {}", self.record.display()))
     }
@@ -449,7 +523,18 @@ impl KernelEngine {
                     .with_context(|| format!("removing the stale pod link {host}")),
             );
         }
-        for q in std::mem::take(&mut self.qdiscs) {
+        let mut qdiscs = std::mem::take(&mut self.qdiscs);
+        if let Some(v) = std::fs::read_to_string(&self.record)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        {
+            for q in recorded_qdiscs(&v) {
+                if !qdiscs.contains(&q) {
+                    qdiscs.push(q);
+                }
+            }
+        }
+        for q in qdiscs {
             note(self.node.run(|| pins::remove_clsact(&q)).and_then(|r| r));
         }
         note(self.restore_sysctls());
@@ -521,6 +606,18 @@ mod tests {
             default_pin_dir("node/1"),
             Path::new("/sys/fs/bpf/sluice/node-1")
         );
+    }
+
+    #[test]
+    fn records_are_per_pin_dir() {
+        let a = record_path(Path::new(
+            "/sys/fs/bpf/sluice/sl-a-very-long-namespace-name-1234-1",
+        ));
+        let b = record_path(Path::new(
+            "/sys/fs/bpf/sluice/sl-a-very-long-namespace-name-1234-2",
+        ));
+        assert_ne!(a, b);
+        assert!(a.starts_with(RECORD_DIR));
     }
 
     #[test]

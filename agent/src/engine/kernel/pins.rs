@@ -161,7 +161,14 @@ pub enum AttachMode {
 }
 
 impl AttachMode {
+    /// TCX where the kernel has it. `SLUICE_TC_ATTACH=netlink|tcx`
+    /// overrides (to exercise the netlink path on a new kernel).
     pub fn detect() -> AttachMode {
+        match std::env::var("SLUICE_TC_ATTACH").as_deref() {
+            Ok("netlink") => return AttachMode::Netlink,
+            Ok("tcx") => return AttachMode::Tcx,
+            _ => {}
+        }
         match aya::util::KernelVersion::current() {
             Ok(v) if v >= aya::util::KernelVersion::new(6, 6, 0) => AttachMode::Tcx,
             _ => AttachMode::Netlink,
@@ -247,8 +254,13 @@ fn attach_netlink(
     match tc::qdisc_add_clsact(ifname) {
         Ok(()) => *added_qdisc = true,
         Err(tc::TcError::AlreadyAttached) => {}
-        Err(tc::TcError::NetlinkError(e)) if e.to_string().contains("exists") => {}
-        Err(e) => return Err(e).with_context(|| format!("adding the clsact qdisc to {ifname}")),
+        Err(e) => {
+            // EEXIST sits in the error's source chain.
+            let e = anyhow::Error::from(e);
+            if !format!("{e:#}").contains("File exists") {
+                return Err(e).with_context(|| format!("adding the clsact qdisc to {ifname}"));
+            }
+        }
     }
     let opts = || {
         TcAttachOptions::Netlink(NlOptions {

@@ -189,6 +189,14 @@ fn kill9_keeps_connections(f: Family) {
     load.wait_more(100, "with the agent dead");
     thread::sleep(Duration::from_secs(1));
     load.wait_more(100, "with the agent dead for a second");
+    // New flows are served too: the maps hold the services.
+    for _ in 0..3 {
+        let out = tcp_request(c.client_ns(), vip).expect("client runs");
+        assert!(
+            matches!(out, TcpOutcome::Reply { .. }),
+            "a new connection with the agent dead: {out:?}"
+        );
+    }
 
     let st = c
         .restart_agent(1)

@@ -4,7 +4,8 @@
 //! # The double-buffer scheme
 //!
 //! `SLUICE_ENDPOINTS` and `SLUICE_MAGLEV` are each split into two halves of
-//! `max_entries / 2`. At any time the services in `SLUICE_SERVICES` point
+//! `max_entries / 2` (the agent creates them twice the size the object
+//! declares, so each half holds the datapath's advertised capacity). At any time the services in `SLUICE_SERVICES` point
 //! (`ep_base`, `maglev_base`) into one half, the *active* one. An apply:
 //!
 //! 1. writes the new endpoint slots and Maglev windows into the *other*

@@ -131,6 +131,20 @@ fn check_object(obj: &aya_obj::Object) -> Result<()> {
     Ok(())
 }
 
+/// The sizes the agent gives maps, where they differ from the object's:
+/// the endpoint and Maglev arrays get two generations of the program's
+/// capacity, so the double-buffered writes ([`maps`]) never halve what the
+/// datapath advertises (`*_MAX_ENTRIES` in `sluice_datapath::maps`).
+fn map_sizes(obj: &aya_obj::Object) -> Vec<(&'static str, u32)> {
+    [maps::ENDPOINTS, maps::MAGLEV]
+        .into_iter()
+        .filter_map(|n| {
+            let def = obj.maps.get(n)?;
+            Some((n, def.max_entries().saturating_mul(2)))
+        })
+        .collect()
+}
+
 fn classifier<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut SchedClassifier> {
     ebpf.program_mut(name)
         .ok_or_else(|| anyhow!("the object has no program {name}"))?
@@ -234,11 +248,15 @@ impl KernelEngine {
         pin_dir: &Path,
         adopted: bool,
     ) -> Result<Self> {
-        pins::drop_incompatible_maps(pin_dir, obj)?;
+        let sizes = map_sizes(obj);
+        pins::drop_incompatible_maps(pin_dir, obj, &sizes)?;
         let names: Vec<String> = obj.maps.keys().cloned().collect();
         let mut loader = EbpfLoader::new();
         for n in &names {
             loader.map_pin_path(n.as_str(), pin_dir.join(n));
+        }
+        for (n, size) in &sizes {
+            loader.map_max_entries(n, *size);
         }
         let mut ebpf = loader
             .load(data)

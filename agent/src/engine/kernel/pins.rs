@@ -101,18 +101,27 @@ pub fn has_pins(pin_dir: &Path) -> bool {
 /// Remove pinned maps whose type or sizes differ from the object's
 /// definition of the same name: aya would otherwise reuse them as they are.
 /// Their content (conntrack, say) is lost, which is logged.
-pub fn drop_incompatible_maps(pin_dir: &Path, obj: &aya_obj::Object) -> Result<()> {
+/// `sizes` overrides the object's `max_entries` (what the loader is told).
+pub fn drop_incompatible_maps(
+    pin_dir: &Path,
+    obj: &aya_obj::Object,
+    sizes: &[(&str, u32)],
+) -> Result<()> {
     for (name, def) in &obj.maps {
         let path = pin_dir.join(name);
         if !path.exists() {
             continue;
         }
+        let max_entries = sizes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(def.max_entries(), |(_, s)| *s);
         let same = match MapInfo::from_pin(&path) {
             Ok(i) => {
                 i.map_type().ok().map(|t| t as u32) == Some(def.map_type())
                     && i.key_size() == def.key_size()
                     && i.value_size() == def.value_size()
-                    && i.max_entries() == def.max_entries()
+                    && i.max_entries() == max_entries
             }
             Err(_) => false,
         };

@@ -9,7 +9,13 @@
 //! Needs root and `target/<profile>/sluice-agent` (`cargo build -p
 //! sluice-agent`) or `SLUICE_AGENT_BIN`.
 
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use sluice_tests::{
     tcp_request, udp_request, Cluster, ClusterSpec, EndpointSpec, Engine, Family, Policy, Reply,
@@ -430,6 +436,170 @@ fn agent_restores_node_on_sigterm(engine: Engine, f: Family) {
     );
 }
 
+/// A pod-side server that answers one byte and closes first, so the pod
+/// keeps every connection's tuple in TIME_WAIT. Stopped and joined on drop.
+struct ClosesFirst {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ClosesFirst {
+    fn start(ns: &str, addr: SocketAddr) -> ClosesFirst {
+        let l = sluice_tests::in_ns(ns, move || TcpListener::bind(addr))
+            .expect("enter pod namespace")
+            .expect("bind in pod");
+        l.set_nonblocking(true).expect("non-blocking listener");
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((mut c, _)) => {
+                        let _ = c.write_all(b"x");
+                        // Dropping `c` sends the FIN: the pod closes first.
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        ClosesFirst {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ClosesFirst {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// SYNs the calling thread's network namespace retransmitted
+/// (`TcpExt: TCPSynRetrans`).
+fn syn_retransmits() -> u64 {
+    let text = std::fs::read_to_string("/proc/thread-self/net/netstat").expect("netstat");
+    let mut lines = text.lines();
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        if !names.starts_with("TcpExt:") {
+            continue;
+        }
+        let i = names
+            .split_whitespace()
+            .position(|n| n == "TCPSynRetrans")
+            .expect("TCPSynRetrans counter");
+        return values
+            .split_whitespace()
+            .nth(i)
+            .and_then(|v| v.parse().ok())
+            .expect("counter value");
+    }
+    panic!("no TcpExt line in netstat");
+}
+
+/// Connect from `local` (a fixed port, SO_REUSEADDR) to `dst`, read the
+/// server's byte and its FIN, close.
+fn connect_from(local: SocketAddr, dst: SocketAddr) -> std::io::Result<()> {
+    use nix::sys::socket::{
+        bind, connect, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType,
+        SockaddrStorage,
+    };
+    let family = if dst.is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    };
+    let fd: OwnedFd = socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)?;
+    setsockopt(&fd, sockopt::ReuseAddr, &true)?;
+    bind(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &SockaddrStorage::from(local),
+    )?;
+    connect(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &SockaddrStorage::from(dst),
+    )?;
+    let mut s = TcpStream::from(fd);
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    if buf != b"x" {
+        return Err(std::io::Error::other(format!("answer {buf:?}")));
+    }
+    Ok(())
+}
+
+// spec: P3
+/// A client that reconnects from the same port to a server that closes
+/// first: every new connection must get a SNAT tuple the pod does not hold
+/// in TIME_WAIT. On a held tuple the pod turns the SYN away (its timestamp
+/// is older: they are random per connection), the client resets and
+/// retransmits the SYN, which the client namespace's TCPSynRetrans counts.
+fn snat_reconnect_avoids_time_wait(engine: Engine, f: Family) {
+    const ROUNDS: usize = 24;
+    let c = start(
+        "tw",
+        engine,
+        f,
+        ClusterSpec::new(1).pod("web-1", 1).service(
+            ServiceSpec::lb("close", 1)
+                .policy(Policy::Cluster)
+                .tcp("close", 90, 9090)
+                .endpoint(EndpointSpec::ready("web-1")),
+        ),
+    );
+    let pod_ip = c.pod_ip("web-1", f).expect("pod ip");
+    let _server = ClosesFirst::start(
+        c.pod("web-1").expect("pod namespace").name(),
+        SocketAddr::new(pod_ip, 9090),
+    );
+    let vip = c.vip("close", f, 90).expect("vip");
+    let local = SocketAddr::new(
+        match f {
+            Family::V4 => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            Family::V6 => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        },
+        47_000,
+    );
+    let (before, after, errors) = sluice_tests::in_ns(c.client_ns(), move || {
+        let before = syn_retransmits();
+        let mut errors = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for _ in 0..ROUNDS {
+            if Instant::now() > deadline {
+                errors.push("out of time".to_string());
+                break;
+            }
+            // The previous connection's tuple is free once the pod's last
+            // ACK arrived; until then the port is busy (EADDRNOTAVAIL).
+            let mut r = connect_from(local, vip);
+            for _ in 0..200 {
+                match &r {
+                    Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => {
+                        thread::sleep(Duration::from_millis(5));
+                        r = connect_from(local, vip);
+                    }
+                    _ => break,
+                }
+            }
+            if let Err(e) = r {
+                errors.push(e.to_string());
+            }
+        }
+        (before, syn_retransmits(), errors)
+    })
+    .expect("client namespace");
+    assert!(errors.is_empty(), "connections failed: {errors:?}");
+    assert_eq!(
+        after - before,
+        0,
+        "SYNs retransmitted: a reconnect was given a tuple the pod holds in TIME_WAIT"
+    );
+}
+
 /// Instantiate every scenario for one engine and both families.
 macro_rules! instantiate {
     ($module:ident, $engine:expr, $($name:ident),* $(,)?) => {
@@ -491,4 +661,5 @@ engine_tests!(
     wrong_port_not_balanced,
     client_ip_affinity_sticks,
     agent_restores_node_on_sigterm,
+    snat_reconnect_avoids_time_wait,
 );

@@ -23,6 +23,40 @@ pub const CT_TIMEOUT_TCP_CLOSE_NS: u64 = 10 * NS_PER_S;
 /// UDP and everything else.
 pub const CT_TIMEOUT_OTHER_NS: u64 = 60 * NS_PER_S;
 
+/// How long a SNAT port stays reserved after the entry of a flow that
+/// closed with FINs expired. The endpoint that closed first keeps the tuple
+/// in TIME_WAIT (Linux: 60 s) and answers a new SYN on it whose timestamp
+/// is older (timestamps are randomised per connection) with an ACK, which
+/// costs the client a reset and a SYN retransmit; nf_conntrack keeps such
+/// tuples for 120 s for the same reason.
+pub const SNAT_TIME_WAIT_HOLD_NS: u64 = 60 * NS_PER_S;
+
+/// Whether a SNAT port whose reply entry is still in the map may be given
+/// to a new flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortUse {
+    /// Its flow is alive.
+    Live,
+    /// Its flow is over, but the endpoint may still hold the tuple in
+    /// TIME_WAIT: a last resort.
+    Held,
+    Free,
+}
+
+/// How a SNAT port held by an entry (`expires_ns`, `state`) may be used.
+#[inline(always)]
+pub fn port_use(expires_ns: u64, state: u8, now: u64) -> PortUse {
+    if expires_ns > now {
+        return PortUse::Live;
+    }
+    let closed_by_fin = state == CT_STATE_FIN_WAIT || state == CT_STATE_CLOSING;
+    if closed_by_fin && expires_ns.saturating_add(SNAT_TIME_WAIT_HOLD_NS) > now {
+        PortUse::Held
+    } else {
+        PortUse::Free
+    }
+}
+
 /// Expiry is only pushed forward (and the pair rewritten) when it moved by at
 /// least this much: keeps an established flow's hot path to one lookup.
 pub const CT_REFRESH_NS: u64 = NS_PER_S;
@@ -183,11 +217,31 @@ pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
     e.flip();
 }
 
-/// Remove both entries of a pair; `e` is unchanged.
-#[inline(always)]
-pub fn delete_pair<M: Maps>(maps: &mut M, e: &mut CtEntry) {
-    maps.ct_delete(&e.key);
-    e.flip();
-    maps.ct_delete(&e.key);
-    e.flip();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = NS_PER_S;
+
+    // spec: P3 (SNAT ports of FIN-closed flows are held for TIME_WAIT)
+    #[test]
+    fn port_use_follows_expiry_and_how_the_flow_ended() {
+        let t = 1_000 * S;
+        for state in [CT_STATE_FIN_WAIT, CT_STATE_CLOSING] {
+            assert_eq!(port_use(t + 1, state, t), PortUse::Live);
+            assert_eq!(port_use(t, state, t), PortUse::Held);
+            assert_eq!(port_use(t - 59 * S, state, t), PortUse::Held);
+            assert_eq!(port_use(t - 60 * S, state, t), PortUse::Free);
+        }
+        // A reset leaves no TIME_WAIT; neither do UDP, half-open or idle flows.
+        for state in [
+            CT_STATE_CLOSED,
+            CT_STATE_NONE,
+            CT_STATE_SYN_SENT,
+            CT_STATE_ESTABLISHED,
+        ] {
+            assert_eq!(port_use(t + 1, state, t), PortUse::Live);
+            assert_eq!(port_use(t, state, t), PortUse::Free);
+        }
+    }
 }

@@ -68,10 +68,10 @@ pub trait Maps {
             None => false,
         }
     }
-    /// Whether `key` holds an entry that has not expired at `now`, without
-    /// copying the value out.
-    fn ct_live(&self, key: &CtKey, now_ns: u64) -> bool {
-        self.ct_get(key).is_some_and(|v| v.expires_ns > now_ns)
+    /// Expiry and TCP state of the entry at `key`, without copying the
+    /// whole value out: what deciding whether a SNAT port is free needs.
+    fn ct_expiry(&self, key: &CtKey) -> Option<(u64, u8)> {
+        self.ct_get(key).map(|v| (v.expires_ns, v.state))
     }
     /// Insert or replace.
     fn ct_put(&mut self, key: &CtKey, value: &CtValue) -> bool;

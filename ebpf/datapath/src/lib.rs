@@ -32,7 +32,7 @@ pub mod host;
 
 pub use outcome::{Event, Outcome, Verdict};
 
-use conntrack::CtEntry;
+use conntrack::{CtEntry, PortUse};
 use env::{Clock, Maps, Packet};
 use maps::{
     addr_is_zero, is_v4_mapped, vip_marker_key, ServiceKey, CT_DIR_FORWARD, CT_DIR_REPLY,
@@ -208,7 +208,9 @@ fn to_frontend<M: Maps>(maps: &mut M, run: &mut Run) -> Step {
         }
         // The client reuses the tuple for a new connection: choose again,
         // so a terminating endpoint stops getting new connections (P5).
-        conntrack::delete_pair(maps, ct);
+        // The new forward entry replaces the old one; the old reply entry
+        // stays until it expires, so the SNAT claim passes over the port
+        // the endpoint may still hold in TIME_WAIT.
     }
 
     let mut choice = Choice::default();
@@ -300,23 +302,53 @@ fn claim_snat_port<M: Maps>(
     // In reply orientation the candidate port is the key's destination port
     // (the forward value's `nat_sport`).
     ct.flip();
-    let mut claimed = false;
+    // Free candidates first; a port the endpoint may still hold in
+    // TIME_WAIT only when none is. (Two passes rather than remembering the
+    // first held candidate: a loop-carried index multiplies the states the
+    // verifier explores.)
+    let mut claimed = claim_pass(maps, ct, seq, min, range, now, false);
+    if !claimed {
+        claimed = claim_pass(maps, ct, seq, min, range, now, true);
+    }
+    ct.flip();
+    claimed
+}
+
+/// One walk over the flow's SNAT candidates for the reply entry `ct`:
+/// claim the first absent or free one, or with `take_held` the first one
+/// only held for TIME_WAIT.
+#[inline(always)]
+fn claim_pass<M: Maps>(
+    maps: &mut M,
+    ct: &mut CtEntry,
+    seq: &SnatSeq,
+    min: u16,
+    range: u32,
+    now: u64,
+    take_held: bool,
+) -> bool {
     let mut i = 0;
     while i < SNAT_RETRIES {
         ct.key.dport = min + seq.offset(i, range) as u16;
         i += 1;
-        if maps.ct_put_new(&ct.key, &ct.val) {
-            claimed = true;
-            break;
+        if !take_held && maps.ct_put_new(&ct.key, &ct.val) {
+            return true;
         }
-        // A port whose previous flow expired is free again.
-        if !maps.ct_live(&ct.key, now) && maps.ct_put(&ct.key, &ct.val) {
-            claimed = true;
-            break;
+        let used = maps
+            .ct_expiry(&ct.key)
+            .map_or(PortUse::Free, |(expires, state)| {
+                conntrack::port_use(expires, state, now)
+            });
+        let wanted = match used {
+            PortUse::Free => true,
+            PortUse::Held => take_held,
+            PortUse::Live => false,
+        };
+        if wanted && maps.ct_put(&ct.key, &ct.val) {
+            return true;
         }
     }
-    ct.flip();
-    claimed
+    false
 }
 
 /// P6: nothing serves this frontend.

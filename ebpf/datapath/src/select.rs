@@ -73,9 +73,15 @@ impl SnatSeq {
     pub fn of(flow: &Flow) -> Self {
         let (s, d) = (&flow.saddr, &flow.daddr);
         let (sp, dp, p) = (flow.sport, flow.dport, flow.proto);
+        // A client reusing its tuple for connection after connection must
+        // not walk the same candidates each time: the ports of the previous
+        // incarnations are still held (closing, TIME_WAIT) and would run
+        // out after `SNAT_RETRIES` reconnects. The initial sequence number
+        // differs per connection and stays the same on a retransmitted SYN.
+        let isn = if flow.is_tcp() { flow.seq } else { 0 };
         SnatSeq {
-            a: hash_tuple_seeded(SEED_SNAT_A, s, d, sp, dp, p),
-            b: hash_tuple_seeded(SEED_SNAT_B, s, d, sp, dp, p) | 1,
+            a: fmix32(hash_tuple_seeded(SEED_SNAT_A, s, d, sp, dp, p) ^ isn),
+            b: fmix32(hash_tuple_seeded(SEED_SNAT_B, s, d, sp, dp, p).wrapping_add(isn)) | 1,
         }
     }
 

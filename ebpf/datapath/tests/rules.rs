@@ -47,6 +47,8 @@ both!(
     vlan_tagged,
     no_node_address,
     no_snat_port,
+    snat_port_held_for_time_wait,
+    snat_reused_tuple_gets_a_fresh_port,
 );
 
 fn tcp_svc(net: Net, flags: u32, ready: &[u16], terminating: &[u16]) -> common::Env {
@@ -762,6 +764,132 @@ fn no_snat_port(net: Net) {
     // Once the first flow's entry expired its port is free again.
     env.clock.advance_s(61);
     assert_eq!(env.run(&b, Hook::WireIngress).0.event, Event::NewFlow);
+}
+
+/// A node whose SNAT range is two ports: which one a flow gets shows which
+/// the claim preferred.
+fn two_port_env(net: Net) -> common::Env {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let mut n = env.maps.node_config();
+    n.snat_port_min = 40000;
+    n.snat_port_max = 40001;
+    env.maps.set_node(n);
+    env
+}
+
+/// Open a flow from `client`:`cport` (initial sequence number `isn`) and
+/// close it with FINs both ways; its SNAT port.
+fn open_and_close(
+    env: &mut common::Env,
+    net: Net,
+    client: sluice_datapath::maps::Addr,
+    cport: u16,
+    isn: u32,
+) -> u16 {
+    let f = tcp(net, client, cport, net.vip(), PORT, &syn(isn));
+    let (o, out) = env.run(&f, Hook::WireIngress);
+    assert_eq!(o.event, Event::NewFlow);
+    let d = decode(&out);
+    let back = |flags| {
+        tcp(
+            net,
+            d.dst,
+            TARGET,
+            net.node(),
+            d.ports().0,
+            &seg(flags, 2, 2, b""),
+        )
+    };
+    assert_eq!(
+        env.run(&back(TCP_SYN | TCP_ACK), Hook::WireIngress).0.event,
+        Event::ReplyNat
+    );
+    let fin = tcp(
+        net,
+        client,
+        cport,
+        net.vip(),
+        PORT,
+        &seg(TCP_FIN | TCP_ACK, 2, 2, b""),
+    );
+    assert_eq!(env.run(&fin, Hook::WireIngress).0.event, Event::Established);
+    assert_eq!(
+        env.run(&back(TCP_FIN | TCP_ACK), Hook::WireIngress).0.event,
+        Event::ReplyNat
+    );
+    d.ports().0
+}
+
+fn snat_port_of(
+    env: &mut common::Env,
+    net: Net,
+    client: sluice_datapath::maps::Addr,
+    cport: u16,
+) -> (Event, u16) {
+    let f = tcp(net, client, cport, net.vip(), PORT, &syn(7));
+    let (o, out) = env.run(&f, Hook::WireIngress);
+    (
+        o.event,
+        if o.verdict == Verdict::Pass {
+            decode(&out).ports().0
+        } else {
+            0
+        },
+    )
+}
+
+// spec: P3 (a SNAT port whose flow closed with FINs is not handed to a new
+// flow while the endpoint may still hold the tuple in TIME_WAIT, unless no
+// other port is free; a flow is never dropped for it)
+fn snat_port_held_for_time_wait(net: Net) {
+    let mut env = two_port_env(net);
+    let a = open_and_close(&mut env, net, net.client(), 40000, 1);
+    // The closing entries expired (10 s) but the hold (60 s more) has not.
+    env.clock.advance_s(11);
+    let (e, b) = snat_port_of(&mut env, net, net.client_n(1), 40000);
+    assert_eq!(e, Event::NewFlow);
+    assert_ne!(b, a, "the free port is preferred over the held one");
+    // Only the held port is left: taken as the last resort.
+    let (e, c) = snat_port_of(&mut env, net, net.client_n(2), 40000);
+    assert_eq!((e, c), (Event::NewFlow, a));
+
+    // After the hold a closed port is free like any other.
+    let mut env = two_port_env(net);
+    let a = open_and_close(&mut env, net, net.client(), 40000, 1);
+    env.clock.advance_s(71);
+    let mut got = HashSet::new();
+    for n in 1..=2 {
+        let (e, p) = snat_port_of(&mut env, net, net.client_n(n), 40000);
+        assert_eq!(e, Event::NewFlow);
+        got.insert(p);
+    }
+    assert!(got.contains(&a), "{got:?}");
+}
+
+// spec: P3 (a client reusing its port for a new connection gets another
+// SNAT port than the closed incarnation, whose tuple the endpoint may hold)
+fn snat_reused_tuple_gets_a_fresh_port(net: Net) {
+    let mut env = two_port_env(net);
+    let a = open_and_close(&mut env, net, net.client(), 40000, 1);
+    env.clock.advance_s(1);
+    let (e, b) = snat_port_of(&mut env, net, net.client(), 40000);
+    assert_eq!(e, Event::NewFlow);
+    assert_ne!(b, a);
+
+    // Connection after connection on one tuple, faster than the closing
+    // timeout: each incarnation walks its own candidates, none is refused.
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let mut prev = None;
+    for isn in 0..(4 * sluice_datapath::SNAT_RETRIES) {
+        let p = open_and_close(&mut env, net, net.client(), 40000, 1000 + isn * 7919);
+        assert_ne!(
+            Some(p),
+            prev,
+            "incarnation {isn} got its predecessor's port"
+        );
+        prev = Some(p);
+        env.clock.advance_ns(1_000_000);
+    }
 }
 
 #[test]

@@ -151,9 +151,9 @@ impl Maps for AyaMaps {
     }
 
     #[inline(always)]
-    fn ct_live(&self, key: &CtKey, now_ns: u64) -> bool {
-        // SAFETY: one field read from the map value.
-        unsafe { CT.get(key) }.is_some_and(|v| v.expires_ns > now_ns)
+    fn ct_expiry(&self, key: &CtKey) -> Option<(u64, u8)> {
+        // SAFETY: two fields read from the map value.
+        unsafe { CT.get(key) }.map(|v| (v.expires_ns, v.state))
     }
 
     #[inline(always)]

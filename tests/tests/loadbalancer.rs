@@ -533,12 +533,13 @@ fn connect_from(local: SocketAddr, dst: SocketAddr) -> std::io::Result<()> {
 }
 
 // spec: P3
-/// A client that reconnects from the same port to a server that closes
-/// first: every new connection must get a SNAT tuple the pod does not hold
-/// in TIME_WAIT. On a held tuple the pod turns the SYN away (its timestamp
-/// is older: they are random per connection), the client resets and
-/// retransmits the SYN, which the client namespace's TCPSynRetrans counts.
+/// Short connections to a server that closes first: every new connection
+/// must get a SNAT tuple the pod does not hold in TIME_WAIT. On a held
+/// tuple the pod turns the SYN away (its timestamp is older: they are
+/// random per connection), the client resets and retransmits the SYN,
+/// which the client namespace's TCPSynRetrans counts.
 fn snat_reconnect_avoids_time_wait(engine: Engine, f: Family) {
+    const WAVE: usize = 300;
     const ROUNDS: usize = 24;
     let c = start(
         "tw",
@@ -567,7 +568,34 @@ fn snat_reconnect_avoids_time_wait(engine: Engine, f: Family) {
     let (before, after, errors) = sluice_tests::in_ns(c.client_ns(), move || {
         let before = syn_retransmits();
         let mut errors = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(90);
+        // Two waves from ephemeral ports, the second after the first's
+        // conntrack entries expired (closing: 10 s) but well within the
+        // pod's TIME_WAIT (60 s): each second-wave flow must get a port no
+        // first-wave flow had.
+        for wave in 0..2 {
+            if wave == 1 {
+                thread::sleep(Duration::from_secs(11));
+            }
+            for _ in 0..WAVE {
+                if Instant::now() > deadline {
+                    errors.push("out of time".to_string());
+                    break;
+                }
+                let r = (|| -> std::io::Result<()> {
+                    let mut s = TcpStream::connect_timeout(&vip, Duration::from_secs(5))?;
+                    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+                    let mut buf = Vec::new();
+                    s.read_to_end(&mut buf)?;
+                    Ok(())
+                })();
+                if let Err(e) = r {
+                    errors.push(e.to_string());
+                }
+            }
+        }
+        // Then one port, connection after connection, faster than the
+        // closing timeout: no incarnation may run out of SNAT candidates.
         for _ in 0..ROUNDS {
             if Instant::now() > deadline {
                 errors.push("out of time".to_string());

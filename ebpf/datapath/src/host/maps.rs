@@ -2,6 +2,7 @@
 
 use super::lru::LruMap;
 use super::tables::ServiceTables;
+use crate::conntrack::{port_use, PortUse};
 use crate::env::Maps;
 use crate::maps::{
     AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, NodeConfig, ServiceKey, ServiceValue,
@@ -88,10 +89,14 @@ impl HostMaps {
         self.ct.clear();
     }
 
-    /// Drop expired conntrack entries (the program already ignores them;
-    /// this frees the room). Returns how many went.
+    /// Drop conntrack entries the program has no more use for (it ignores
+    /// expired ones; this frees the room). An expired entry of a FIN-closed
+    /// flow stays while it holds its SNAT port for the endpoint's
+    /// TIME_WAIT, as it does in the kernel's LRU map, or the claim would
+    /// take the port as free. Returns how many went.
     pub fn expire(&mut self, now_ns: u64) -> usize {
-        self.ct.retain(|_, v| v.expires_ns > now_ns)
+        self.ct
+            .retain(|_, v| port_use(v.expires_ns, v.state, now_ns) != PortUse::Free)
     }
 
     /// Drop affinity entries unused for longer than `max_age_ns`.

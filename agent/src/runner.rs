@@ -373,6 +373,12 @@ impl Runner {
 
     fn offer_health(&mut self, entries: Vec<ServiceHealthEntry>) {
         let report = self.health.set_services(&entries);
+        self.status.health_port_conflicts = report
+            .conflicts
+            .iter()
+            .map(|(svc, port)| format!("{svc}:{port}"))
+            .collect();
+        self.lock_metrics().health_port_conflicts = report.conflicts.len() as u64;
         if report.failed.is_empty() {
             return;
         }

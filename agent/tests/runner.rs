@@ -46,7 +46,7 @@ impl FakeEngine {
             .services
             .iter()
             .find(|(k, _)| k.port == port)
-            .map(|(_, v)| (u32::from(v.ready), u32::from(v.terminating)))
+            .map(|(_, v)| (v.ready, v.terminating))
     }
 }
 

@@ -1,10 +1,20 @@
 //! Command-line flags. Every flag also reads from a `SLUICE_*` environment
-//! variable so a unit file can configure the agent without a wrapper.
+//! variable so a unit file can configure the agent without a wrapper, and
+//! from the YAML file `--config` names.
+//!
+//! Precedence, highest first: the command line, the environment, the config
+//! file, the defaults. The file's keys are the flags' names without the
+//! dashes, kebab-case (`node-name`) or camelCase (`nodeName`); an unknown key
+//! is an error naming it, so a typo never silently falls back to a default.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fmt;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use clap::{Parser, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, Parser, ValueEnum};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DatapathMode {
@@ -25,6 +35,11 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Parser)]
 #[command(name = "sluice-agent", version, about = "Sluice node agent")]
 pub struct Args {
+    /// A YAML file of settings (keys: the flags' names, kebab-case or
+    /// camelCase). Flags and `SLUICE_*` variables win over it.
+    #[arg(long, env = "SLUICE_CONFIG")]
+    pub config: Option<PathBuf>,
+
     /// This node's name, as in the state's Node objects and `spec.nodeName`.
     #[arg(long, env = "SLUICE_NODE_NAME")]
     pub node_name: String,
@@ -100,4 +115,260 @@ pub struct Args {
     /// with this; agents sharing one host need distinct prefixes.
     #[arg(long, env = "SLUICE_POD_NETNS_PREFIX", default_value = "sl-pod")]
     pub pod_netns_prefix: String,
+}
+
+/// Why the agent's settings could not be read.
+#[derive(Debug)]
+pub enum CliError {
+    /// Flags or environment (including `--help` and `--version`).
+    Clap(clap::Error),
+    /// The config file: missing, not YAML, an unknown key, a bad value.
+    Config(String),
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Clap(e) => write!(f, "{e}"),
+            CliError::Config(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+impl Args {
+    /// The process's settings: flags, environment, `--config` file.
+    pub fn load() -> Result<Args, CliError> {
+        Self::load_from(std::env::args_os())
+    }
+
+    /// As [`Args::load`], from `argv` (the program name first).
+    pub fn load_from<I, T>(argv: I) -> Result<Args, CliError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString>,
+    {
+        let argv: Vec<OsString> = argv.into_iter().map(Into::into).collect();
+        // Nothing required yet: only `--config` and where each value came
+        // from matter here. Any error is reported by the real parse.
+        let Ok(seen) = loose_command(true).try_get_matches_from(&argv) else {
+            return Args::try_parse_from(argv).map_err(CliError::Clap);
+        };
+        let Some(path) = seen.get_one::<PathBuf>("config").cloned() else {
+            return Args::try_parse_from(argv).map_err(CliError::Clap);
+        };
+        let settings = read_config(&path)?;
+
+        let program = argv
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "sluice-agent".into());
+        let mut from_file: Vec<OsString> = vec![program.clone()];
+        for (id, (long, value)) in &settings {
+            let given = matches!(
+                seen.value_source(id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            );
+            if !given {
+                from_file.push(format!("--{long}={value}").into());
+            }
+        }
+        // The file's values on their own first, so a bad one is reported as
+        // the file's, not as a flag the user never typed.
+        loose_command(false)
+            .try_get_matches_from(&from_file)
+            .map_err(|e| {
+                CliError::Config(format!(
+                    "config file {}: {}",
+                    path.display(),
+                    clap_message(&e)
+                ))
+            })?;
+        from_file.extend(argv.into_iter().skip(1));
+        Args::try_parse_from(from_file).map_err(CliError::Clap)
+    }
+}
+
+/// clap's message without its usage footer.
+fn clap_message(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let first = text.lines().next().unwrap_or("").trim();
+    first.trim_start_matches("error: ").to_string()
+}
+
+/// `Args`' command with nothing required; `env: false` also ignores the
+/// environment (to check the file's values alone).
+fn loose_command(env: bool) -> clap::Command {
+    let mut cmd = Args::command();
+    let ids: Vec<clap::Id> = cmd.get_arguments().map(|a| a.get_id().clone()).collect();
+    for id in ids {
+        cmd = cmd.mut_arg(id, |a| {
+            let a = a.required(false);
+            if env {
+                a
+            } else {
+                a.env(None)
+            }
+        });
+    }
+    cmd
+}
+
+/// `nodeName` → `node-name`; kebab-case passes unchanged.
+fn kebab(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 4);
+    for c in key.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('-');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The file's settings: arg id → (flag name, value).
+fn read_config(path: &Path) -> Result<BTreeMap<String, (String, String)>, CliError> {
+    let fail = |m: String| CliError::Config(format!("config file {}: {m}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+    let doc: serde_yaml::Value =
+        serde_yaml::from_str(&text).map_err(|e| fail(format!("not valid YAML: {e}")))?;
+    let map = match doc {
+        serde_yaml::Value::Null => return Ok(BTreeMap::new()),
+        serde_yaml::Value::Mapping(m) => m,
+        _ => return Err(fail("must be a map of settings (key: value)".into())),
+    };
+    let cmd = Args::command();
+    let known: BTreeMap<String, String> = cmd
+        .get_arguments()
+        .filter_map(|a| Some((a.get_long()?.to_string(), a.get_id().to_string())))
+        .filter(|(long, _)| long != "config" && long != "help" && long != "version")
+        .collect();
+    let mut out = BTreeMap::new();
+    for (k, v) in map {
+        let key = k
+            .as_str()
+            .ok_or_else(|| fail("keys must be strings".into()))?
+            .to_string();
+        let long = kebab(&key);
+        let Some(id) = known.get(&long) else {
+            let names: Vec<&str> = known.keys().map(String::as_str).collect();
+            return Err(fail(format!(
+                "unknown key {key:?} (known: {})",
+                names.join(", ")
+            )));
+        };
+        let value = match v {
+            serde_yaml::Value::String(s) => s,
+            serde_yaml::Value::Number(n) => n.to_string(),
+            serde_yaml::Value::Bool(b) => b.to_string(),
+            _ => return Err(fail(format!("{key}: must be a single value"))),
+        };
+        if out.insert(id.clone(), (long.clone(), value)).is_some() {
+            return Err(fail(format!("{long} is set twice")));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A config file removed when the guard goes, also on a failed assert.
+    struct TempConfig(PathBuf);
+
+    impl TempConfig {
+        fn new(name: &str, body: &str) -> Self {
+            let p =
+                std::env::temp_dir().join(format!("sluice-cli-{}-{name}.yaml", std::process::id()));
+            std::fs::write(&p, body).expect("write temp config");
+            TempConfig(p)
+        }
+        fn arg(&self) -> String {
+            format!("--config={}", self.0.display())
+        }
+    }
+
+    impl Drop for TempConfig {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn config_err(r: Result<Args, CliError>) -> String {
+        match r {
+            Err(CliError::Config(m)) => m,
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn file_supplies_settings_and_flags_win() {
+        let f = TempConfig::new(
+            "precedence",
+            "nodeName: node-a\nstate: /etc/sluice/state.yaml\npoll-ms: 500\ndatapath: emulated\n",
+        );
+        let a = Args::load_from(["sluice-agent", &f.arg()]).expect("file alone");
+        assert_eq!(a.node_name, "node-a");
+        assert_eq!(a.state, PathBuf::from("/etc/sluice/state.yaml"));
+        assert_eq!(a.poll_ms, 500);
+        assert_eq!(a.datapath, DatapathMode::Emulated);
+        assert_eq!(a.nic, "nic0", "defaults fill the rest");
+
+        let a = Args::load_from([
+            "sluice-agent",
+            &f.arg(),
+            "--poll-ms",
+            "50",
+            "--node-name=node-b",
+        ])
+        .expect("flags too");
+        assert_eq!(a.poll_ms, 50);
+        assert_eq!(a.node_name, "node-b");
+        assert_eq!(a.state, PathBuf::from("/etc/sluice/state.yaml"));
+    }
+
+    #[test]
+    fn config_errors_name_the_file_and_key() {
+        let f = TempConfig::new("unknown", "nodeName: a\nstate: /s\npollMillis: 5\n");
+        let m = config_err(Args::load_from(["sluice-agent", &f.arg()]));
+        assert!(m.contains("unknown key \"pollMillis\""), "{m}");
+        assert!(m.contains(&f.0.display().to_string()), "{m}");
+
+        let f = TempConfig::new("range", "nodeName: a\nstate: /s\npollMs: 5\n");
+        let m = config_err(Args::load_from(["sluice-agent", &f.arg()]));
+        assert!(m.contains("poll-ms") && m.contains('5'), "{m}");
+        // A flag overriding the bad value makes the file's value moot.
+        assert!(Args::load_from(["sluice-agent", &f.arg(), "--poll-ms=100"]).is_ok());
+
+        let f = TempConfig::new("yaml", "nodeName: [a\n");
+        assert!(config_err(Args::load_from(["sluice-agent", &f.arg()])).contains("not valid YAML"));
+
+        let f = TempConfig::new("list", "nic: [a, b]\n");
+        assert!(config_err(Args::load_from(["sluice-agent", &f.arg()])).contains("nic"));
+
+        let f = TempConfig::new("twice", "nodeName: a\nnode-name: b\n");
+        assert!(config_err(Args::load_from(["sluice-agent", &f.arg()])).contains("twice"));
+
+        let missing = std::env::temp_dir().join("sluice-cli-does-not-exist.yaml");
+        let m = config_err(Args::load_from([
+            "sluice-agent".to_string(),
+            format!("--config={}", missing.display()),
+        ]));
+        assert!(m.contains("cannot read"), "{m}");
+    }
+
+    #[test]
+    fn without_a_file_flags_alone_decide() {
+        let a =
+            Args::load_from(["sluice-agent", "--node-name", "n", "--state", "/s"]).expect("flags");
+        assert!(a.config.is_none());
+        assert!(matches!(
+            Args::load_from(["sluice-agent", "--state", "/s"]),
+            Err(CliError::Clap(_))
+        ));
+    }
 }

@@ -2,10 +2,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::Parser;
 use tracing::{info, warn};
 
-use sluice_agent::cli::{Args, DatapathMode, LogFormat};
+use sluice_agent::cli::{Args, CliError, DatapathMode, LogFormat};
 use sluice_agent::engine;
 use sluice_agent::health::{HealthConfig, HealthHandle, SystemClock};
 use sluice_agent::metrics::MetricsSnapshot;
@@ -85,7 +84,14 @@ fn start_health(args: &Args) -> Result<HealthHandle> {
 // thread; the health servers have a thread of their own.
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> Result<()> {
-    let args = Args::parse();
+    let args = match Args::load() {
+        Ok(a) => a,
+        Err(CliError::Clap(e)) => e.exit(),
+        Err(CliError::Config(m)) => {
+            eprintln!("sluice-agent: {m}");
+            std::process::exit(2);
+        }
+    };
     init_logging(args.log_format);
 
     sluice_agent::pods::set_netns_prefix(&args.pod_netns_prefix)

@@ -35,6 +35,9 @@ pub struct MetricsSnapshot {
     /// packets by what the program did with them.
     pub packets: Vec<(String, u64)>,
     pub health: HealthCounters,
+    /// `Local` Services whose `healthCheckNodePort` is taken (by another
+    /// Service or the node server) and so not served.
+    pub health_port_conflicts: u64,
 }
 
 fn header(o: &mut String, name: &str, kind: &str, help: &str) {
@@ -185,6 +188,17 @@ pub fn render(m: &MetricsSnapshot) -> String {
             );
         }
     }
+    header(
+        &mut o,
+        "sluice_health_port_conflicts",
+        "gauge",
+        "Local Services whose health-check port is taken by another Service or the node server; their check is not served.",
+    );
+    let _ = writeln!(
+        o,
+        "sluice_health_port_conflicts {}",
+        m.health_port_conflicts
+    );
     o
 }
 
@@ -277,6 +291,7 @@ mod tests {
             endpoints_ready: 2,
             endpoints_terminating: 1,
             packets: vec![("verdict_pass".into(), 10), ("reset".into(), 2)],
+            health_port_conflicts: 1,
             ..MetricsSnapshot::default()
         };
         let text = render(&m);
@@ -289,6 +304,7 @@ mod tests {
             "sluice_packets_total{verdict=\"pass\"} 10",
             "sluice_packet_events_total{event=\"reset\"} 2",
             "sluice_health_requests_total{path=\"/healthz\",code=\"200\"} 0",
+            "sluice_health_port_conflicts 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

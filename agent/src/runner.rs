@@ -14,6 +14,7 @@ use anyhow::Result;
 use tracing::{info, warn};
 
 use crate::control::build_content;
+use crate::control::disruption::pod_health;
 use crate::control::overlay::LiveConditions;
 use crate::control::overlay::{with_overlay, Overlay};
 use crate::control::pods::{desired_pod_links, PodLinkSpec};
@@ -22,7 +23,9 @@ use crate::engine::Engine;
 use crate::health::{service_health_entries, HealthHandle, ServiceHealthEntry};
 use crate::metrics::MetricsSnapshot;
 use crate::netlink;
-use crate::pods::{DrainProgress, EvictionOutcome, EvictionReason, PodEvent, PodManager};
+use crate::pods::{
+    DrainProgress, EvictionOutcome, EvictionReason, PodEvent, PodManager, SharedBudgets,
+};
 use crate::state::source::{StateSource, Update};
 use crate::state::DesiredState;
 use crate::status::{write_status, DrainStatus, Status};
@@ -38,6 +41,8 @@ pub struct Runner {
     health: HealthHandle,
     metrics: Arc<Mutex<MetricsSnapshot>>,
     pods_rt: PodManager,
+    /// The PodDisruptionBudgets `pods_rt` asks before an eviction (E6).
+    budgets: SharedBudgets,
     /// The drain in progress, as requested by the Node's annotation.
     drain: Option<EvictionReason>,
     /// The last valid desired state, and what the agent observes of its own
@@ -63,9 +68,11 @@ impl Runner {
         engine: Box<dyn Engine>,
         health: HealthHandle,
         metrics: Arc<Mutex<MetricsSnapshot>>,
-        pods_rt: PodManager,
+        mut pods_rt: PodManager,
         status_path: Option<PathBuf>,
     ) -> Self {
+        let budgets = SharedBudgets::default();
+        pods_rt.set_pdb_gate(Box::new(budgets.clone()));
         let status = Status {
             datapath: engine.kind().to_string(),
             ..Status::default()
@@ -77,6 +84,7 @@ impl Runner {
             health,
             metrics,
             pods_rt,
+            budgets,
             drain: None,
             desired: None,
             overlay: Overlay::new(),
@@ -122,6 +130,9 @@ impl Runner {
                 self.desired = Some(s);
                 self.mark_dirty();
             }
+        }
+        if let Some(d) = &self.desired {
+            self.refresh_budgets(d);
         }
         let events = self.pods_rt.tick(Instant::now());
         self.handle_pod_events(events);
@@ -249,6 +260,10 @@ impl Runner {
             .filter(|p| p.node == self.node)
             .map(|p| p.run.clone())
             .collect();
+        if let Some(n) = state.nodes.get(&self.node) {
+            self.pods_rt.set_pool(n.pool);
+        }
+        self.refresh_budgets(state);
         let events = self.pods_rt.sync(&specs, now);
         self.handle_pod_events(events);
         let want = state.nodes.get(&self.node).and_then(|n| n.drain);
@@ -266,6 +281,26 @@ impl Runner {
             }
             self.drain = want;
         }
+    }
+
+    /// What the budgets see: the state's PDBs and pods, this node's pods as
+    /// the agent observes them.
+    fn refresh_budgets(&self, state: &DesiredState) {
+        let mut b = self.budgets.lock();
+        if state.pdbs.is_empty() {
+            b.set_view(Vec::new(), Vec::new());
+            return;
+        }
+        let local: BTreeMap<String, bool> = self
+            .pods_rt
+            .endpoint_states()
+            .into_iter()
+            .map(|e| (e.key, e.conditions.ready))
+            .collect();
+        b.set_view(
+            state.pdbs.values().cloned().collect(),
+            pod_health(state, &self.node, &local),
+        );
     }
 
     fn handle_pod_events(&mut self, events: Vec<PodEvent>) {
@@ -338,6 +373,12 @@ impl Runner {
 
     fn offer_health(&mut self, entries: Vec<ServiceHealthEntry>) {
         let report = self.health.set_services(&entries);
+        self.status.health_port_conflicts = report
+            .conflicts
+            .iter()
+            .map(|(svc, port)| format!("{svc}:{port}"))
+            .collect();
+        self.lock_metrics().health_port_conflicts = report.conflicts.len() as u64;
         if report.failed.is_empty() {
             return;
         }

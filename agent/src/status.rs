@@ -22,6 +22,10 @@ pub struct Status {
     pub counters: Vec<(String, u64)>,
     /// The drain the Node asked for, if any.
     pub drain: Option<DrainStatus>,
+    /// `namespace/name:port` of `Local` Services whose health-check port is
+    /// taken (by another Service or the node server): their check is not
+    /// served until the conflict goes.
+    pub health_port_conflicts: Vec<String>,
 }
 
 /// Where a drain stands, for the controller or an operator to decide on the

@@ -380,3 +380,202 @@ status: {addresses: [{type: InternalIP, address: 198.18.0.11}]}
     let err = parse_state(&bad).expect_err("bad effect");
     assert!(err.to_string().contains("spec.taints[0].effect"), "{err}");
 }
+
+fn pdb(spec: &str) -> String {
+    format!(
+        r#"
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: web, namespace: default}}
+spec:
+  {spec}
+"#
+    )
+}
+
+#[test]
+fn pod_disruption_budgets_are_read() {
+    // spec: E6 — budgets come from the state file, with Kubernetes' fields.
+    use sluice_agent::pods::disruption::{
+        Budget, IntOrPercent, SelectorOp, UnhealthyPodEvictionPolicy,
+    };
+    let text = format!(
+        "{NODES}{}",
+        pdb(r#"minAvailable: "50%"
+  unhealthyPodEvictionPolicy: AlwaysAllow
+  selector:
+    matchLabels: {app: web}
+    matchExpressions: [{key: tier, operator: In, values: [front]}, {key: canary, operator: DoesNotExist}]"#)
+    );
+    let state = parse_state(&text).expect("valid");
+    let b = &state.pdbs["default/web"];
+    assert_eq!(b.budget, Budget::MinAvailable(IntOrPercent::Percent(50)));
+    assert_eq!(b.unhealthy_policy, UnhealthyPodEvictionPolicy::AlwaysAllow);
+    let sel = b.selector.as_ref().expect("selector");
+    assert_eq!(sel.match_labels["app"], "web");
+    assert_eq!(sel.match_expressions.len(), 2);
+    assert_eq!(sel.match_expressions[1].1, SelectorOp::DoesNotExist);
+
+    let text = format!("{NODES}{}", pdb("maxUnavailable: 1"));
+    let state = parse_state(&text).expect("valid");
+    let b = &state.pdbs["default/web"];
+    assert_eq!(b.budget, Budget::MaxUnavailable(IntOrPercent::Int(1)));
+    assert_eq!(
+        b.unhealthy_policy,
+        UnhealthyPodEvictionPolicy::IfHealthyBudget
+    );
+    assert!(b.selector.is_none(), "no selector: selects nothing");
+}
+
+#[test]
+fn invalid_budgets_are_rejected_naming_the_field() {
+    let sel = "selector: {matchLabels: {app: web}}";
+    let cases = [
+        (pdb(&format!("minAvailable: 1\n  maxUnavailable: 1\n  {sel}")), "spec.minAvailable"),
+        (pdb(sel), "spec.minAvailable"),
+        (pdb(&format!("minAvailable: \"150%\"\n  {sel}")), "spec.minAvailable"),
+        (pdb(&format!("maxUnavailable: \"half\"\n  {sel}")), "spec.maxUnavailable"),
+        (pdb(&format!("maxUnavailable: \"3\"\n  {sel}")), "spec.maxUnavailable"),
+        (pdb(&format!("maxUnavailable: -1\n  {sel}")), "spec.maxUnavailable"),
+        (
+            pdb("maxUnavailable: 1\n  unhealthyPodEvictionPolicy: Sometimes"),
+            "spec.unhealthyPodEvictionPolicy",
+        ),
+        (
+            pdb("maxUnavailable: 1\n  selector: {matchExpressions: [{key: a, operator: Near, values: [x]}]}"),
+            "spec.selector.matchExpressions[0].operator",
+        ),
+        (
+            pdb("maxUnavailable: 1\n  selector: {matchExpressions: [{key: a, operator: In}]}"),
+            "spec.selector.matchExpressions[0].values",
+        ),
+        (
+            pdb("maxUnavailable: 1\n  selector: {matchExpressions: [{key: a, operator: Exists, values: [x]}]}"),
+            "spec.selector.matchExpressions[0].values",
+        ),
+        (pdb("maxUnavailable: 1").replace("policy/v1", "policy/v1beta1"), "apiVersion"),
+        (format!("{}{}", pdb("maxUnavailable: 1"), pdb("maxUnavailable: 2")), "duplicate PodDisruptionBudget"),
+    ];
+    for (doc, field) in cases {
+        let text = format!("{NODES}{doc}");
+        let err = parse_state(&text).expect_err(&format!("{field} should be rejected: {doc}"));
+        assert!(
+            err.to_string().contains(field),
+            "error {err} should name {field}"
+        );
+    }
+}
+
+#[test]
+fn pool_kind_comes_from_the_node_label() {
+    // spec: E2, E5 — the pool kind decides what safe-to-evict protects from.
+    use sluice_agent::pods::PoolKind;
+    let state = parse_state(NODES).expect("valid");
+    assert_eq!(state.nodes["node-a"].pool, PoolKind::Standard, "default");
+    let labelled = NODES.replacen(
+        "metadata: {name: node-a}",
+        "metadata: {name: node-a, labels: {sluice.dev/pool-kind: autopilot}}",
+        1,
+    );
+    let state = parse_state(&labelled).expect("valid");
+    assert_eq!(state.nodes["node-a"].pool, PoolKind::Autopilot);
+    let bad = labelled.replace("autopilot", "Autopilot");
+    let err = parse_state(&bad).expect_err("unknown pool kind");
+    assert!(
+        err.to_string()
+            .contains("metadata.labels[sluice.dev/pool-kind]"),
+        "{err}"
+    );
+}
+
+fn pod_doc(name: &str, node: &str, ip: &str, extra_meta: &str) -> String {
+    format!(
+        r#"
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}{extra_meta}}}
+spec: {{nodeName: {node}}}
+status: {{podIPs: [{{ip: "{ip}"}}]}}
+"#
+    )
+}
+
+#[test]
+fn pod_evict_annotation_names_a_drain_reason() {
+    use sluice_agent::pods::EvictionReason;
+    let ok = pod_doc(
+        "web-1",
+        "node-a",
+        "198.19.1.10",
+        ", annotations: {sluice.dev/evict: ScaleDown}",
+    );
+    let state = parse_state(&format!("{NODES}{ok}")).expect("valid");
+    assert_eq!(
+        state.pods["default/web-1"].evict,
+        Some(EvictionReason::ScaleDown)
+    );
+    for bad in ["scale-down", "Deletion", ""] {
+        let doc = ok.replace("ScaleDown", &format!("\"{bad}\""));
+        let err = parse_state(&format!("{NODES}{doc}")).expect_err(bad);
+        assert!(
+            err.to_string()
+                .contains("metadata.annotations[sluice.dev/evict]"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn health_check_node_ports_are_unique_and_not_the_node_port() {
+    // spec: H3 — one Service per health-check port, never the node's 10256.
+    let local = |name: &str, port: i64| {
+        service("Local", &format!("healthCheckNodePort: {port}"))
+            .replace("name: web,", &format!("name: {name},"))
+    };
+    let two = format!("{NODES}{}{}", local("web", 31000), local("api", 31000));
+    let err = parse_state(&two).expect_err("shared port");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("spec.healthCheckNodePort of Service default/api: port 31000 already used by Service default/web"),
+        "{msg}"
+    );
+    for port in [10256, 0, 65536] {
+        let err = parse_state(&format!("{NODES}{}", local("web", port))).expect_err("bad port");
+        assert!(
+            err.to_string().contains("spec.healthCheckNodePort"),
+            "{port}: {err}"
+        );
+    }
+    let fine = format!("{NODES}{}{}", local("web", 31000), local("api", 31001));
+    assert!(parse_state(&fine).is_ok());
+}
+
+#[test]
+fn pod_ips_must_fit_the_node_and_be_unique() {
+    let inside = pod_doc("web-1", "node-a", "198.19.1.10", "");
+    assert!(parse_state(&format!("{NODES}{inside}")).is_ok());
+    // node-b's range on a node-a pod.
+    let outside = pod_doc("web-1", "node-a", "198.19.2.10", "");
+    let err = parse_state(&format!("{NODES}{outside}")).expect_err("outside");
+    assert!(err.to_string().contains("status.podIPs[0].ip"), "{err}");
+    assert!(err.to_string().contains("podCIDRs"), "{err}");
+    let v6 = pod_doc("web-1", "node-a", "fd00:19:2::10", "");
+    assert!(parse_state(&format!("{NODES}{v6}")).is_err());
+    let twice = format!("{inside}{}", pod_doc("web-2", "node-a", "198.19.1.10", ""));
+    let err = parse_state(&format!("{NODES}{twice}")).expect_err("same IP");
+    assert!(
+        err.to_string()
+            .contains("198.19.1.10 is already Pod default/web-1's address"),
+        "{err}"
+    );
+    // Host-network pods carry the node's address; a node-less pod is not checked.
+    let host = outside.replace(
+        "spec: {nodeName: node-a}",
+        "spec: {nodeName: node-a, hostNetwork: true}",
+    );
+    assert!(parse_state(&format!("{NODES}{host}")).is_ok());
+    let elsewhere = pod_doc("web-1", "node-z", "203.0.113.5", "");
+    assert!(parse_state(&format!("{NODES}{elsewhere}")).is_ok());
+}

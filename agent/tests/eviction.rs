@@ -791,3 +791,180 @@ fn restart_policy_and_crash_loop_backoff() {
     m.tick(t0 + 3600 * S);
     assert_eq!(f.w().spawned.len(), 3, "OnFailure: a clean exit stays down");
 }
+
+// --- budgets and evictions from the state file ---------------------------
+
+use sluice_agent::control::disruption::pod_health;
+use sluice_agent::pods::SharedBudgets;
+use sluice_agent::state::{parse_state, DesiredState};
+
+fn web_pod(name: &str, node: &str, extra: &str) -> String {
+    format!(
+        r#"
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, labels: {{app: web}}{extra}}}
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: 30
+  containers: [{{name: c, command: [server]}}]
+status: {{conditions: [{{type: Ready, status: "True"}}]}}
+"#
+    )
+}
+
+const BUDGET_NODES: &str = r#"
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status: {addresses: [{type: InternalIP, address: 198.18.0.11}]}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-b}
+status: {addresses: [{type: InternalIP, address: 198.18.0.12}]}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web}
+spec: {maxUnavailable: 1, selector: {matchLabels: {app: web}}}
+"#;
+
+fn local_specs(state: &DesiredState) -> Vec<PodRunSpec> {
+    state
+        .pods
+        .values()
+        .filter(|p| p.node == "node-a")
+        .map(|p| p.run.clone())
+        .collect()
+}
+
+/// What the runner does before every manager step: the budgets see the
+/// file's pods, and this node's pods as the manager observes them.
+fn refresh(m: &PodManager, budgets: &SharedBudgets, state: &DesiredState) {
+    let local = m
+        .endpoint_states()
+        .into_iter()
+        .map(|e| (e.key, e.conditions.ready))
+        .collect();
+    budgets.lock().set_view(
+        state.pdbs.values().cloned().collect(),
+        pod_health(state, "node-a", &local),
+    );
+}
+
+#[test]
+fn a_budget_from_the_state_holds_a_drain_one_pod_at_a_time() {
+    // spec: E6, U1 — the file's PodDisruptionBudget (maxUnavailable: 1)
+    // lets one pod of three go; the others are refused and retried, and go
+    // once the evicted pod's replacement is ready elsewhere.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let budgets = SharedBudgets::default();
+    m.set_pdb_gate(Box::new(budgets.clone()));
+    let t0 = Instant::now();
+    let text = format!(
+        "{BUDGET_NODES}{}{}{}",
+        web_pod("w1", "node-a", ""),
+        web_pod("w2", "node-a", ""),
+        web_pod("w3", "node-a", "")
+    );
+    let state = parse_state(&text).expect("valid");
+    refresh(&m, &budgets, &state);
+    m.sync(&local_specs(&state), t0);
+    refresh(&m, &budgets, &state);
+
+    // All three are asked in the same pass; only one disruption is allowed.
+    let p = m.drain(EvictionReason::NodeUpgrade, t0);
+    assert_eq!(p.terminating, ["default/w1"]);
+    assert_eq!(p.blocked.len(), 2, "{p:?}");
+    assert_eq!(f.signals("default/w2"), []);
+    assert_eq!(f.signals("default/w3"), []);
+
+    // w1 exits; it is still in the file, so nothing more may go.
+    let t1 = t0 + PDB_RETRY_INITIAL;
+    refresh(&m, &budgets, &state);
+    m.tick(t1);
+    let p = m.drain_progress(t1);
+    assert_eq!(p.done.len(), 1);
+    assert_eq!(p.blocked.len(), 2, "retried and refused again: {p:?}");
+
+    // The controller replaces w1 by w4 on node-b, ready: one more may go.
+    let text = format!(
+        "{BUDGET_NODES}{}{}{}",
+        web_pod("w2", "node-a", ""),
+        web_pod("w3", "node-a", ""),
+        web_pod("w4", "node-b", "")
+    );
+    let state = parse_state(&text).expect("valid");
+    refresh(&m, &budgets, &state);
+    m.sync(&local_specs(&state), t1 + S);
+    let mut t = t1 + S;
+    while m.drain_progress(t).terminating.is_empty() {
+        t = m.next_deadline().expect("a retry is scheduled");
+        assert!(t < t0 + 3600 * S, "allowed before the force deadline");
+        refresh(&m, &budgets, &state);
+        m.tick(t);
+    }
+    let p = m.drain_progress(t);
+    assert_eq!(p.terminating.len(), 1, "{p:?}");
+    assert_eq!(p.blocked.len(), 1, "still one pod held: {p:?}");
+}
+
+#[test]
+fn evict_annotation_evicts_one_pod_once_with_its_reasons_cap() {
+    // spec: E1 — `sluice.dev/evict: ScaleDown` on one pod: SIGTERM, SIGKILL
+    // after 10 min whatever the pod's own grace; the other pod runs on.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let long = pod("long", 7200);
+    let other = pod("other", 30);
+    f.w().stubborn.insert(long.key.clone());
+    m.sync(&[long.clone(), other.clone()], t0);
+    assert_eq!(f.w().spawned.len(), 2);
+
+    // The annotation arrives on the running pod: no new pod, an eviction.
+    let mut asked = long.clone();
+    asked
+        .annotations
+        .insert("sluice.dev/evict".into(), "ScaleDown".into());
+    let t1 = t0 + 60 * S;
+    m.sync(&[asked.clone(), other.clone()], t1);
+    assert_eq!(f.signals(&long.key), [Sig::Term]);
+    assert_eq!(
+        f.w().spawned.len(),
+        2,
+        "an annotation does not replace the pod"
+    );
+    // Re-reading the same file does not start the eviction over.
+    m.sync(&[asked.clone(), other.clone()], t1 + 300 * S);
+    m.tick(t1 + 600 * S - MS);
+    assert_eq!(f.signals(&long.key), [Sig::Term]);
+    m.tick(t1 + 600 * S);
+    assert_eq!(f.signals(&long.key), [Sig::Term, Sig::Kill], "10 min cap");
+    m.tick(t1 + 600 * S);
+    assert!(f.signals(&other.key).is_empty());
+    assert_eq!(conditions(&m, &other.key), Some(READY));
+    // Evicted pods are not restarted while they stay in the file.
+    m.sync(&[asked, other], t1 + 3600 * S);
+    assert_eq!(f.w().spawned.len(), 2);
+}
+
+#[test]
+fn evict_annotation_honours_budgets() {
+    // spec: E6 — a per-pod eviction asks the budget like a drain does.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let mut p = pod("guarded", 30);
+    p.annotations
+        .insert("sluice.dev/evict".into(), "UserDrain".into());
+    let plain = pod("guarded", 30);
+    m.sync(std::slice::from_ref(&plain), t0);
+    f.w().pdb_allow = false;
+    m.sync(std::slice::from_ref(&p), t0 + S);
+    assert_eq!(asked(&f), 1);
+    assert!(f.signals(&p.key).is_empty(), "refused: still running");
+    f.w().pdb_allow = true;
+    m.tick(t0 + S + PDB_RETRY_INITIAL);
+    assert_eq!(f.signals(&p.key), [Sig::Term], "retried, then allowed");
+}

@@ -294,6 +294,8 @@ pub struct ClusterSpec {
     pub node_taints: BTreeMap<usize, Vec<String>>,
     /// `sluice.dev/drain` per node (1-based): the reason of a drain.
     pub node_drains: BTreeMap<usize, String>,
+    /// `sluice.dev/evict` per agent pod name: the reason of its eviction.
+    pub pod_evictions: BTreeMap<String, String>,
     pub agent_pods: Vec<AgentPodSpec>,
 }
 
@@ -306,6 +308,7 @@ impl ClusterSpec {
             client_via: 1,
             node_taints: BTreeMap::new(),
             node_drains: BTreeMap::new(),
+            pod_evictions: BTreeMap::new(),
             agent_pods: Vec::new(),
         }
     }
@@ -885,10 +888,14 @@ impl Cluster {
                 .iter()
                 .map(|a| a.replace("{ip4}", &ip4).replace("{ip6}", &ip6))
                 .collect();
+            let mut annotations = serde_json::Map::new();
+            if let Some(reason) = self.spec.pod_evictions.get(&p.name) {
+                annotations.insert("sluice.dev/evict".into(), json!(reason));
+            }
             docs.push(json!({
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": p.name, "namespace": "default"},
+                "metadata": {"name": p.name, "namespace": "default", "annotations": annotations},
                 "spec": {
                     "nodeName": node_name(n),
                     "terminationGracePeriodSeconds": p.grace_s,

@@ -269,3 +269,29 @@ fn a_drain_evicts_gracefully_and_fails_the_check_at_once() {
         TcpOutcome::Refused
     ));
 }
+
+#[test]
+fn an_evict_annotation_evicts_one_pod_and_the_other_serves_on() {
+    // spec: E1, E6, H3 — `sluice.dev/evict` on one pod: it leaves the check
+    // and the VIP, the other pod keeps serving.
+    let files = ReadyFiles::new("evict");
+    files.set("web-1", true);
+    files.set("web-2", true);
+    let mut c = Cluster::start("evc", Engine::Emulated, spec(&files, &["web-1", "web-2"]))
+        .expect("cluster");
+    wait_health(&c, "two ready local endpoints", |s, n| s == 200 && n == 2);
+    let vip = c.vip("web", Family::V4, 80).expect("vip");
+
+    c.update(|s| {
+        s.pod_evictions.insert("web-1".into(), "UserDrain".into());
+    })
+    .expect("update");
+    wait_health(&c, "only web-2 in the check", |s, n| s == 200 && n == 1);
+    let pods = answers_from(&c, vip, 10);
+    assert!(
+        pods.iter().all(|p| p == "web-2"),
+        "new connections reach the remaining pod only: {pods:?}"
+    );
+    let status = c.agent_status(1).expect("status");
+    assert!(status.synced && status.error.is_none(), "{status:?}");
+}

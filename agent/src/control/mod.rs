@@ -3,6 +3,7 @@
 //! without namespaces.
 
 pub mod content;
+pub mod disruption;
 pub mod overlay;
 pub mod pods;
 pub mod routes;

@@ -98,6 +98,23 @@ impl EvictionReason {
         }
     }
 
+    /// The reason a `sluice.dev/drain` (Node) or `sluice.dev/evict` (Pod)
+    /// annotation names; `Deletion` is not one (it is removing the Pod).
+    pub fn from_annotation(value: &str) -> Option<Self> {
+        match value {
+            "NodeUpgrade" => Some(EvictionReason::NodeUpgrade),
+            "ScaleDown" => Some(EvictionReason::ScaleDown),
+            "BluePoolDeletion" => Some(EvictionReason::BluePoolDeletion),
+            "AutoscaledBlueGreen" => Some(EvictionReason::AutoscaledBlueGreen),
+            "UserDrain" => Some(EvictionReason::UserDrain),
+            _ => None,
+        }
+    }
+
+    /// The values [`Self::from_annotation`] accepts, for error messages.
+    pub const ANNOTATION_VALUES: &'static str =
+        "NodeUpgrade, ScaleDown, BluePoolDeletion, AutoscaledBlueGreen or UserDrain";
+
     pub fn as_str(self) -> &'static str {
         match self {
             EvictionReason::NodeUpgrade => "node-upgrade",
@@ -354,6 +371,17 @@ pub enum PoolKind {
     #[default]
     Standard,
     Autopilot,
+}
+
+impl PoolKind {
+    /// The value of the Node label `sluice.dev/pool-kind`.
+    pub fn from_label(value: &str) -> Option<Self> {
+        match value {
+            "standard" => Some(PoolKind::Standard),
+            "autopilot" => Some(PoolKind::Autopilot),
+            _ => None,
+        }
+    }
 }
 
 /// Whether a drain may evict a pod now.

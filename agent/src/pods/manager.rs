@@ -206,6 +206,9 @@ struct Slot {
     removed: bool,
     replacement: Option<PodRunSpec>,
     restarts: u32,
+    /// The `sluice.dev/evict` reason already acted on, so a file re-read
+    /// does not restart the eviction (and its PDB patience).
+    evict_requested: Option<EvictionReason>,
 }
 
 impl Slot {
@@ -231,6 +234,7 @@ impl Slot {
             removed: false,
             replacement: None,
             restarts: 0,
+            evict_requested: None,
         }
     }
 
@@ -301,6 +305,9 @@ impl PodManager {
                     self.pods
                         .insert(key.to_string(), Slot::new(spec.clone(), now));
                 }
+                Some(slot) if !slot.removed && slot.spec.same_but_annotations(spec) => {
+                    slot.spec.annotations = spec.annotations.clone();
+                }
                 Some(slot) if slot.removed || slot.spec != *spec => {
                     // Came back while stopping, or a changed spec (pods are
                     // immutable in Kubernetes: a new spec is a new pod).
@@ -318,7 +325,26 @@ impl PodManager {
                 Some(_) => {}
             }
         }
+        self.request_annotated_evictions(desired, now);
         self.tick(now)
+    }
+
+    /// Pods annotated `sluice.dev/evict: <reason>`: evict each once per
+    /// reason; removing the annotation lets the same reason ask again.
+    fn request_annotated_evictions(&mut self, desired: &[PodRunSpec], now: Instant) {
+        for spec in desired {
+            let want = spec.evict_request();
+            let Some(slot) = self.pods.get_mut(&spec.key) else {
+                continue;
+            };
+            if slot.removed || slot.evict_requested == want {
+                continue;
+            }
+            slot.evict_requested = want;
+            if let Some(reason) = want {
+                self.request(&spec.key, reason, now);
+            }
+        }
     }
 
     /// The link of `key` is plugged (or unplugged): processes start only in

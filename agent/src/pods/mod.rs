@@ -6,6 +6,8 @@
 //! - [`eviction`]: grace caps per reason (E1, B5, A2, C4, U1), PodDisruption
 //!   Budgets (E6, B5), the per-eviction state machine and drain rules for
 //!   `safe-to-evict: "false"` (E2–E5, A3, C5), pure.
+//! - [`disruption`]: PodDisruptionBudget arithmetic and the gate the
+//!   manager asks before an eviction (E6), pure.
 //! - [`runtime`]: the I/O behind two traits, [`ProcessControl`] and
 //!   [`Prober`], with the real implementations (namespaces via iproute2,
 //!   processes with `setns` before `exec`, HTTP/TCP/exec probes).
@@ -14,12 +16,14 @@
 //! Time is never read inside the logic: callers pass a monotonic `Instant`
 //! (from a [`MonoClock`]), so tests move it by hand and never sleep.
 
+pub mod disruption;
 pub mod eviction;
 pub mod manager;
 pub mod readiness;
 pub mod runtime;
 pub mod spec;
 
+pub use disruption::{DisruptionBudgets, PdbSpec, PdbVerdict, PodHealth, SharedBudgets};
 pub use eviction::{
     effective_grace, DrainDecision, EvictionOutcome, EvictionReason, NoPdb, PdbGate, PdbPolicy,
     PoolKind, EXTENDED_RUN,

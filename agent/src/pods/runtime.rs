@@ -415,6 +415,34 @@ fn remaining(deadline: Instant) -> Result<Duration> {
     Ok(d)
 }
 
+/// The request head the kubelet sends. A user's `Host`, `User-Agent` or
+/// `Accept` in `httpHeaders` replaces the kubelet's own (a second `Host`
+/// header is a 400 on most servers, and virtual hosts route on it).
+pub fn probe_request(addr: SocketAddr, path: &str, headers: &[(String, String)]) -> String {
+    let user = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    let host = user("Host").unwrap_or_else(|| addr.to_string());
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n");
+    if user("User-Agent").is_none() {
+        req.push_str("User-Agent: kube-probe/1.30\r\n");
+    }
+    if user("Accept").is_none() {
+        req.push_str("Accept: */*\r\n");
+    }
+    req.push_str("Connection: close\r\n");
+    for (k, v) in headers {
+        if !k.eq_ignore_ascii_case("Host") {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+    }
+    req.push_str("\r\n");
+    req
+}
+
 /// HTTP/1.1 GET as the kubelet sends it; 200–399 is success.
 pub fn http_get(
     addr: SocketAddr,
@@ -424,13 +452,7 @@ pub fn http_get(
 ) -> Result<()> {
     let mut s = TcpStream::connect_timeout(&addr, remaining(deadline)?)
         .with_context(|| format!("connecting to {addr}"))?;
-    let mut req = format!(
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: kube-probe/1.30\r\nAccept: */*\r\nConnection: close\r\n"
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
+    let req = probe_request(addr, path, headers);
     s.set_write_timeout(Some(remaining(deadline)?))?;
     s.write_all(req.as_bytes()).context("sending request")?;
     // Only the status line matters; read until it is complete.
@@ -535,6 +557,38 @@ mod tests {
             netns: PathBuf::new(),
             timeout: Duration::from_secs(2),
         })
+    }
+
+    fn header_values<'a>(head: &'a str, name: &str) -> Vec<&'a str> {
+        head.split("\r\n")
+            .skip(1)
+            .filter_map(|l| l.split_once(": "))
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    #[test]
+    fn user_host_header_replaces_the_kubelets() {
+        let addr: SocketAddr = "198.18.1.5:8080".parse().expect("addr");
+        let head = probe_request(
+            addr,
+            "/ready",
+            &[
+                ("host".into(), "app.example".into()),
+                ("X-Probe".into(), "1".into()),
+            ],
+        );
+        assert_eq!(header_values(&head, "Host"), ["app.example"]);
+        assert_eq!(header_values(&head, "X-Probe"), ["1"]);
+        assert_eq!(header_values(&head, "User-Agent"), ["kube-probe/1.30"]);
+        assert!(head.starts_with("GET /ready HTTP/1.1\r\n"));
+        assert!(head.ends_with("\r\n\r\n"));
+
+        let plain = probe_request(addr, "/", &[]);
+        assert_eq!(header_values(&plain, "Host"), ["198.18.1.5:8080"]);
+        let ua = probe_request(addr, "/", &[("User-Agent".into(), "mine".into())]);
+        assert_eq!(header_values(&ua, "User-Agent"), ["mine"]);
     }
 
     #[test]

@@ -18,6 +18,9 @@ use serde_yaml::Value;
 pub const SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
 /// Annotation naming an existing network namespace (same as `state::validate`).
 pub const NETNS_ANNOTATION: &str = "sluice.dev/netns";
+/// Annotation asking the pod's agent to evict it once, naming the reason
+/// as `sluice.dev/drain` does (`state::validate` rejects other values).
+pub const EVICT_ANNOTATION: &str = "sluice.dev/evict";
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
@@ -75,6 +78,21 @@ impl PodRunSpec {
         self.annotations
             .get(SAFE_TO_EVICT)
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+    }
+
+    /// The eviction `sluice.dev/evict` asks for, if any.
+    pub fn evict_request(&self) -> Option<super::EvictionReason> {
+        self.annotations
+            .get(EVICT_ANNOTATION)
+            .and_then(|v| super::EvictionReason::from_annotation(v))
+    }
+
+    /// The same pod with other annotations: annotations change in place in
+    /// Kubernetes, everything else here makes a new pod.
+    pub fn same_but_annotations(&self, other: &PodRunSpec) -> bool {
+        let mut o = other.clone();
+        o.annotations = self.annotations.clone();
+        *self == o
     }
 
     /// The address probes aim at: the first IPv4 pod IP, else the first IP.

@@ -98,6 +98,9 @@ pub struct Pod {
 pub struct PodSpec {
     #[serde(default)]
     pub node_name: String,
+    /// The pod uses the node's addresses (no pod IP of its own).
+    #[serde(default)]
+    pub host_network: bool,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -105,6 +108,16 @@ pub struct PodSpec {
 pub struct PodStatus {
     #[serde(default, rename = "podIPs")]
     pub pod_ips: Vec<PodIp>,
+    #[serde(default)]
+    pub conditions: Vec<PodCondition>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PodCondition {
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub status: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -246,4 +259,47 @@ pub struct EndpointConditions {
     pub serving: Option<bool>,
     #[serde(default)]
     pub terminating: Option<bool>,
+}
+
+// --- PodDisruptionBudget (policy/v1) -------------------------------------
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodDisruptionBudget {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: PdbSpec,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PdbSpec {
+    #[serde(default)]
+    pub selector: Option<LabelSelector>,
+    #[serde(default)]
+    pub min_available: Option<IntOrString>,
+    #[serde(default)]
+    pub max_unavailable: Option<IntOrString>,
+    #[serde(default)]
+    pub unhealthy_pod_eviction_policy: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LabelSelectorRequirement {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub operator: String,
+    #[serde(default)]
+    pub values: Vec<String>,
 }

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use crate::pods::{EvictionReason, PodRunSpec};
+use crate::pods::{EvictionReason, PdbSpec, PodRunSpec, PoolKind};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DesiredState {
@@ -15,6 +15,8 @@ pub struct DesiredState {
     pub pods: BTreeMap<String, PodInfo>,
     /// Keyed `namespace/name`.
     pub services: BTreeMap<String, ServiceInfo>,
+    /// PodDisruptionBudgets, keyed `namespace/name`.
+    pub pdbs: BTreeMap<String, PdbSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +33,9 @@ pub struct NodeInfo {
     pub unschedulable: bool,
     /// A drain requested of this node (`sluice.dev/drain: <reason>`).
     pub drain: Option<EvictionReason>,
+    /// `sluice.dev/pool-kind` label (default standard): what
+    /// `safe-to-evict: "false"` protects from (E2, E5).
+    pub pool: PoolKind,
 }
 
 impl NodeInfo {
@@ -52,6 +57,14 @@ pub struct PodInfo {
     pub netns: Option<String>,
     /// What the agent runs for this pod when it is scheduled here.
     pub run: PodRunSpec,
+    pub labels: BTreeMap<String, String>,
+    /// `status.conditions[type=Ready]`: `Some(status == "True")`, `None`
+    /// when the file gives no Ready condition.
+    pub ready: Option<bool>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// One eviction requested of this pod (`sluice.dev/evict: <reason>`).
+    pub evict: Option<EvictionReason>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -10,7 +10,11 @@ use serde::Deserialize;
 
 use super::manifests::{self, IntOrString, TypeMeta};
 use super::model::*;
-use crate::pods::EvictionReason;
+use crate::health::DEFAULT_NODE_HEALTH_PORT;
+use crate::pods::disruption::{
+    Budget, IntOrPercent, LabelSelector, PdbSpec, SelectorOp, UnhealthyPodEvictionPolicy,
+};
+use crate::pods::{EvictionReason, PoolKind};
 
 /// Annotation naming an existing network namespace for a pod run elsewhere.
 pub const NETNS_ANNOTATION: &str = "sluice.dev/netns";
@@ -18,6 +22,11 @@ pub const NETNS_ANNOTATION: &str = "sluice.dev/netns";
 /// (which sets the grace-period cap and PDB handling): `NodeUpgrade`,
 /// `ScaleDown`, `BluePoolDeletion`, `AutoscaledBlueGreen` or `UserDrain`.
 pub const DRAIN_ANNOTATION: &str = "sluice.dev/drain";
+/// Annotation on a Pod asking the agent of its node to evict it once, with
+/// the same reason names (and grace caps, PDB handling) as a drain.
+pub use crate::pods::spec::EVICT_ANNOTATION;
+/// Node label naming its pool's kind: `standard` (default) or `autopilot`.
+pub const POOL_KIND_LABEL: &str = "sluice.dev/pool-kind";
 /// The label tying an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds`.
@@ -75,6 +84,11 @@ impl Ctx {
 pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
     let mut state = DesiredState::default();
     let mut slices: Vec<(Ctx, manifests::EndpointSlice)> = Vec::new();
+    // Where each Pod came from and whether it uses the node's addresses,
+    // for the address checks once every Node is known.
+    let mut pod_docs: Vec<(Ctx, String, bool)> = Vec::new();
+    // healthCheckNodePort → the Service that has it.
+    let mut hc_ports: BTreeMap<u16, String> = BTreeMap::new();
 
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let doc_no = i + 1;
@@ -119,16 +133,35 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
                     serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
                 ctx.object = format!("Pod {}", namespaced(&p.metadata));
                 let run = run.map_err(|e| ctx.err(e.field.clone(), e.message.clone()))?;
+                let host_network = p.spec.host_network;
                 let pod = pod_info(&ctx, p, run)?;
+                let key = pod.key.clone();
                 if state.pods.insert(pod.key.clone(), pod).is_some() {
                     return Err(ctx.err("metadata.name", "duplicate Pod"));
                 }
+                pod_docs.push((ctx, key, host_network));
             }
             "Service" => {
                 let s: manifests::Service =
                     serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
                 ctx.object = format!("Service {}", namespaced(&s.metadata));
                 let svc = service_info(&ctx, s)?;
+                if let Some(p) = svc.health_check_node_port {
+                    let field = "spec.healthCheckNodePort";
+                    if p == DEFAULT_NODE_HEALTH_PORT {
+                        return Err(ctx.err(
+                            field,
+                            format!("port {p} is the node's own health port"),
+                        ));
+                    }
+                    if let Some(other) = hc_ports.get(&p) {
+                        return Err(ctx.err(
+                            format!("{field} of Service {}", svc.key),
+                            format!("port {p} already used by Service {other}"),
+                        ));
+                    }
+                    hc_ports.insert(p, svc.key.clone());
+                }
                 if state.services.insert(svc.key.clone(), svc).is_some() {
                     return Err(ctx.err("metadata.name", "duplicate Service"));
                 }
@@ -139,15 +172,34 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
                 ctx.object = format!("EndpointSlice {}", namespaced(&s.metadata));
                 slices.push((ctx, s));
             }
+            "PodDisruptionBudget" => {
+                if tm.api_version != "policy/v1" {
+                    return Err(ctx.err(
+                        "apiVersion",
+                        format!("{:?} is not policy/v1", tm.api_version),
+                    ));
+                }
+                let b: manifests::PodDisruptionBudget =
+                    serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
+                ctx.object = format!("PodDisruptionBudget {}", namespaced(&b.metadata));
+                let pdb = pdb_spec(&ctx, b)?;
+                if state.pdbs.insert(pdb.key.clone(), pdb).is_some() {
+                    return Err(ctx.err("metadata.name", "duplicate PodDisruptionBudget"));
+                }
+            }
             "" => return Err(ctx.err("kind", "missing")),
             other => {
                 return Err(ctx.err(
                     "kind",
-                    format!("{other} is not supported (Node, Pod, Service, EndpointSlice)"),
+                    format!(
+                        "{other} is not supported (Node, Pod, Service, EndpointSlice, PodDisruptionBudget)"
+                    ),
                 ))
             }
         }
     }
+
+    check_pod_ips(&state, &pod_docs)?;
 
     let mut seen_slices = BTreeMap::new();
     for (ctx, slice) in slices {
@@ -225,23 +277,20 @@ fn node_info(ctx: &Ctx, n: manifests::Node) -> Result<NodeInfo, StateError> {
         }
         taints.push(t.key.clone());
     }
-    let drain = match n.metadata.annotations.get(DRAIN_ANNOTATION).map(String::as_str) {
-        None => None,
-        Some("NodeUpgrade") => Some(EvictionReason::NodeUpgrade),
-        Some("ScaleDown") => Some(EvictionReason::ScaleDown),
-        Some("BluePoolDeletion") => Some(EvictionReason::BluePoolDeletion),
-        Some("AutoscaledBlueGreen") => Some(EvictionReason::AutoscaledBlueGreen),
-        Some("UserDrain") => Some(EvictionReason::UserDrain),
-        Some(o) => {
-            return Err(ctx.err(
-                format!("metadata.annotations[{DRAIN_ANNOTATION}]"),
-                format!("{o:?} is not NodeUpgrade, ScaleDown, BluePoolDeletion, AutoscaledBlueGreen or UserDrain"),
-            ))
-        }
+    let drain = reason_annotation(ctx, &n.metadata, DRAIN_ANNOTATION)?;
+    let pool = match n.metadata.labels.get(POOL_KIND_LABEL) {
+        None => PoolKind::Standard,
+        Some(v) => PoolKind::from_label(v).ok_or_else(|| {
+            ctx.err(
+                format!("metadata.labels[{POOL_KIND_LABEL}]"),
+                format!("{v:?} is not standard or autopilot"),
+            )
+        })?,
     };
     Ok(NodeInfo {
         name: n.metadata.name,
         drain,
+        pool,
         addrs,
         pod_cidrs,
         taints,
@@ -269,13 +318,194 @@ fn pod_info(
             ));
         }
     }
+    let evict = reason_annotation(ctx, &p.metadata, EVICT_ANNOTATION)?;
+    let mut ready = None;
+    for (i, c) in p.status.conditions.iter().enumerate() {
+        if c.kind != "Ready" {
+            continue;
+        }
+        match c.status.as_str() {
+            "True" | "False" | "Unknown" => ready = Some(c.status == "True"),
+            o => {
+                return Err(ctx.err(
+                    format!("status.conditions[{i}].status"),
+                    format!("{o:?} is not True, False or Unknown"),
+                ))
+            }
+        }
+    }
     Ok(PodInfo {
         key: namespaced(&p.metadata),
         node: p.spec.node_name,
         ips,
         netns,
         run,
+        labels: p.metadata.labels,
+        ready,
+        deleting: p.metadata.deletion_timestamp.is_some(),
+        evict,
     })
+}
+
+/// An annotation naming an eviction reason (`sluice.dev/drain`,
+/// `sluice.dev/evict`).
+fn reason_annotation(
+    ctx: &Ctx,
+    meta: &manifests::ObjectMeta,
+    name: &str,
+) -> Result<Option<EvictionReason>, StateError> {
+    match meta.annotations.get(name) {
+        None => Ok(None),
+        Some(v) => EvictionReason::from_annotation(v).map(Some).ok_or_else(|| {
+            ctx.err(
+                format!("metadata.annotations[{name}]"),
+                format!("{v:?} is not {}", EvictionReason::ANNOTATION_VALUES),
+            )
+        }),
+    }
+}
+
+/// Pod addresses as an IPAM would hand them out: inside the pod CIDRs of the
+/// pod's node (when the file gives that Node and its CIDRs) and never one
+/// address for two pods. Host-network pods use the node's addresses and are
+/// left out. Every node checks every pod, so all agents reading one file
+/// reject it alike.
+fn check_pod_ips(state: &DesiredState, pods: &[(Ctx, String, bool)]) -> Result<(), StateError> {
+    let mut owners: BTreeMap<IpAddr, &str> = BTreeMap::new();
+    for (ctx, key, host_network) in pods {
+        let Some(pod) = state.pods.get(key) else {
+            continue;
+        };
+        if *host_network {
+            continue;
+        }
+        let cidrs = state
+            .nodes
+            .get(&pod.node)
+            .map(|n| n.pod_cidrs.as_slice())
+            .unwrap_or_default();
+        for (i, ip) in pod.ips.iter().enumerate() {
+            let field = format!("status.podIPs[{i}].ip");
+            if !cidrs.is_empty() && !cidrs.iter().any(|c| c.contains(ip)) {
+                let list: Vec<String> = cidrs.iter().map(ToString::to_string).collect();
+                return Err(ctx.err(
+                    field,
+                    format!(
+                        "{ip} is outside Node {}'s spec.podCIDRs ({})",
+                        pod.node,
+                        list.join(", ")
+                    ),
+                ));
+            }
+            if let Some(other) = owners.insert(*ip, key) {
+                if other != key.as_str() {
+                    return Err(ctx.err(field, format!("{ip} is already Pod {other}'s address")));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn pdb_spec(ctx: &Ctx, b: manifests::PodDisruptionBudget) -> Result<PdbSpec, StateError> {
+    require_name(ctx, &b.metadata)?;
+    let selector = match b.spec.selector {
+        None => None,
+        Some(sel) => {
+            let mut match_expressions = Vec::new();
+            for (i, r) in sel.match_expressions.iter().enumerate() {
+                let f = |x: &str| format!("spec.selector.matchExpressions[{i}].{x}");
+                if r.key.is_empty() {
+                    return Err(ctx.err(f("key"), "missing"));
+                }
+                let values = || r.values.iter().cloned().collect();
+                let op = match r.operator.as_str() {
+                    "In" | "NotIn" if r.values.is_empty() => {
+                        return Err(ctx.err(f("values"), format!("required for {}", r.operator)))
+                    }
+                    "In" => SelectorOp::In(values()),
+                    "NotIn" => SelectorOp::NotIn(values()),
+                    "Exists" | "DoesNotExist" if !r.values.is_empty() => {
+                        return Err(
+                            ctx.err(f("values"), format!("must be empty for {}", r.operator))
+                        )
+                    }
+                    "Exists" => SelectorOp::Exists,
+                    "DoesNotExist" => SelectorOp::DoesNotExist,
+                    o => {
+                        return Err(ctx.err(
+                            f("operator"),
+                            format!("{o:?} is not In, NotIn, Exists or DoesNotExist"),
+                        ))
+                    }
+                };
+                match_expressions.push((r.key.clone(), op));
+            }
+            Some(LabelSelector {
+                match_labels: sel.match_labels,
+                match_expressions,
+            })
+        }
+    };
+    let budget = match (&b.spec.min_available, &b.spec.max_unavailable) {
+        (Some(_), Some(_)) => {
+            return Err(ctx.err(
+                "spec.minAvailable",
+                "set together with spec.maxUnavailable; set one of them",
+            ))
+        }
+        (None, None) => {
+            return Err(ctx.err(
+                "spec.minAvailable",
+                "one of spec.minAvailable or spec.maxUnavailable is required",
+            ))
+        }
+        (Some(v), None) => Budget::MinAvailable(int_or_percent(ctx, "spec.minAvailable", v)?),
+        (None, Some(v)) => Budget::MaxUnavailable(int_or_percent(ctx, "spec.maxUnavailable", v)?),
+    };
+    let unhealthy_policy = match b.spec.unhealthy_pod_eviction_policy.as_deref() {
+        None | Some("IfHealthyBudget") => UnhealthyPodEvictionPolicy::IfHealthyBudget,
+        Some("AlwaysAllow") => UnhealthyPodEvictionPolicy::AlwaysAllow,
+        Some(o) => {
+            return Err(ctx.err(
+                "spec.unhealthyPodEvictionPolicy",
+                format!("{o:?} is not IfHealthyBudget or AlwaysAllow"),
+            ))
+        }
+    };
+    Ok(PdbSpec {
+        key: namespaced(&b.metadata),
+        namespace: b.metadata.namespace.unwrap_or_else(|| "default".into()),
+        selector,
+        budget,
+        unhealthy_policy,
+    })
+}
+
+/// A non-negative count or a whole percentage 0–100 (`"25%"`), as the API
+/// server accepts for a PDB's `minAvailable` / `maxUnavailable`.
+fn int_or_percent(ctx: &Ctx, field: &str, v: &IntOrString) -> Result<IntOrPercent, StateError> {
+    match v {
+        IntOrString::Int(n) => u32::try_from(*n)
+            .map(IntOrPercent::Int)
+            .map_err(|_| ctx.err(field, format!("must be >= 0, got {n}"))),
+        IntOrString::String(s) => {
+            let p = s
+                .strip_suffix('%')
+                .and_then(|d| d.parse::<u32>().ok())
+                .filter(|_| !s.starts_with('+'))
+                .ok_or_else(|| {
+                    ctx.err(
+                        field,
+                        format!("{s:?} is neither a whole number nor a percentage like \"50%\""),
+                    )
+                })?;
+            if p > 100 {
+                return Err(ctx.err(field, format!("{s:?} is more than 100%")));
+            }
+            Ok(IntOrPercent::Percent(p))
+        }
+    }
 }
 
 fn protocol(ctx: &Ctx, field: &str, p: Option<&str>) -> Result<Protocol, StateError> {

@@ -1,0 +1,504 @@
+//! The sync loop end to end without a datapath: a real state file and
+//! `FileSource`, real health servers on loopback ephemeral ports, and fakes
+//! for the engine and the pods' processes. No root, no namespaces, no sleeps:
+//! every step is a `tick`, and assertions look at what the loop produced
+//! (engine content, signals, the status file), never at how long it took.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde_json::Value;
+use sluice_agent::engine::{Engine, MapContent, PodLink};
+use sluice_agent::health::{HealthConfig, HealthHandle, ManualClock};
+use sluice_agent::metrics::MetricsSnapshot;
+use sluice_agent::pods::runtime::{ExitInfo, ProbeRequest, ProbeResult, ProcId, Sig, SpawnSpec};
+use sluice_agent::pods::{PodManager, PoolKind, Prober, ProcessControl};
+use sluice_agent::runner::Runner;
+use sluice_agent::state::source::FileSource;
+
+const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+// --- fakes ----------------------------------------------------------------
+
+#[derive(Default)]
+struct EngineLog {
+    applies: usize,
+    last: Option<MapContent>,
+    plugged: BTreeSet<String>,
+}
+
+#[derive(Clone, Default)]
+struct FakeEngine(Arc<Mutex<EngineLog>>);
+
+impl FakeEngine {
+    fn log(&self) -> MutexGuard<'_, EngineLog> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    /// (ready, terminating) endpoints of the frontend on `port`.
+    fn frontend(&self, port: u16) -> Option<(u32, u32)> {
+        let log = self.log();
+        let c = log.last.as_ref()?;
+        c.tables
+            .services
+            .iter()
+            .find(|(k, _)| k.port == port)
+            .map(|(_, v)| (v.ready, v.terminating))
+    }
+}
+
+impl Engine for FakeEngine {
+    fn kind(&self) -> &'static str {
+        "fake"
+    }
+    fn apply(&mut self, content: &MapContent) -> anyhow::Result<()> {
+        let mut log = self.log();
+        log.applies += 1;
+        log.last = Some(content.clone());
+        Ok(())
+    }
+    fn plug_pod(&mut self, pod: &PodLink) -> anyhow::Result<()> {
+        self.log().plugged.insert(pod.key.clone());
+        Ok(())
+    }
+    fn unplug_pod(&mut self, key: &str) -> anyhow::Result<()> {
+        self.log().plugged.remove(key);
+        Ok(())
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+    fn shutdown(self: Box<Self>) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct Procs {
+    next: ProcId,
+    /// id → (key, running)
+    procs: BTreeMap<ProcId, (String, bool)>,
+    exits: BTreeMap<ProcId, ExitInfo>,
+    signals: Vec<(String, Sig)>,
+    spawned: Vec<String>,
+}
+
+/// Processes that run until signalled and exit on SIGTERM; no probes.
+#[derive(Clone, Default)]
+struct FakePods(Arc<Mutex<Procs>>);
+
+impl FakePods {
+    fn w(&self) -> MutexGuard<'_, Procs> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn signals(&self, key: &str) -> Vec<Sig> {
+        let w = self.w();
+        w.signals
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, s)| *s)
+            .collect()
+    }
+    fn running(&self) -> usize {
+        self.w().procs.values().filter(|(_, r)| *r).count()
+    }
+}
+
+impl ProcessControl for FakePods {
+    fn create_netns(&mut self, _name: &str) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn remove_netns(&mut self, _name: &str) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn spawn(&mut self, spec: &SpawnSpec) -> anyhow::Result<ProcId> {
+        let mut w = self.w();
+        w.next += 1;
+        let id = w.next;
+        w.procs.insert(id, (spec.key.clone(), true));
+        w.spawned.push(spec.key.clone());
+        Ok(id)
+    }
+    fn signal(&mut self, id: ProcId, sig: Sig) -> anyhow::Result<()> {
+        let mut w = self.w();
+        let Some((key, running)) = w.procs.get(&id).cloned() else {
+            return Ok(());
+        };
+        w.signals.push((key.clone(), sig));
+        if running {
+            w.procs.insert(id, (key, false));
+            w.exits.insert(id, ExitInfo::default());
+        }
+        Ok(())
+    }
+    fn try_wait(&mut self, id: ProcId) -> anyhow::Result<Option<ExitInfo>> {
+        Ok(self.w().exits.remove(&id))
+    }
+}
+
+impl Prober for FakePods {
+    fn start(&mut self, _key: &str, _req: ProbeRequest) {}
+    fn poll(&mut self) -> Vec<(String, u64, ProbeResult)> {
+        Vec::new()
+    }
+}
+
+// --- the loop under test ---------------------------------------------------
+
+/// A temporary directory removed when the guard goes, also on failure.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("sluice-runner-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Loop {
+    runner: Option<Runner>,
+    engine: FakeEngine,
+    pods: FakePods,
+    metrics: Arc<Mutex<MetricsSnapshot>>,
+    node_port: u16,
+    dir: TempDir,
+}
+
+impl Loop {
+    fn start(name: &str, state: &str) -> Loop {
+        let dir = TempDir::new(name);
+        std::fs::write(dir.0.join("state.yaml"), state).expect("write state");
+        let node_port = free_port();
+        let cfg = HealthConfig::new(Duration::from_secs(30)).on_ip(LOOPBACK, node_port);
+        let clock = Arc::new(ManualClock::new(
+            UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        ));
+        let health = HealthHandle::start(cfg, clock).expect("health servers");
+        let engine = FakeEngine::default();
+        let pods = FakePods::default();
+        let metrics = Arc::new(Mutex::new(MetricsSnapshot::default()));
+        let runner = Runner::new(
+            "node-a".into(),
+            Box::new(FileSource::new(dir.0.join("state.yaml"))),
+            Box::new(engine.clone()),
+            health,
+            metrics.clone(),
+            PodManager::new(
+                Box::new(pods.clone()),
+                Box::new(pods.clone()),
+                PoolKind::Standard,
+            ),
+            Some(dir.0.join("status.json")),
+        );
+        let mut l = Loop {
+            runner: Some(runner),
+            engine,
+            pods,
+            metrics,
+            node_port,
+            dir,
+        };
+        l.settle();
+        l
+    }
+
+    fn tick(&mut self) {
+        if let Some(r) = self.runner.as_mut() {
+            r.tick();
+        }
+    }
+
+    /// Enough ticks for a new state to be applied, its pods' namespaces
+    /// plugged, their processes started and their readiness applied.
+    fn settle(&mut self) {
+        for _ in 0..6 {
+            self.tick();
+        }
+    }
+
+    fn write(&mut self, state: &str) {
+        std::fs::write(self.dir.0.join("state.yaml"), state).expect("write state");
+        self.settle();
+    }
+
+    fn status(&self) -> Value {
+        let text = std::fs::read_to_string(self.dir.0.join("status.json")).expect("status file");
+        serde_json::from_str(&text).expect("status JSON")
+    }
+
+    fn metrics(&self) -> MetricsSnapshot {
+        self.metrics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn http_status(&self, port: u16, path: &str) -> u16 {
+        http_status(SocketAddr::new(LOOPBACK, port), path)
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        if let Some(r) = self.runner.take() {
+            // Only health servers and fakes to stop: no routes, no links.
+            let _ = r.shutdown();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind((LOOPBACK, 0)).expect("bind ephemeral");
+    l.local_addr().expect("local addr").port()
+}
+
+fn http_status(addr: SocketAddr, path: &str) -> u16 {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+// --- state files -------------------------------------------------------------
+
+fn node(labels: &str, annotations: &str, extra_meta: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Node
+metadata: {{name: node-a, labels: {{{labels}}}, annotations: {{{annotations}}}{extra_meta}}}
+spec: {{podCIDRs: ["198.19.1.0/24"]}}
+status: {{addresses: [{{type: InternalIP, address: 198.18.0.11}}]}}
+"#
+    )
+}
+
+fn pod(name: &str, ip: &str, annotations: &str) -> String {
+    format!(
+        r#"
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, labels: {{app: web}}, annotations: {{{annotations}}}}}
+spec:
+  nodeName: node-a
+  terminationGracePeriodSeconds: 30
+  containers: [{{name: c, command: [server]}}]
+status: {{podIPs: [{{ip: {ip}}}]}}
+"#
+    )
+}
+
+fn local_service(hc_port: u16, ips: &[&str]) -> String {
+    let eps: String = ips
+        .iter()
+        .map(|ip| format!("- {{addresses: [{ip}], nodeName: node-a}}\n"))
+        .collect();
+    format!(
+        r#"
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: default}}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  healthCheckNodePort: {hc_port}
+  ports: [{{name: http, port: 80, targetPort: 8080}}]
+status: {{loadBalancer: {{ingress: [{{ip: 198.18.100.1}}]}}}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: web-1, namespace: default, labels: {{kubernetes.io/service-name: web}}}}
+addressType: IPv4
+ports: [{{name: http, port: 8080}}]
+endpoints:
+{eps}"#
+    )
+}
+
+// --- tests -----------------------------------------------------------------
+
+#[test]
+fn an_invalid_file_keeps_the_running_state() {
+    let hc = free_port();
+    let good = format!(
+        "{}{}{}",
+        node("", "", ""),
+        pod("web-1", "198.19.1.10", ""),
+        local_service(hc, &["198.19.1.10"])
+    );
+    let mut l = Loop::start("invalid", &good);
+    assert_eq!(l.pods.running(), 1);
+    assert_eq!(l.engine.frontend(80), Some((1, 0)));
+    assert_eq!(l.http_status(hc, "/"), 200);
+    let applies = l.engine.log().applies;
+    let generation = l.status()["generation"].as_u64();
+
+    // A bad port: the whole file is rejected, nothing it ran is touched.
+    l.write(&good.replace("port: 80,", "port: 80000,"));
+    let st = l.status();
+    assert_eq!(st["synced"], false);
+    let err = st["error"].as_str().unwrap_or("");
+    assert!(err.contains("spec.ports[0].port"), "{st}");
+    assert_eq!(st["generation"].as_u64(), generation);
+    assert_eq!(
+        l.engine.log().applies,
+        applies,
+        "the maps were not rewritten"
+    );
+    assert_eq!(l.engine.frontend(80), Some((1, 0)));
+    assert_eq!(l.engine.log().plugged.len(), 1, "the pod stays plugged");
+    assert_eq!(l.pods.running(), 1);
+    assert!(l.pods.signals("default/web-1").is_empty(), "no eviction");
+    assert_eq!(l.http_status(hc, "/"), 200, "health servers unchanged");
+    assert_eq!(l.metrics().sync_rejected, 1);
+
+    // A valid file again is applied.
+    l.write(&good.replace("198.18.100.1", "198.18.100.2"));
+    let st = l.status();
+    assert_eq!(st["synced"], true, "{st}");
+    assert!(st["error"].is_null());
+    assert!(l.engine.log().applies > applies);
+}
+
+#[test]
+fn a_health_port_conflict_is_counted_and_reported() {
+    // spec: H3 — a Service whose health-check port is the node server's
+    // (configurable, unlike 10256 the file check rejects) is not served, and
+    // says so in /metrics and the status file.
+    let mut l = Loop::start("conflict", &node("", "", ""));
+    let port = l.node_port;
+    l.write(&format!(
+        "{}{}{}",
+        node("", "", ""),
+        pod("web-1", "198.19.1.10", ""),
+        local_service(port, &["198.19.1.10"])
+    ));
+    assert_eq!(l.metrics().health_port_conflicts, 1);
+    let st = l.status();
+    assert_eq!(
+        st["health_port_conflicts"],
+        serde_json::json!([format!("default/web:{port}")]),
+        "{st}"
+    );
+    // The node server keeps its meaning on that port.
+    assert_eq!(l.http_status(port, "/livez"), 200);
+}
+
+#[test]
+fn the_pool_kind_label_reaches_the_drain() {
+    // spec: E2, E5 — `sluice.dev/pool-kind: autopilot` protects a
+    // safe-to-evict "false" pod from an upgrade drain; standard does not.
+    let protected = r#"cluster-autoscaler.kubernetes.io/safe-to-evict: "false""#;
+    for (kind, kept) in [("autopilot", true), ("standard", false)] {
+        let pods = format!(
+            "{}{}",
+            pod("keep", "198.19.1.10", protected),
+            pod("plain", "198.19.1.11", "")
+        );
+        let mut l = Loop::start(kind, &format!("{}{pods}", node("", "", "")));
+        assert_eq!(l.pods.running(), 2);
+        l.write(&format!(
+            "{}{pods}",
+            node(
+                &format!("sluice.dev/pool-kind: {kind}"),
+                "sluice.dev/drain: NodeUpgrade",
+                ""
+            )
+        ));
+        let st = l.status();
+        assert_eq!(
+            st["drain"]["protected"] == serde_json::json!(["default/keep"]),
+            kept,
+            "{kind}: {st}"
+        );
+        assert_eq!(l.pods.signals("default/keep").is_empty(), kept, "{kind}");
+        assert_eq!(l.pods.signals("default/plain"), [Sig::Term], "{kind}");
+    }
+}
+
+#[test]
+fn a_budget_in_the_file_holds_the_drain() {
+    // spec: E6 — the file's PodDisruptionBudget (minAvailable: 1) lets one
+    // of two ready pods go; the other is refused and waits for a retry.
+    let pdb = r#"
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web}
+spec: {minAvailable: 1, selector: {matchLabels: {app: web}}}
+"#;
+    let pods = format!(
+        "{}{}{pdb}",
+        pod("web-1", "198.19.1.10", ""),
+        pod("web-2", "198.19.1.11", "")
+    );
+    let mut l = Loop::start("budget", &format!("{}{pods}", node("", "", "")));
+    assert_eq!(l.pods.running(), 2);
+    l.write(&format!(
+        "{}{pods}",
+        node("", "sluice.dev/drain: UserDrain", "")
+    ));
+    let st = l.status();
+    let drain = &st["drain"];
+    let done = drain["done"].as_array().map_or(0, Vec::len);
+    let terminating = drain["terminating"].as_array().map_or(0, Vec::len);
+    assert_eq!(done + terminating, 1, "{st}");
+    assert_eq!(drain["blocked"].as_array().map_or(0, Vec::len), 1, "{st}");
+    assert_eq!(l.pods.running(), 1);
+}
+
+#[test]
+fn a_failing_node_health_check_neither_evicts_pods_nor_unreadies_endpoints() {
+    // spec: H5 — the node fails its load-balancer health check (being
+    // deleted, tainted by the autoscaler: H2), which only steers new
+    // connections away at the load balancer: its pods keep running, their
+    // endpoints stay ready in the maps and in the Local check.
+    // spec: H4 — so until the load balancer's unhealthy threshold is
+    // reached, connections it still sends are served as before.
+    let hc = free_port();
+    let rest = format!(
+        "{}{}",
+        pod("web-1", "198.19.1.10", ""),
+        local_service(hc, &["198.19.1.10"])
+    );
+    let mut l = Loop::start("h5", &format!("{}{rest}", node("", "", "")));
+    assert_eq!(l.http_status(l.node_port, "/healthz"), 200);
+    let before = l.engine.frontend(80);
+    assert_eq!(before, Some((1, 0)));
+
+    let dying = node("", "", r#", deletionTimestamp: "2026-11-23T04:00:00Z""#).replace(
+        "spec: {",
+        "spec: {taints: [{key: ToBeDeletedByClusterAutoscaler, effect: NoSchedule}], ",
+    );
+    l.write(&format!("{dying}{rest}"));
+    assert_eq!(l.status()["synced"], true);
+    assert_eq!(l.http_status(l.node_port, "/healthz"), 503, "H2: fails");
+    assert_eq!(l.engine.frontend(80), before, "endpoints untouched");
+    assert_eq!(l.http_status(hc, "/"), 200, "the Local check still passes");
+    assert!(l.pods.signals("default/web-1").is_empty(), "no eviction");
+    assert_eq!(l.pods.running(), 1);
+    assert_eq!(l.pods.w().spawned.len(), 1, "no restart");
+}

@@ -10,8 +10,9 @@ use sluice_agent::pods::eviction::{PDB_RETRY_INITIAL, PDB_RETRY_MAX};
 use sluice_agent::pods::runtime::{ExitInfo, ProbeRequest, ProbeResult, ProcId, Sig, SpawnSpec};
 use sluice_agent::pods::spec::{ContainerRun, RestartPolicy, SAFE_TO_EVICT};
 use sluice_agent::pods::{
-    netns_name, EndpointConditions, EvictionOutcome, EvictionReason, PdbGate, PodEvent, PodManager,
-    PodRunSpec, PoolKind, Probe, ProbeAction, Prober, ProcessControl, EXTENDED_RUN,
+    netns_name, EndpointConditions, EvictionOutcome, EvictionReason, EvictionState, PdbGate,
+    PodEvent, PodManager, PodRunSpec, PoolKind, Probe, ProbeAction, Prober, ProcessControl,
+    EXTENDED_RUN,
 };
 
 const S: Duration = Duration::from_secs(1);
@@ -612,8 +613,199 @@ fn drain_progress_moves_to_done() {
         .any(|(k, o)| k == &b.key && matches!(o, EvictionOutcome::Killed { .. })));
     assert!(m.endpoint_states().is_empty());
     assert!(f.w().netns.is_empty());
-    m.uncordon();
+    m.uncordon(t0 + PDB_RETRY_INITIAL + 32 * S);
     assert!(!m.cordoned());
+}
+
+// --- endpoints before signals -------------------------------------------------
+
+fn terminating() -> EndpointConditions {
+    EndpointConditions {
+        ready: false,
+        serving: true,
+        terminating: true,
+    }
+}
+
+#[test]
+fn endpoints_turn_terminating_before_sigterm() {
+    // spec: E6, H3, P5 — an eviction marks the endpoints terminating first;
+    // SIGTERM waits until the caller has published them, and the grace runs
+    // from the SIGTERM.
+    let (mut m, f) = manager(PoolKind::Standard);
+    m.hold_sigterm(true);
+    let t0 = Instant::now();
+    let p = pod("web", 30);
+    f.w().stubborn.insert(p.key.clone());
+    m.sync(std::slice::from_ref(&p), t0);
+    m.evict(&p.key, EvictionReason::NodeUpgrade, t0)
+        .expect("known");
+    assert_eq!(conditions(&m, &p.key), Some(terminating()));
+    assert!(f.signals(&p.key).is_empty(), "no signal before publishing");
+    let ev = m.tick(t0 + 100 * MS);
+    assert!(f.signals(&p.key).is_empty(), "{ev:?}");
+
+    let ev = m.endpoints_published(t0 + 200 * MS);
+    assert_eq!(f.signals(&p.key), [Sig::Term]);
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e, PodEvent::Terminating { key, .. } if key == &p.key)));
+    m.tick(t0 + 200 * MS + 30 * S - MS);
+    assert_eq!(f.signals(&p.key), [Sig::Term], "grace counts from SIGTERM");
+    m.tick(t0 + 200 * MS + 30 * S);
+    assert_eq!(f.signals(&p.key), [Sig::Term, Sig::Kill]);
+}
+
+#[test]
+fn a_drain_marks_every_pod_before_any_signal() {
+    // spec: E6, H3 — the event order a runner sees: EndpointsTerminating for
+    // each pod, and Terminating (SIGTERM) only from endpoints_published.
+    let (mut m, f) = manager(PoolKind::Standard);
+    m.hold_sigterm(true);
+    let t0 = Instant::now();
+    let (a, b) = (pod("a", 30), pod("b", 0));
+    m.sync(&[a.clone(), b.clone()], t0);
+    m.drain(EvictionReason::UserDrain, t0);
+    let ev = m.tick(t0);
+    let marked: Vec<&str> = ev
+        .iter()
+        .filter_map(|e| match e {
+            PodEvent::EndpointsTerminating { key, .. } => Some(key.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(marked, [a.key.as_str(), b.key.as_str()]);
+    assert!(
+        f.w().signals.is_empty(),
+        "zero grace too waits for publishing"
+    );
+    assert_eq!(conditions(&m, &b.key), Some(terminating()));
+    m.endpoints_published(t0);
+    assert_eq!(f.signals(&a.key), [Sig::Term]);
+    assert_eq!(f.signals(&b.key), [Sig::Term, Sig::Kill]);
+}
+
+// --- cordon -----------------------------------------------------------------
+
+#[test]
+fn a_cordoned_node_starts_no_new_pods_until_uncordoned() {
+    // spec: U1, U2, B2 — a cordoned node takes no new pods; uncordon lets
+    // them run.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let a = pod("a", 30);
+    m.sync(std::slice::from_ref(&a), t0);
+    m.drain(EvictionReason::NodeUpgrade, t0);
+    m.tick(t0 + S);
+    assert!(m.cordoned());
+    assert!(m.drain_progress(t0 + S).finished);
+
+    let (late, gone) = (pod("late", 30), pod("gone", 30));
+    m.sync(&[a.clone(), late.clone(), gone.clone()], t0 + 2 * S);
+    m.tick(t0 + 3 * S);
+    let spawned: Vec<String> = f.w().spawned.iter().map(|s| s.key.clone()).collect();
+    assert_eq!(
+        spawned,
+        [a.key.as_str()],
+        "nothing new starts while cordoned"
+    );
+    assert_eq!(
+        m.held(),
+        [
+            (gone.key.clone(), sluice_agent::pods::HELD_CORDONED),
+            (late.key.clone(), sluice_agent::pods::HELD_CORDONED)
+        ]
+    );
+    assert!(f.w().netns.is_empty(), "no sandbox for a held pod");
+    // Drain progress does not count them: they were never on the node.
+    assert!(m.drain_progress(t0 + 3 * S).finished);
+
+    // Unassigned while held: forgotten.
+    m.sync(&[a.clone(), late.clone()], t0 + 4 * S);
+    assert_eq!(m.held().len(), 1);
+
+    m.uncordon(t0 + 5 * S);
+    assert!(!m.cordoned());
+    assert!(m.held().is_empty());
+    let spawned: Vec<String> = f.w().spawned.iter().map(|s| s.key.clone()).collect();
+    assert_eq!(spawned, [a.key.clone(), late.key.clone()]);
+    // The drain's report stays after uncordon, marked not cordoned.
+    let p = m.drain_progress(t0 + 6 * S);
+    assert!(!p.cordoned);
+    assert_eq!(p.pods.len(), 1);
+    assert_eq!(p.pods[0].state, EvictionState::ExitedGracefully);
+}
+
+// --- structured report ------------------------------------------------------
+
+#[test]
+fn drain_report_has_a_state_grace_and_time_per_pod() {
+    // spec: E2, E6 — outcomes, PDB refusals and protections per pod.
+    let (mut m, f) = manager(PoolKind::Autopilot);
+    let t0 = Instant::now();
+    let polite = pod("polite", 30);
+    let stubborn = pod("stubborn", 20);
+    f.w().stubborn.insert(stubborn.key.clone());
+    let kept = protected(pod("kept", 30));
+    m.sync(&[polite.clone(), stubborn.clone(), kept.clone()], t0);
+    m.drain(EvictionReason::NodeUpgrade, t0);
+    m.tick(t0 + 2 * S);
+    m.tick(t0 + 20 * S);
+    m.tick(t0 + 21 * S);
+    let p = m.drain_progress(t0 + 21 * S);
+    let by_key = |k: &str| {
+        p.pods
+            .iter()
+            .find(|r| r.key == k)
+            .cloned()
+            .unwrap_or_else(|| panic!("{k} missing: {p:?}"))
+    };
+    let r = by_key(&polite.key);
+    assert_eq!(r.state, EvictionState::ExitedGracefully);
+    assert_eq!((r.grace, r.elapsed), (30 * S, 2 * S));
+    let r = by_key(&stubborn.key);
+    assert_eq!(r.state, EvictionState::KilledAfterGrace);
+    assert_eq!((r.grace, r.elapsed), (20 * S, 21 * S));
+    let r = by_key(&kept.key);
+    assert_eq!(
+        r.state,
+        EvictionState::Protected {
+            until: Some(t0 + EXTENDED_RUN)
+        }
+    );
+    assert_eq!(
+        EvictionState::RefusedByPdbRetrying.as_str(),
+        "refused-by-pdb-retrying"
+    );
+
+    // A new drain starts a fresh report.
+    m.uncordon(t0 + 22 * S);
+    m.drain(EvictionReason::UserDrain, t0 + 23 * S);
+    let p = m.drain_progress(t0 + 23 * S);
+    assert_eq!(p.pods.len(), 1, "{p:?}");
+    assert_eq!(p.pods[0].key, kept.key);
+    assert_eq!(p.pods[0].state, EvictionState::Terminating);
+}
+
+#[test]
+fn a_pod_leaving_the_state_is_reported_as_a_single_eviction() {
+    // spec: E6 — a deletion's outcome is reported, not only logged.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = pod("web", 5);
+    f.w().stubborn.insert(p.key.clone());
+    m.sync(std::slice::from_ref(&p), t0);
+    m.sync(&[], t0 + S);
+    let r = m.single_evictions(t0 + 2 * S);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].state, EvictionState::Terminating);
+    assert_eq!(r[0].reason, EvictionReason::Deletion);
+    m.tick(t0 + 6 * S);
+    m.tick(t0 + 6 * S);
+    let r = m.single_evictions(t0 + 7 * S);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].state, EvictionState::KilledAfterGrace);
+    assert_eq!((r[0].grace, r[0].elapsed), (5 * S, 5 * S));
 }
 
 // --- readiness --------------------------------------------------------------

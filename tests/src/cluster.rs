@@ -360,7 +360,8 @@ pub struct AgentStatus {
     pub datapath: Option<String>,
     #[serde(default)]
     pub error: Option<String>,
-    /// The drain the Node asked for: `reason`, `finished`, `done`, ...
+    /// The last drain: `reason`, `cordoned`, `finished`, `totals`, `pods`
+    /// (see docs/architecture.md).
     #[serde(default)]
     pub drain: Option<serde_json::Value>,
 }

@@ -25,8 +25,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::eviction::{
-    drain_decision, Action, DrainDecision, Eviction, EvictionOutcome, EvictionReason, NoPdb,
-    PdbGate, Phase, PoolKind,
+    drain_decision, effective_grace, Action, DrainDecision, Eviction, EvictionOutcome,
+    EvictionReason, NoPdb, PdbGate, Phase, PoolKind,
 };
 use super::readiness::{endpoint_conditions, EndpointConditions, Readiness, Thresholds};
 use super::runtime::{
@@ -94,7 +94,14 @@ pub enum PodEvent {
         key: String,
         ready: bool,
     },
-    /// Endpoints terminating and SIGTERM sent; SIGKILL at `deadline`.
+    /// The pod's endpoints are terminating (E6); SIGTERM follows once they
+    /// are out (see [`PodManager::hold_sigterm`]).
+    EndpointsTerminating {
+        key: String,
+        reason: EvictionReason,
+        grace: Duration,
+    },
+    /// SIGTERM sent; SIGKILL at `deadline`.
     Terminating {
         key: String,
         reason: EvictionReason,
@@ -152,11 +159,107 @@ impl std::fmt::Display for EvictError {
 
 impl std::error::Error for EvictError {}
 
+/// Where one pod's eviction stands, in the words of the status file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictionState {
+    /// Requested, the PodDisruptionBudget not asked yet.
+    Pending,
+    /// A PDB refused; retried (E6).
+    RefusedByPdbRetrying,
+    /// Endpoints terminating; SIGTERM sent or about to be.
+    Terminating,
+    ExitedGracefully,
+    KilledAfterGrace,
+    /// A PDB kept refusing and the reason gives up (scale-down, C5).
+    RefusedByPdbGaveUp,
+    /// `safe-to-evict: "false"` keeps it until `until` (`None`: this kind
+    /// of drain never evicts it; E2–E5, A3).
+    Protected {
+        until: Option<Instant>,
+    },
+    /// The drain was called off (uncordon) before this pod was evicted.
+    NotEvicted,
+}
+
+impl EvictionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvictionState::Pending => "pending",
+            EvictionState::RefusedByPdbRetrying => "refused-by-pdb-retrying",
+            EvictionState::Terminating => "terminating",
+            EvictionState::ExitedGracefully => "exited-gracefully",
+            EvictionState::KilledAfterGrace => "killed-after-grace",
+            EvictionState::RefusedByPdbGaveUp => "refused-by-pdb-gave-up",
+            EvictionState::Protected { .. } => "protected",
+            EvictionState::NotEvicted => "not-evicted",
+        }
+    }
+
+    fn of(o: EvictionOutcome) -> Self {
+        match o {
+            EvictionOutcome::Graceful { .. } => EvictionState::ExitedGracefully,
+            EvictionOutcome::Killed { .. } => EvictionState::KilledAfterGrace,
+            EvictionOutcome::Refused { .. } => EvictionState::RefusedByPdbGaveUp,
+        }
+    }
+}
+
+/// One pod's eviction (or why there is none yet), for the status file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvictionReport {
+    pub key: String,
+    pub reason: EvictionReason,
+    pub state: EvictionState,
+    /// min(terminationGracePeriodSeconds, cap of the reason).
+    pub grace: Duration,
+    /// Since the eviction was requested; for an ended one, until it ended.
+    pub elapsed: Duration,
+    /// PodDisruptionBudget refusals so far.
+    pub refusals: u32,
+}
+
+/// An eviction that ended, kept for the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Finished {
+    reason: EvictionReason,
+    grace: Duration,
+    requested_at: Instant,
+    ended_at: Instant,
+    outcome: EvictionOutcome,
+}
+
+impl Finished {
+    fn report(&self, key: &str) -> EvictionReport {
+        EvictionReport {
+            key: key.to_string(),
+            reason: self.reason,
+            state: EvictionState::of(self.outcome),
+            grace: self.grace,
+            elapsed: self.ended_at.saturating_duration_since(self.requested_at),
+            refusals: match self.outcome {
+                EvictionOutcome::Refused { attempts } => attempts,
+                _ => 0,
+            },
+        }
+    }
+}
+
+/// How many ended evictions outside a drain (deletions, single evictions)
+/// the report keeps.
+const SINGLE_REPORTS: usize = 32;
+
+/// Why a pod assigned to this node does not run yet.
+pub const HELD_CORDONED: &str = "node cordoned";
+
 /// Where each pod of a drain stands.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DrainProgress {
     pub reason: Option<EvictionReason>,
+    /// The drain is in force (not uncordoned); its report stays after
+    /// uncordon until the next drain begins.
     pub cordoned: bool,
+    /// Every member pod, in key order.
+    pub pods: Vec<EvictionReport>,
     /// Eviction requested, not yet admitted (no refusal yet).
     pub pending: Vec<String>,
     /// Refused by a PDB at least once; (key, refusals).
@@ -173,8 +276,10 @@ pub struct DrainProgress {
 struct Drain {
     reason: EvictionReason,
     cordoned_at: Instant,
+    /// False once uncordoned: the record stays for the report.
+    cordoned: bool,
     members: BTreeSet<String>,
-    outcomes: BTreeMap<String, EvictionOutcome>,
+    outcomes: BTreeMap<String, Finished>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -254,6 +359,13 @@ pub struct PodManager {
     pool: PoolKind,
     pods: BTreeMap<String, Slot>,
     drain: Option<Drain>,
+    /// Pods assigned while the node is cordoned: not started (a kubelet on
+    /// an unschedulable node would not have been given them).
+    held: BTreeMap<String, PodRunSpec>,
+    /// Ended evictions that were not part of a drain, oldest first.
+    singles: std::collections::VecDeque<(String, Finished)>,
+    /// SIGTERM waits for [`PodManager::endpoints_published`].
+    hold_sigterm: bool,
     events: Vec<PodEvent>,
 }
 
@@ -266,8 +378,60 @@ impl PodManager {
             pool,
             pods: BTreeMap::new(),
             drain: None,
+            held: BTreeMap::new(),
+            singles: std::collections::VecDeque::new(),
+            hold_sigterm: false,
             events: Vec::new(),
         }
+    }
+
+    /// With `true`, an eviction only marks the pod's endpoints terminating
+    /// ([`PodEvent::EndpointsTerminating`]); SIGTERM goes out when the caller
+    /// has published them and calls [`PodManager::endpoints_published`]
+    /// (E6, H3: the node stops attracting new connections before the pod
+    /// starts closing). With `false` (the default, for callers that have no
+    /// endpoints to publish) SIGTERM follows within the same call.
+    pub fn hold_sigterm(&mut self, hold: bool) {
+        self.hold_sigterm = hold;
+    }
+
+    /// The terminating endpoints of every marked pod are now in the maps
+    /// and the health servers: send their SIGTERMs.
+    pub fn endpoints_published(&mut self, now: Instant) -> Vec<PodEvent> {
+        let keys: Vec<String> = self
+            .pods
+            .iter()
+            .filter(|(_, s)| s.eviction.as_ref().is_some_and(Eviction::awaits_signal))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            self.step_eviction(&key, now, true);
+        }
+        std::mem::take(&mut self.events)
+    }
+
+    /// Pods assigned to this node that do not run, with why.
+    pub fn held(&self) -> Vec<(String, &'static str)> {
+        self.held
+            .keys()
+            .map(|k| (k.clone(), HELD_CORDONED))
+            .collect()
+    }
+
+    /// Ended evictions outside drains (a pod left the desired state, a
+    /// single eviction) and those under way, for the report.
+    pub fn single_evictions(&self, now: Instant) -> Vec<EvictionReport> {
+        let members = self.drain.as_ref().map(|d| &d.members);
+        let mut out: Vec<EvictionReport> = self.singles.iter().map(|(k, f)| f.report(k)).collect();
+        for (key, s) in &self.pods {
+            if members.is_some_and(|m| m.contains(key)) {
+                continue;
+            }
+            if let Some(e) = &s.eviction {
+                out.push(live_report(key, e, now));
+            }
+        }
+        out
     }
 
     /// Who answers for PodDisruptionBudgets (default: no budgets).
@@ -283,6 +447,8 @@ impl PodManager {
     pub fn sync(&mut self, desired: &[PodRunSpec], now: Instant) -> Vec<PodEvent> {
         let want: BTreeMap<&str, &PodRunSpec> =
             desired.iter().map(|p| (p.key.as_str(), p)).collect();
+        self.held.retain(|k, _| want.contains_key(k.as_str()));
+        let cordoned = self.cordoned();
         // Gone from the desired state: delete (own grace, no PDB).
         let keys: Vec<String> = self.pods.keys().cloned().collect();
         for key in &keys {
@@ -297,6 +463,10 @@ impl PodManager {
         }
         for (key, spec) in want {
             match self.pods.get_mut(key) {
+                // spec: U1, U2 — a cordoned node takes no new pods.
+                None if cordoned => {
+                    self.held.insert(key.to_string(), spec.clone());
+                }
                 None => {
                     self.pods
                         .insert(key.to_string(), Slot::new(spec.clone(), now));
@@ -353,7 +523,11 @@ impl PodManager {
             .filter(|(_, s)| !s.evicted && !s.removed)
             .map(|(k, _)| k.clone())
             .collect();
-        let cordoned_at = self.drain.as_ref().map_or(now, |d| d.cordoned_at);
+        let cordoned_at = self
+            .drain
+            .as_ref()
+            .filter(|d| d.cordoned)
+            .map_or(now, |d| d.cordoned_at);
         // Evictions already waiting (a PDB, an earlier drain) take the new
         // reason if it is stricter: B5 ignores the PDB an upgrade waited on.
         let waiting: Vec<String> = members
@@ -369,6 +543,7 @@ impl PodManager {
         self.drain = Some(Drain {
             reason,
             cordoned_at,
+            cordoned: true,
             members,
             outcomes: BTreeMap::new(),
         });
@@ -379,14 +554,23 @@ impl PodManager {
         self.drain_progress(now)
     }
 
-    /// Whether a drain has cordoned the node.
+    /// Whether a drain has cordoned the node (in progress or done, and not
+    /// uncordoned).
     pub fn cordoned(&self) -> bool {
-        self.drain.is_some()
+        self.drain.as_ref().is_some_and(|d| d.cordoned)
     }
 
-    /// End the drain; evictions already under way continue.
-    pub fn uncordon(&mut self) {
-        self.drain = None;
+    /// End the drain; evictions already under way continue, pods held
+    /// back by the cordon start, and the drain's report stays until the
+    /// next drain begins.
+    pub fn uncordon(&mut self, now: Instant) -> Vec<PodEvent> {
+        if let Some(d) = self.drain.as_mut() {
+            d.cordoned = false;
+        }
+        for (key, spec) in std::mem::take(&mut self.held) {
+            self.pods.insert(key, Slot::new(spec, now));
+        }
+        self.tick(now)
     }
 
     pub fn drain_progress(&self, now: Instant) -> DrainProgress {
@@ -395,30 +579,48 @@ impl PodManager {
         };
         let mut p = DrainProgress {
             reason: Some(d.reason),
-            cordoned: true,
+            cordoned: d.cordoned,
             ..DrainProgress::default()
         };
         for key in &d.members {
-            if let Some(o) = d.outcomes.get(key) {
-                p.done.push((key.clone(), *o));
+            if let Some(f) = d.outcomes.get(key) {
+                p.done.push((key.clone(), f.outcome));
+                p.pods.push(f.report(key));
                 continue;
             }
             let Some(slot) = self.pods.get(key) else {
                 continue;
             };
+            if let Some(e) = &slot.eviction {
+                p.pods.push(live_report(key, e, now));
+            }
             match slot.eviction.as_ref().map(|e| e.phase) {
                 Some(Phase::Admission { refusals: 0, .. }) => p.pending.push(key.clone()),
                 Some(Phase::Admission { refusals, .. }) => p.blocked.push((key.clone(), refusals)),
-                Some(Phase::Terminating { .. } | Phase::Killing { .. }) => {
+                Some(Phase::Marked { .. } | Phase::Terminating { .. } | Phase::Killing { .. }) => {
                     p.terminating.push(key.clone())
                 }
                 Some(Phase::Done(o)) => p.done.push((key.clone(), o)),
-                None => match self.decision(d, slot) {
-                    DrainDecision::Protected { until } if until.is_none_or(|u| u > now) => {
-                        p.protected.push((key.clone(), until))
+                None => {
+                    let grace = effective_grace(slot.spec.termination_grace, d.reason);
+                    let mut report = EvictionReport {
+                        key: key.clone(),
+                        reason: d.reason,
+                        state: EvictionState::Pending,
+                        grace,
+                        elapsed: Duration::ZERO,
+                        refusals: 0,
+                    };
+                    match self.decision(d, slot) {
+                        _ if !d.cordoned => report.state = EvictionState::NotEvicted,
+                        DrainDecision::Protected { until } if until.is_none_or(|u| u > now) => {
+                            report.state = EvictionState::Protected { until };
+                            p.protected.push((key.clone(), until));
+                        }
+                        _ => p.pending.push(key.clone()),
                     }
-                    _ => p.pending.push(key.clone()),
-                },
+                    p.pods.push(report);
+                }
             }
         }
         p.finished = p.pending.is_empty()
@@ -469,7 +671,7 @@ impl PodManager {
                 take(Some(not_before));
             }
         }
-        if let Some(d) = &self.drain {
+        if let Some(d) = self.drain.as_ref().filter(|d| d.cordoned) {
             for k in &d.members {
                 if let Some(s) = self.pods.get(k) {
                     if let DrainDecision::Protected { until } = self.decision(d, s) {
@@ -499,25 +701,41 @@ impl PodManager {
         std::mem::take(&mut self.events)
     }
 
-    /// Stop everything at once (SIGKILL), wait up to `wait` for the processes
-    /// and delete the namespaces the agent made. For shutdown; a graceful
-    /// stop is `drain(Deletion)` plus ticks first.
-    pub fn kill_all(&mut self, wait: Duration) {
-        let deadline = Instant::now() + wait;
+    /// Stop every pod for the agent's own shutdown: SIGTERM to all, SIGKILL
+    /// to those still running min(their grace, `cap`) later, then delete the
+    /// namespaces the agent made. Blocks (real time) for at most `cap` plus
+    /// a short reap wait; a graceful stop of one pod is an eviction instead.
+    pub fn shutdown(&mut self, cap: Duration) {
+        /// How long a SIGKILLed process gets to be reaped.
+        const REAP: Duration = Duration::from_secs(2);
+        let start = Instant::now();
+        let mut running: Vec<(ProcId, Instant)> = Vec::new();
         for s in self.pods.values() {
             if let Run::Running { proc: Some(p), .. } = s.run {
-                let _ = self.procs.signal(p, Sig::Kill);
+                let _ = self.procs.signal(p, Sig::Term);
+                running.push((p, start + s.spec.termination_grace.min(cap)));
             }
         }
-        for s in self.pods.values_mut() {
-            if let Run::Running { proc: Some(p), .. } = s.run {
-                while Instant::now() < deadline {
-                    match self.procs.try_wait(p) {
-                        Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-                        _ => break,
-                    }
+        let mut killed = false;
+        loop {
+            let now = Instant::now();
+            running.retain(|(p, _)| matches!(self.procs.try_wait(*p), Ok(None)));
+            if running.is_empty() {
+                break;
+            }
+            for (p, deadline) in &mut running {
+                if now >= *deadline {
+                    let _ = self.procs.signal(*p, Sig::Kill);
+                    *deadline = start + cap + REAP;
+                    killed = true;
                 }
             }
+            if killed && now >= start + cap + REAP {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for s in self.pods.values_mut() {
             s.run = Run::Stopped;
             s.readiness.stopped();
             if s.owns_netns && s.sandbox {
@@ -540,7 +758,7 @@ impl PodManager {
     }
 
     fn advance_drain(&mut self, now: Instant) {
-        let Some(d) = &self.drain else {
+        let Some(d) = self.drain.as_ref().filter(|d| d.cordoned) else {
             return;
         };
         let reason = d.reason;
@@ -772,7 +990,7 @@ impl PodManager {
 
         // 3. Eviction.
         if s.eviction.is_some() {
-            self.step_eviction(key, now);
+            self.step_eviction(key, now, false);
         }
 
         // 4. Probes (they also run while terminating: `serving` follows).
@@ -805,7 +1023,9 @@ impl PodManager {
         }
     }
 
-    fn step_eviction(&mut self, key: &str, now: Instant) {
+    /// Advance `key`'s eviction. `published`: its terminating endpoints are
+    /// out, so a marked pod may now get SIGTERM.
+    fn step_eviction(&mut self, key: &str, now: Instant, published: bool) {
         let Some(s) = self.pods.get_mut(key) else {
             return;
         };
@@ -814,7 +1034,16 @@ impl PodManager {
         };
         let exited = !matches!(s.run, Run::Running { .. });
         let reason = ev.reason;
-        let actions = ev.poll(key, now, exited, self.pdb.as_mut());
+        let requested_at = ev.requested_at;
+        let mut actions = ev.poll(key, now, exited, self.pdb.as_mut());
+        // spec: E6, H3 — endpoints first; SIGTERM only once they are out
+        // (at once when nobody publishes them).
+        if ev.awaits_signal() && !exited && (published || !self.hold_sigterm) {
+            actions.extend(ev.signal(now));
+            // A zero grace ends in SIGKILL within the same step.
+            actions.extend(ev.poll(key, now, exited, self.pdb.as_mut()));
+        }
+        let grace = ev.grace;
         let proc = match s.run {
             Run::Running { proc, .. } => proc,
             _ => None,
@@ -822,11 +1051,18 @@ impl PodManager {
         let mut finished = None;
         for a in actions {
             match a {
-                Action::Terminate { grace, deadline } => {
+                Action::MarkTerminating { grace } => {
                     // A pending restart must not happen any more.
                     if let Run::Pending { .. } = s.run {
                         s.run = Run::Stopped;
                     }
+                    self.events.push(PodEvent::EndpointsTerminating {
+                        key: key.to_string(),
+                        reason,
+                        grace,
+                    });
+                }
+                Action::Terminate { grace, deadline } => {
                     if let Some(p) = proc {
                         if let Err(e) = self.procs.signal(p, Sig::Term) {
                             self.events.push(PodEvent::Error {
@@ -883,11 +1119,28 @@ impl PodManager {
         let Some(outcome) = finished else {
             return;
         };
-        if let Some(d) = self.drain.as_mut() {
-            if d.members.contains(key) {
-                d.outcomes.insert(key.to_string(), outcome);
+        let record = Finished {
+            reason,
+            grace,
+            requested_at,
+            ended_at: now,
+            outcome,
+        };
+        let member = self.drain.as_mut().filter(|d| d.members.contains(key));
+        match member {
+            Some(d) => {
+                d.outcomes.insert(key.to_string(), record);
+            }
+            None => {
+                if self.singles.len() >= SINGLE_REPORTS {
+                    self.singles.pop_front();
+                }
+                self.singles.push_back((key.to_string(), record));
             }
         }
+        let Some(s) = self.pods.get_mut(key) else {
+            return;
+        };
         self.events.push(PodEvent::EvictionDone {
             key: key.to_string(),
             reason,
@@ -921,6 +1174,26 @@ impl PodManager {
                 });
             }
         }
+    }
+}
+
+/// Where an eviction under way stands.
+fn live_report(key: &str, e: &Eviction, now: Instant) -> EvictionReport {
+    let (state, refusals) = match e.phase {
+        Phase::Admission { refusals: 0, .. } => (EvictionState::Pending, 0),
+        Phase::Admission { refusals, .. } => (EvictionState::RefusedByPdbRetrying, refusals),
+        Phase::Marked { .. } | Phase::Terminating { .. } | Phase::Killing { .. } => {
+            (EvictionState::Terminating, 0)
+        }
+        Phase::Done(o) => (EvictionState::of(o), 0),
+    };
+    EvictionReport {
+        key: key.to_string(),
+        reason: e.reason,
+        state,
+        grace: e.grace,
+        elapsed: now.saturating_duration_since(e.requested_at),
+        refusals,
     }
 }
 

@@ -25,7 +25,8 @@ pub use eviction::{
     PoolKind, EXTENDED_RUN,
 };
 pub use manager::{
-    netns_name, set_netns_prefix, DrainProgress, EvictError, PodEndpoint, PodEvent, PodManager,
+    netns_name, set_netns_prefix, DrainProgress, EvictError, EvictionReport, EvictionState,
+    PodEndpoint, PodEvent, PodManager, HELD_CORDONED,
 };
 pub use readiness::EndpointConditions;
 pub use runtime::{OsProber, OsProcessControl, Prober, ProcessControl};

@@ -461,7 +461,13 @@ impl Runner {
         // The agent's own pods end with it: SIGTERM, SIGKILL after
         // min(their grace, --shutdown-grace), so a shutdown never hangs on a
         // pod that ignores SIGTERM.
-        self.pods_rt.shutdown(self.shutdown_grace);
+        let r = self.pods_rt.shutdown(self.shutdown_grace);
+        info!(
+            signalled = r.signalled,
+            killed = r.killed,
+            not_reaped = r.not_reaped,
+            "pods stopped"
+        );
         for r in std::mem::take(&mut self.routes) {
             if let Err(e) = netlink::del_route(&r.dst.to_string(), Some(r.via), None) {
                 warn!(error = %e, "removing route on shutdown");

@@ -983,3 +983,40 @@ fn restart_policy_and_crash_loop_backoff() {
     m.tick(t0 + 3600 * S);
     assert_eq!(f.w().spawned.len(), 3, "OnFailure: a clean exit stays down");
 }
+
+// --- the agent's own shutdown -------------------------------------------------
+
+#[test]
+fn shutdown_sends_sigterm_then_sigkill_after_the_bounded_grace() {
+    // spec: E6 — SIGTERM first; SIGKILL only for what still runs after
+    // min(terminationGracePeriodSeconds, the shutdown cap).
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let polite = pod("polite", 30);
+    let stubborn = pod("stubborn", 3600);
+    let quick = pod("quick", 0);
+    f.w().stubborn.insert(stubborn.key.clone());
+    f.w().stubborn.insert(quick.key.clone());
+    m.sync(&[polite.clone(), stubborn.clone(), quick.clone()], t0);
+    // A zero cap: nothing may wait, yet SIGTERM still goes first.
+    let r = m.shutdown(Duration::ZERO);
+    assert_eq!(f.signals(&polite.key), [Sig::Term]);
+    assert_eq!(f.signals(&stubborn.key), [Sig::Term, Sig::Kill]);
+    assert_eq!(f.signals(&quick.key), [Sig::Term, Sig::Kill]);
+    assert_eq!((r.signalled, r.killed, r.not_reaped), (3, 2, 0));
+    assert!(f.w().netns.is_empty(), "namespaces removed");
+}
+
+#[test]
+fn shutdown_grace_is_the_pods_own_when_shorter() {
+    // spec: E6 — a pod's terminationGracePeriodSeconds of 0 is not extended
+    // by a long shutdown cap.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let quick = pod("quick", 0);
+    f.w().stubborn.insert(quick.key.clone());
+    m.sync(std::slice::from_ref(&quick), t0);
+    let r = m.shutdown(Duration::from_secs(3600));
+    assert_eq!(f.signals(&quick.key), [Sig::Term, Sig::Kill]);
+    assert_eq!(r.killed, 1);
+}

@@ -327,6 +327,13 @@ impl ClusterSpec {
         });
         self
     }
+    /// Set the `terminationGracePeriodSeconds` of agent pod `name`.
+    pub fn agent_pod_grace(mut self, name: &str, grace_s: u32) -> Self {
+        for p in self.agent_pods.iter_mut().filter(|p| p.name == name) {
+            p.grace_s = grace_s;
+        }
+        self
+    }
     /// A pod on node `node` serving TCP 8080 and 81 and UDP 5353.
     pub fn pod(mut self, name: &str, node: usize) -> Self {
         self.pods.push(PodSpec {
@@ -364,6 +371,9 @@ pub struct AgentStatus {
     /// (see docs/architecture.md).
     #[serde(default)]
     pub drain: Option<serde_json::Value>,
+    /// Pods whose links are plugged.
+    #[serde(default)]
+    pub pods: usize,
 }
 
 struct Agent {
@@ -731,6 +741,11 @@ impl Cluster {
     /// Stop node `i`'s agent (SIGTERM, then SIGKILL after the grace) and
     /// return whether it exited by itself with success.
     pub fn stop_agent(&mut self, i: usize) -> Result<bool> {
+        self.stop_agent_within(i, TERM_GRACE)
+    }
+
+    /// Like [`Cluster::stop_agent`], waiting up to `grace` before SIGKILL.
+    pub fn stop_agent_within(&mut self, i: usize, grace: Duration) -> Result<bool> {
         let a = i
             .checked_sub(1)
             .and_then(|j| self.agents.get_mut(j))
@@ -738,8 +753,15 @@ impl Cluster {
         if let Some(st) = a.child.try_wait()? {
             bail!("agent of node-{i} had already exited ({st})");
         }
-        stop_child(&mut a.child, TERM_GRACE);
+        stop_child(&mut a.child, grace);
         Ok(a.child.try_wait()?.is_some_and(|st| st.success()))
+    }
+
+    /// Process id of node `i`'s agent (names of what it makes carry it).
+    pub fn agent_pid(&self, i: usize) -> Option<u32> {
+        i.checked_sub(1)
+            .and_then(|j| self.agents.get(j))
+            .map(|a| a.child.id())
     }
 
     /// `kill -9` node `i`'s agent: no shutdown runs, whatever it left in

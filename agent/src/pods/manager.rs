@@ -159,6 +159,17 @@ impl std::fmt::Display for EvictError {
 
 impl std::error::Error for EvictError {}
 
+/// What [`PodManager::shutdown`] had to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShutdownReport {
+    /// Processes sent SIGTERM.
+    pub signalled: usize,
+    /// Of those, still running after their grace: SIGKILL.
+    pub killed: usize,
+    /// Not reaped even after SIGKILL (should not happen).
+    pub not_reaped: usize,
+}
+
 /// Where one pod's eviction stands, in the words of the status file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EvictionState {
@@ -705,7 +716,7 @@ impl PodManager {
     /// to those still running min(their grace, `cap`) later, then delete the
     /// namespaces the agent made. Blocks (real time) for at most `cap` plus
     /// a short reap wait; a graceful stop of one pod is an eviction instead.
-    pub fn shutdown(&mut self, cap: Duration) {
+    pub fn shutdown(&mut self, cap: Duration) -> ShutdownReport {
         /// How long a SIGKILLed process gets to be reaped.
         const REAP: Duration = Duration::from_secs(2);
         let start = Instant::now();
@@ -716,6 +727,11 @@ impl PodManager {
                 running.push((p, start + s.spec.termination_grace.min(cap)));
             }
         }
+        let mut report = ShutdownReport {
+            signalled: running.len(),
+            killed: 0,
+            not_reaped: 0,
+        };
         let mut killed = false;
         loop {
             let now = Instant::now();
@@ -725,12 +741,16 @@ impl PodManager {
             }
             for (p, deadline) in &mut running {
                 if now >= *deadline {
+                    if *deadline <= start + cap {
+                        report.killed += 1;
+                    }
                     let _ = self.procs.signal(*p, Sig::Kill);
                     *deadline = start + cap + REAP;
                     killed = true;
                 }
             }
             if killed && now >= start + cap + REAP {
+                report.not_reaped = running.len();
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -743,6 +763,7 @@ impl PodManager {
                 s.sandbox = false;
             }
         }
+        report
     }
 
     // --- internals -----------------------------------------------------

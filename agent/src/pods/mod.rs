@@ -26,7 +26,7 @@ pub use eviction::{
 };
 pub use manager::{
     netns_name, set_netns_prefix, DrainProgress, EvictError, EvictionReport, EvictionState,
-    PodEndpoint, PodEvent, PodManager, HELD_CORDONED,
+    PodEndpoint, PodEvent, PodManager, ShutdownReport, HELD_CORDONED,
 };
 pub use readiness::EndpointConditions;
 pub use runtime::{OsProber, OsProcessControl, Prober, ProcessControl};

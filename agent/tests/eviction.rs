@@ -1020,3 +1020,31 @@ fn shutdown_grace_is_the_pods_own_when_shorter() {
     assert_eq!(f.signals(&quick.key), [Sig::Term, Sig::Kill]);
     assert_eq!(r.killed, 1);
 }
+
+#[test]
+fn a_changed_pod_on_a_cordoned_node_waits_for_uncordon() {
+    // spec: U1, U2 — a pod is immutable: a new spec under the same name is a
+    // new pod, and a cordoned node does not start it.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let protected_pod = protected(pod("p", 30));
+    m.sync(std::slice::from_ref(&protected_pod), t0);
+    // Scale-down on Standard never evicts it (C5, E5): it keeps running.
+    m.drain(EvictionReason::ScaleDown, t0);
+    m.tick(t0 + S);
+    assert_eq!(f.signals(&protected_pod.key), []);
+
+    let mut changed = protected_pod.clone();
+    changed.termination_grace = 10 * S;
+    m.sync(std::slice::from_ref(&changed), t0 + 2 * S);
+    m.tick(t0 + 3 * S);
+    // The old one is deleted, the new one held.
+    assert_eq!(f.signals(&protected_pod.key), [Sig::Term]);
+    assert_eq!(f.w().spawned.len(), 1);
+    assert_eq!(m.held().len(), 1);
+
+    m.uncordon(t0 + 4 * S);
+    m.tick(t0 + 5 * S);
+    assert_eq!(f.w().spawned.len(), 2, "the new pod runs after uncordon");
+    assert!(m.held().is_empty());
+}

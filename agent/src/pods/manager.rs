@@ -482,6 +482,18 @@ impl PodManager {
                     self.pods
                         .insert(key.to_string(), Slot::new(spec.clone(), now));
                 }
+                Some(slot)
+                    if cordoned
+                        && (slot.removed || slot.spec != *spec)
+                        && !(slot.spec == *spec && slot.eviction.is_none()) =>
+                {
+                    // spec: U1, U2 — a new pod under an old name (pods are
+                    // immutable) waits for uncordon; the old one goes.
+                    slot.removed = true;
+                    slot.replacement = None;
+                    self.held.insert(key.to_string(), spec.clone());
+                    self.request(key, EvictionReason::Deletion, now);
+                }
                 Some(slot) if slot.removed || slot.spec != *spec => {
                     // Came back while stopping, or a changed spec (pods are
                     // immutable in Kubernetes: a new spec is a new pod).
@@ -579,7 +591,20 @@ impl PodManager {
             d.cordoned = false;
         }
         for (key, spec) in std::mem::take(&mut self.held) {
-            self.pods.insert(key, Slot::new(spec, now));
+            match self.pods.get_mut(&key) {
+                // The old pod of that name is still stopping: take its
+                // place once it has.
+                Some(slot) => {
+                    slot.removed = false;
+                    slot.replacement = Some(spec);
+                    if slot.evicted || slot.run == Run::Stopped && slot.eviction.is_none() {
+                        self.replace(&key, now);
+                    }
+                }
+                None => {
+                    self.pods.insert(key, Slot::new(spec, now));
+                }
+            }
         }
         self.tick(now)
     }

@@ -355,7 +355,7 @@ impl Runner {
         };
         let mut overlay = Overlay::new();
         for p in desired.pods.values() {
-            if p.node == self.node && p.run.container.is_some() {
+            if p.node == self.node && p.run.runs_processes() {
                 overlay.extend(p.ips.iter().map(|ip| (*ip, DOWN)));
             }
         }
@@ -363,7 +363,7 @@ impl Runner {
             let runs = desired
                 .pods
                 .get(&ep.key)
-                .is_some_and(|p| p.run.container.is_some());
+                .is_some_and(|p| p.run.runs_processes());
             if !runs && !ep.conditions.terminating {
                 continue;
             }

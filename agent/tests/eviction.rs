@@ -113,7 +113,11 @@ impl ProcessControl for Fake {
         let mut w = self.w();
         w.next += 1;
         let id = w.next;
-        let graceful = !w.stubborn.contains(&spec.key);
+        // `key` or `key/container` ignores SIGTERM.
+        let graceful = !w.stubborn.contains(&spec.key)
+            && !w
+                .stubborn
+                .contains(&format!("{}/{}", spec.key, spec.container));
         w.procs.insert(id, (spec.key.clone(), true, graceful));
         w.spawned.push(spec.clone());
         Ok(id)
@@ -182,16 +186,16 @@ fn pod(name: &str, grace_s: u64) -> PodRunSpec {
         node: "node-a".into(),
         ips: vec![],
         netns: None,
-        container: Some(ContainerRun {
+        containers: vec![ContainerRun {
             name: "c".into(),
             argv: vec!["server".into()],
             env: vec![],
             working_dir: None,
             named_ports: BTreeMap::new(),
-        }),
+            readiness: None,
+        }],
         termination_grace: Duration::from_secs(grace_s),
         restart_policy: RestartPolicy::Always,
-        readiness: None,
         annotations: BTreeMap::new(),
     }
 }
@@ -813,7 +817,7 @@ fn a_pod_leaving_the_state_is_reported_as_a_single_eviction() {
 fn probed(name: &str) -> PodRunSpec {
     let mut p = pod(name, 30);
     p.ips = vec!["198.19.1.5".parse().expect("ip")];
-    p.readiness = Some(Probe {
+    p.containers[0].readiness = Some(Probe {
         action: ProbeAction::Http {
             host: None,
             port: 8080,
@@ -1047,4 +1051,146 @@ fn a_changed_pod_on_a_cordoned_node_waits_for_uncordon() {
     m.tick(t0 + 5 * S);
     assert_eq!(f.w().spawned.len(), 2, "the new pod runs after uncordon");
     assert!(m.held().is_empty());
+}
+
+// --- several containers -------------------------------------------------------
+
+fn two_containers(name: &str) -> PodRunSpec {
+    let mut p = probed(name);
+    p.containers[0].name = "web".into();
+    let mut side = p.containers[0].clone();
+    side.name = "side".into();
+    side.argv = vec!["sidecar".into()];
+    if let Some(r) = side.readiness.as_mut() {
+        r.action = ProbeAction::Tcp {
+            host: None,
+            port: 9090,
+        };
+    }
+    p.containers.push(side);
+    p
+}
+
+/// Answer the latest probe aimed at TCP port 9090 (the sidecar) or not.
+fn answer_container(f: &Fake, key: &str, sidecar: bool, ok: bool) {
+    let mut w = f.w();
+    let seq = w
+        .probes
+        .iter()
+        .rev()
+        .find(|(k, r)| {
+            k == key && matches!(r.action, ProbeAction::Tcp { port: 9090, .. }) == sidecar
+        })
+        .map(|(_, r)| r.seq);
+    let r = if ok {
+        ProbeResult::Success
+    } else {
+        ProbeResult::Failure("no".into())
+    };
+    if let Some(seq) = seq {
+        w.answers.push((key.to_string(), seq, r));
+    }
+}
+
+#[test]
+fn every_container_runs_and_the_pod_is_ready_when_all_are() {
+    // spec: H1, H3 — "passed readiness" is the pod's: all its containers.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = two_containers("pair");
+    m.sync(std::slice::from_ref(&p), t0);
+    m.set_network_ready(&p.key, true);
+    m.tick(t0);
+    let spawned: Vec<(String, Vec<String>)> = f
+        .w()
+        .spawned
+        .iter()
+        .map(|s| (s.container.clone(), s.argv.clone()))
+        .collect();
+    assert_eq!(
+        spawned,
+        [
+            ("web".to_string(), vec!["server".to_string()]),
+            ("side".to_string(), vec!["sidecar".to_string()])
+        ]
+    );
+    m.tick(t0 + 5 * S);
+    assert_eq!(f.probes_of(&p.key), 2, "one probe per container");
+    answer_container(&f, &p.key, false, true);
+    m.tick(t0 + 5 * S + MS);
+    assert_eq!(
+        conditions(&m, &p.key).map(|c| c.ready),
+        Some(false),
+        "one ready container is not a ready pod"
+    );
+    answer_container(&f, &p.key, true, true);
+    m.tick(t0 + 5 * S + 2 * MS);
+    assert_eq!(conditions(&m, &p.key), Some(READY));
+    // The sidecar fails three times: the pod is not ready any more.
+    for i in 1..=3 {
+        m.tick(t0 + 5 * S + i * 10 * S);
+        answer_container(&f, &p.key, true, false);
+    }
+    m.tick(t0 + 36 * S);
+    assert_eq!(conditions(&m, &p.key).map(|c| c.ready), Some(false));
+}
+
+#[test]
+fn a_crashed_container_restarts_alone() {
+    // The kubelet restarts containers, not pods (restartPolicy Always).
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = two_containers("crash");
+    m.sync(std::slice::from_ref(&p), t0);
+    m.set_network_ready(&p.key, true);
+    m.tick(t0);
+    // The sidecar (second spawn, id 2) exits.
+    {
+        let mut w = f.w();
+        if let Some(proc) = w.procs.get_mut(&2) {
+            proc.1 = false;
+        }
+        w.exits.insert(
+            2,
+            ExitInfo {
+                code: Some(1),
+                signal: None,
+            },
+        );
+    }
+    let ev = m.tick(t0 + S);
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        PodEvent::Exited { container, .. } if container == "side"
+    )));
+    m.tick(t0 + S + sluice_agent::pods::manager::RESTART_BACKOFF_INITIAL);
+    let spawned: Vec<String> = f.w().spawned.iter().map(|s| s.container.clone()).collect();
+    assert_eq!(spawned, ["web", "side", "side"]);
+    assert!(f.signals(&p.key).is_empty(), "web left alone");
+}
+
+#[test]
+fn an_eviction_signals_every_container() {
+    // spec: E6 — SIGTERM to every container, SIGKILL to those still running
+    // after the grace; the pod is done when all have ended.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = two_containers("both");
+    f.w().stubborn.insert(format!("{}/side", p.key));
+    m.sync(std::slice::from_ref(&p), t0);
+    m.set_network_ready(&p.key, true);
+    m.tick(t0);
+    m.evict(&p.key, EvictionReason::NodeUpgrade, t0 + S)
+        .expect("known");
+    assert_eq!(f.signals(&p.key), [Sig::Term, Sig::Term]);
+    let ev = m.tick(t0 + 2 * S);
+    assert!(done(&ev, &p.key).is_none(), "the sidecar still runs");
+    m.tick(t0 + 31 * S);
+    assert_eq!(f.signals(&p.key), [Sig::Term, Sig::Term, Sig::Kill]);
+    let ev = m.tick(t0 + 31 * S);
+    assert_eq!(
+        done(&ev, &p.key),
+        Some(EvictionOutcome::Killed { after: 30 * S })
+    );
+    assert!(f.w().netns.is_empty());
 }

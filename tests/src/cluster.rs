@@ -170,6 +170,8 @@ pub struct AgentPodSpec {
     pub command: Vec<String>,
     pub ready_file: PathBuf,
     pub grace_s: u32,
+    /// Further containers (`side-1`, `side-2`, ...), without probes.
+    pub sidecars: Vec<Vec<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -324,7 +326,16 @@ impl ClusterSpec {
             command: command.iter().map(|s| s.to_string()).collect(),
             ready_file: ready_file.to_path_buf(),
             grace_s: 5,
+            sidecars: Vec::new(),
         });
+        self
+    }
+    /// Add a container running `command` to agent pod `name`.
+    pub fn agent_pod_sidecar(mut self, name: &str, command: &[&str]) -> Self {
+        for p in self.agent_pods.iter_mut().filter(|p| p.name == name) {
+            p.sidecars
+                .push(command.iter().map(|s| s.to_string()).collect());
+        }
         self
     }
     /// Set the `terminationGracePeriodSeconds` of agent pod `name`.
@@ -903,11 +914,26 @@ impl Cluster {
                 Family::V4.pod_ip(n, k).to_string(),
                 Family::V6.pod_ip(n, k).to_string(),
             );
-            let command: Vec<String> = p
-                .command
-                .iter()
-                .map(|a| a.replace("{ip4}", &ip4).replace("{ip6}", &ip6))
-                .collect();
+            let expand = |cmd: &[String]| -> Vec<String> {
+                cmd.iter()
+                    .map(|a| a.replace("{ip4}", &ip4).replace("{ip6}", &ip6))
+                    .collect()
+            };
+            let command = expand(&p.command);
+            let mut containers = vec![json!({
+                "name": "main",
+                "command": command,
+                "readinessProbe": {
+                    "exec": {"command": ["test", "-f", p.ready_file.display().to_string()]},
+                    "periodSeconds": 1,
+                    "failureThreshold": 1,
+                    "successThreshold": 1,
+                },
+            })];
+            for (j, side) in p.sidecars.iter().enumerate() {
+                containers
+                    .push(json!({"name": format!("side-{}", j + 1), "command": expand(side)}));
+            }
             docs.push(json!({
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -915,16 +941,7 @@ impl Cluster {
                 "spec": {
                     "nodeName": node_name(n),
                     "terminationGracePeriodSeconds": p.grace_s,
-                    "containers": [{
-                        "name": "main",
-                        "command": command,
-                        "readinessProbe": {
-                            "exec": {"command": ["test", "-f", p.ready_file.display().to_string()]},
-                            "periodSeconds": 1,
-                            "failureThreshold": 1,
-                            "successThreshold": 1,
-                        },
-                    }],
+                    "containers": containers,
                 },
                 "status": {"podIPs": [{"ip": ip4}, {"ip": ip6}]},
             }));

@@ -79,9 +79,13 @@ fn clean_shutdown_leaves_nothing_behind(engine: Engine) {
         WHOAMI, "--name", &marker, "--ip", "{ip4}", "--ip", "{ip6}", "--tcp", "8080",
     ];
     let stubborn_cmd = ["/bin/sh", "-c", &script, &marker];
+    // A second container of the polite pod: every container runs, and every
+    // one is stopped.
+    let sidecar_cmd = ["/bin/sh", "-c", "while :; do sleep 1; done", &marker];
     let spec = ClusterSpec::new(1)
         .agent_pod("polite", 1, &polite_cmd, &polite_ready)
         .agent_pod("stubborn", 1, &stubborn_cmd, &stubborn_ready)
+        .agent_pod_sidecar("polite", &sidecar_cmd)
         .agent_pod_grace("stubborn", 2)
         .service(
             ServiceSpec::lb("web", 1)
@@ -97,8 +101,8 @@ fn clean_shutdown_leaves_nothing_behind(engine: Engine) {
     let pod_prefix = format!("{}-", c.pod_netns_prefix());
     let wire_prefix = format!("sluice-w-node-1-{pid}-");
 
-    wait_for("both pods running", &c, || {
-        pids_with(&marker).len() >= 2 && stubborn_ready.exists()
+    wait_for("three containers running", &c, || {
+        pids_with(&marker).len() >= 3 && stubborn_ready.exists()
     });
     wait_for("both pods plugged", &c, || {
         c.agent_status(1).is_some_and(|s| s.pods == 2)
@@ -142,7 +146,7 @@ fn clean_shutdown_leaves_nothing_behind(engine: Engine) {
     // Both got SIGTERM; the stubborn one SIGKILL after its grace.
     let log = plain(&c.agent_log(1));
     assert!(
-        log.contains("signalled=2 killed=1 not_reaped=0"),
+        log.contains("signalled=3 killed=1 not_reaped=0"),
         "agent's account of its pods: {log}"
     );
     drop(c);

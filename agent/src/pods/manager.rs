@@ -84,10 +84,12 @@ pub enum PodEvent {
     },
     Started {
         key: String,
+        container: String,
         restarts: u32,
     },
     Exited {
         key: String,
+        container: String,
         exit: ExitInfo,
     },
     ReadinessChanged {
@@ -306,6 +308,29 @@ enum Run {
     Stopped,
 }
 
+/// One container of a pod: its own process, restarts and readiness.
+struct Ctr {
+    run: Run,
+    readiness: Readiness,
+    /// The last probe started for it (unique within the pod).
+    probe_seq: u64,
+    restarts: u32,
+}
+
+impl Ctr {
+    fn live_proc(&self) -> Option<ProcId> {
+        match self.run {
+            Run::Running { proc, .. } => proc,
+            _ => None,
+        }
+    }
+
+    fn stop(&mut self) {
+        self.run = Run::Stopped;
+        self.readiness.stopped();
+    }
+}
+
 struct Slot {
     spec: PodRunSpec,
     first_seen: Instant,
@@ -313,15 +338,14 @@ struct Slot {
     owns_netns: bool,
     sandbox: bool,
     network_ready: bool,
-    run: Run,
-    readiness: Readiness,
+    /// One per `spec.containers`, same order.
+    ctrs: Vec<Ctr>,
     reported_ready: bool,
     probe_seq: u64,
     eviction: Option<Eviction>,
     evicted: bool,
     removed: bool,
     replacement: Option<PodRunSpec>,
-    restarts: u32,
 }
 
 impl Slot {
@@ -330,7 +354,16 @@ impl Slot {
             Some(n) => (n.clone(), false),
             None => (netns_name(&spec.key), true),
         };
-        let readiness = Readiness::new(spec.readiness.as_ref().map(Thresholds::from));
+        let ctrs = spec
+            .containers
+            .iter()
+            .map(|c| Ctr {
+                run: Run::Pending { not_before: now },
+                readiness: Readiness::new(c.readiness.as_ref().map(Thresholds::from)),
+                probe_seq: 0,
+                restarts: 0,
+            })
+            .collect();
         Slot {
             spec,
             first_seen: now,
@@ -338,15 +371,13 @@ impl Slot {
             owns_netns,
             sandbox: false,
             network_ready: false,
-            run: Run::Pending { not_before: now },
-            readiness,
+            ctrs,
             reported_ready: false,
             probe_seq: 0,
             eviction: None,
             evicted: false,
             removed: false,
             replacement: None,
-            restarts: 0,
         }
     }
 
@@ -358,8 +389,29 @@ impl Slot {
         self.eviction.as_ref().is_some_and(Eviction::is_terminating)
     }
 
+    /// Some container runs (or, for a sandbox, the namespace is up).
     fn running(&self) -> bool {
-        matches!(self.run, Run::Running { .. })
+        self.ctrs
+            .iter()
+            .any(|c| matches!(c.run, Run::Running { .. }))
+    }
+
+    /// Every container ready, as the kubelet's pod Ready condition.
+    fn ready(&self) -> bool {
+        !self.ctrs.is_empty() && self.ctrs.iter().all(|c| c.readiness.is_ready())
+    }
+
+    /// Nothing runs and nothing will start again.
+    fn stopped(&self) -> bool {
+        self.ctrs.iter().all(|c| c.run == Run::Stopped)
+    }
+
+    fn live_procs(&self) -> Vec<ProcId> {
+        self.ctrs.iter().filter_map(Ctr::live_proc).collect()
+    }
+
+    fn stop_all(&mut self) {
+        self.ctrs.iter_mut().for_each(Ctr::stop);
     }
 }
 
@@ -502,7 +554,7 @@ impl PodManager {
                         continue;
                     }
                     slot.replacement = Some(spec.clone());
-                    if slot.evicted || slot.run == Run::Stopped {
+                    if slot.evicted || slot.stopped() {
                         self.replace(key, now);
                     } else {
                         self.request(key, EvictionReason::Deletion, now);
@@ -597,7 +649,7 @@ impl PodManager {
                 Some(slot) => {
                     slot.removed = false;
                     slot.replacement = Some(spec);
-                    if slot.evicted || slot.run == Run::Stopped && slot.eviction.is_none() {
+                    if slot.evicted || slot.stopped() && slot.eviction.is_none() {
                         self.replace(&key, now);
                     }
                 }
@@ -675,7 +727,7 @@ impl PodManager {
             .map(|s| PodEndpoint {
                 key: s.spec.key.clone(),
                 ips: s.spec.ips.clone(),
-                conditions: endpoint_conditions(s.readiness.is_ready(), s.terminating()),
+                conditions: endpoint_conditions(s.ready(), s.terminating()),
             })
             .collect()
     }
@@ -701,10 +753,12 @@ impl PodManager {
             }
         };
         for s in self.pods.values() {
-            take(s.readiness.next_due());
             take(s.eviction.as_ref().and_then(Eviction::next_deadline));
-            if let Run::Pending { not_before } = s.run {
-                take(Some(not_before));
+            for c in &s.ctrs {
+                take(c.readiness.next_due());
+                if let Run::Pending { not_before } = c.run {
+                    take(Some(not_before));
+                }
             }
         }
         if let Some(d) = self.drain.as_ref().filter(|d| d.cordoned) {
@@ -722,10 +776,12 @@ impl PodManager {
     /// Advance probes, processes, evictions and the drain to `now`.
     pub fn tick(&mut self, now: Instant) -> Vec<PodEvent> {
         for (key, seq, result) in self.prober.poll() {
+            let ok = matches!(result, ProbeResult::Success);
             if let Some(s) = self.pods.get_mut(&key) {
-                if s.probe_seq == seq {
-                    s.readiness
-                        .record(matches!(result, ProbeResult::Success), now);
+                // Stale results (an older probe of a restarted container)
+                // match no container's latest sequence number.
+                if let Some(c) = s.ctrs.iter_mut().find(|c| c.probe_seq == seq) {
+                    c.readiness.record(ok, now);
                 }
             }
         }
@@ -747,7 +803,7 @@ impl PodManager {
         let start = Instant::now();
         let mut running: Vec<(ProcId, Instant)> = Vec::new();
         for s in self.pods.values() {
-            if let Run::Running { proc: Some(p), .. } = s.run {
+            for p in s.live_procs() {
                 let _ = self.procs.signal(p, Sig::Term);
                 running.push((p, start + s.spec.termination_grace.min(cap)));
             }
@@ -781,8 +837,7 @@ impl PodManager {
             std::thread::sleep(Duration::from_millis(10));
         }
         for s in self.pods.values_mut() {
-            s.run = Run::Stopped;
-            s.readiness.stopped();
+            s.stop_all();
             if s.owns_netns && s.sandbox {
                 let _ = self.procs.remove_netns(&s.netns);
                 s.sandbox = false;
@@ -836,7 +891,7 @@ impl PodManager {
         let Some(s) = self.pods.get_mut(key) else {
             return;
         };
-        if s.evicted || s.run == Run::Stopped && s.eviction.is_none() {
+        if s.evicted || s.stopped() && s.eviction.is_none() {
             // Nothing runs; a deletion just forgets it.
             if s.removed {
                 self.forget(key);
@@ -927,40 +982,49 @@ impl PodManager {
         }
     }
 
-    fn start(&mut self, key: &str, now: Instant) {
+    /// Start container `i` of `key` (or, without a command, mark it
+    /// running: someone else runs it, or the pod is a sandbox).
+    fn start(&mut self, key: &str, i: usize, now: Instant) {
         let Some(s) = self.pods.get_mut(key) else {
             return;
         };
-        let proc = match &s.spec.container {
-            None => Ok(None),
-            Some(c) => self
-                .procs
+        let netns = s.netns_path();
+        let (Some(spec), Some(c)) = (s.spec.containers.get(i), s.ctrs.get_mut(i)) else {
+            return;
+        };
+        let proc = if spec.argv.is_empty() {
+            Ok(None)
+        } else {
+            self.procs
                 .spawn(&SpawnSpec {
                     key: key.to_string(),
-                    netns: s.netns_path(),
-                    argv: c.argv.clone(),
-                    env: c.env.clone(),
-                    working_dir: c.working_dir.clone(),
+                    container: spec.name.clone(),
+                    first: i == 0,
+                    netns,
+                    argv: spec.argv.clone(),
+                    env: spec.env.clone(),
+                    working_dir: spec.working_dir.clone(),
                 })
-                .map(Some),
+                .map(Some)
         };
         match proc {
             Ok(proc) => {
-                s.run = Run::Running { proc, since: now };
-                s.readiness.started(now);
-                let restarts = s.restarts;
-                self.emit(PodEvent::Started {
+                c.run = Run::Running { proc, since: now };
+                c.readiness.started(now);
+                let e = PodEvent::Started {
                     key: key.to_string(),
-                    restarts,
-                });
+                    container: spec.name.clone(),
+                    restarts: c.restarts,
+                };
+                self.events.push(e);
             }
             Err(e) => {
-                s.restarts = s.restarts.saturating_add(1);
-                s.run = Run::Pending {
-                    not_before: now + restart_backoff(s.restarts),
+                c.restarts = c.restarts.saturating_add(1);
+                c.run = Run::Pending {
+                    not_before: now + restart_backoff(c.restarts),
                 };
-                let message = format!("{e:#}");
-                self.emit(PodEvent::Error {
+                let message = format!("container {:?}: {e:#}", spec.name);
+                self.events.push(PodEvent::Error {
                     key: key.to_string(),
                     message,
                 });
@@ -969,7 +1033,7 @@ impl PodManager {
     }
 
     fn step(&mut self, key: &str, now: Instant) {
-        // 1. Sandbox, then the process.
+        // 1. Sandbox, then the containers.
         let Some(s) = self.pods.get(key) else {
             return;
         };
@@ -980,62 +1044,70 @@ impl PodManager {
         let Some(s) = self.pods.get(key) else {
             return;
         };
-        if let Run::Pending { not_before } = s.run {
-            let wired = s.network_ready || s.spec.ips.is_empty();
-            if !stopping && wired && not_before <= now {
-                self.start(key, now);
+        let wired = s.network_ready || s.spec.ips.is_empty();
+        if !stopping && wired {
+            let due: Vec<usize> = (s.ctrs.iter().enumerate())
+                .filter(|(_, c)| matches!(c.run, Run::Pending { not_before } if not_before <= now))
+                .map(|(i, _)| i)
+                .collect();
+            for i in due {
+                self.start(key, i, now);
             }
         }
 
-        // 2. Has the process ended?
+        // 2. Which processes have ended? Each container restarts on its own
+        // per restartPolicy, with its own back-off, as the kubelet does.
         let Some(s) = self.pods.get_mut(key) else {
             return;
         };
-        let mut exited: Option<ExitInfo> = None;
-        if let Run::Running {
-            proc: Some(p),
-            since,
-        } = s.run
-        {
-            match self.procs.try_wait(p) {
-                Ok(None) => {}
-                Ok(Some(x)) => exited = Some(x),
+        let evicting = s.eviction.is_some();
+        for (i, c) in s.ctrs.iter_mut().enumerate() {
+            let Run::Running {
+                proc: Some(p),
+                since,
+            } = c.run
+            else {
+                continue;
+            };
+            let x = match self.procs.try_wait(p) {
+                Ok(None) => continue,
+                Ok(Some(x)) => x,
                 Err(e) => {
                     // The process is not ours any more: treat it as gone.
                     self.events.push(PodEvent::Error {
                         key: key.to_string(),
                         message: format!("{e:#}"),
                     });
-                    exited = Some(ExitInfo::default());
+                    ExitInfo::default()
                 }
+            };
+            c.readiness.stopped();
+            let container = s.spec.containers.get(i).map(|c| c.name.clone());
+            self.events.push(PodEvent::Exited {
+                key: key.to_string(),
+                container: container.unwrap_or_default(),
+                exit: x,
+            });
+            if now.saturating_duration_since(since) >= RESTART_BACKOFF_RESET {
+                c.restarts = 0;
             }
-            if let Some(x) = exited {
-                s.readiness.stopped();
-                self.events.push(PodEvent::Exited {
-                    key: key.to_string(),
-                    exit: x,
-                });
-                if now.saturating_duration_since(since) >= RESTART_BACKOFF_RESET {
-                    s.restarts = 0;
+            let again = match s.spec.restart_policy {
+                RestartPolicy::Always => true,
+                RestartPolicy::OnFailure => !x.success(),
+                RestartPolicy::Never => false,
+            };
+            c.run = if again && !evicting {
+                c.restarts = c.restarts.saturating_add(1);
+                Run::Pending {
+                    not_before: now + restart_backoff(c.restarts),
                 }
-                let again = match s.spec.restart_policy {
-                    RestartPolicy::Always => true,
-                    RestartPolicy::OnFailure => !x.success(),
-                    RestartPolicy::Never => false,
-                };
-                s.run = if again && s.eviction.is_none() {
-                    s.restarts = s.restarts.saturating_add(1);
-                    Run::Pending {
-                        not_before: now + restart_backoff(s.restarts),
-                    }
-                } else {
-                    Run::Stopped
-                };
-            }
+            } else {
+                Run::Stopped
+            };
         }
 
         // 3. Eviction.
-        if s.eviction.is_some() {
+        if evicting {
             self.step_eviction(key, now, false);
         }
 
@@ -1043,23 +1115,29 @@ impl PodManager {
         let Some(s) = self.pods.get_mut(key) else {
             return;
         };
-        if s.running() && s.readiness.due(now) {
-            if let Some(p) = &s.spec.readiness {
-                s.probe_seq += 1;
-                s.readiness.probe_started(now);
-                let req = ProbeRequest {
-                    seq: s.probe_seq,
-                    action: p.action.clone(),
-                    pod_ip: s.spec.probe_ip(),
-                    netns: s.netns_path(),
-                    timeout: p.timeout,
-                };
-                self.prober.start(key, req);
+        let (netns, pod_ip) = (s.netns_path(), s.spec.probe_ip());
+        for (spec, c) in s.spec.containers.iter().zip(s.ctrs.iter_mut()) {
+            let Some(p) = &spec.readiness else {
+                continue;
+            };
+            if !matches!(c.run, Run::Running { .. }) || !c.readiness.due(now) {
+                continue;
             }
+            s.probe_seq += 1;
+            c.probe_seq = s.probe_seq;
+            c.readiness.probe_started(now);
+            let req = ProbeRequest {
+                seq: s.probe_seq,
+                action: p.action.clone(),
+                pod_ip,
+                netns: netns.clone(),
+                timeout: p.timeout,
+            };
+            self.prober.start(key, req);
         }
 
         // 5. Report readiness changes, whatever caused them.
-        let ready = s.readiness.is_ready();
+        let ready = s.ready();
         if ready != s.reported_ready {
             s.reported_ready = ready;
             self.events.push(PodEvent::ReadinessChanged {
@@ -1075,10 +1153,11 @@ impl PodManager {
         let Some(s) = self.pods.get_mut(key) else {
             return;
         };
+        let procs = s.live_procs();
+        let exited = procs.is_empty();
         let Some(ev) = s.eviction.as_mut() else {
             return;
         };
-        let exited = !matches!(s.run, Run::Running { .. });
         let reason = ev.reason;
         let requested_at = ev.requested_at;
         let mut actions = ev.poll(key, now, exited, self.pdb.as_mut());
@@ -1090,17 +1169,15 @@ impl PodManager {
             actions.extend(ev.poll(key, now, exited, self.pdb.as_mut()));
         }
         let grace = ev.grace;
-        let proc = match s.run {
-            Run::Running { proc, .. } => proc,
-            _ => None,
-        };
         let mut finished = None;
         for a in actions {
             match a {
                 Action::MarkTerminating { grace } => {
                     // A pending restart must not happen any more.
-                    if let Run::Pending { .. } = s.run {
-                        s.run = Run::Stopped;
+                    for c in &mut s.ctrs {
+                        if let Run::Pending { .. } = c.run {
+                            c.run = Run::Stopped;
+                        }
                     }
                     self.events.push(PodEvent::EndpointsTerminating {
                         key: key.to_string(),
@@ -1109,7 +1186,7 @@ impl PodManager {
                     });
                 }
                 Action::Terminate { grace, deadline } => {
-                    if let Some(p) = proc {
+                    for &p in &procs {
                         if let Err(e) = self.procs.signal(p, Sig::Term) {
                             self.events.push(PodEvent::Error {
                                 key: key.to_string(),
@@ -1137,7 +1214,7 @@ impl PodManager {
                     reason,
                 }),
                 Action::Kill => {
-                    if let Some(p) = proc {
+                    for &p in &procs {
                         if let Err(e) = self.procs.signal(p, Sig::Kill) {
                             self.events.push(PodEvent::Error {
                                 key: key.to_string(),
@@ -1150,9 +1227,7 @@ impl PodManager {
             }
         }
         // A sandbox-only pod has nothing to wait for: finish in the same call.
-        if finished.is_none()
-            && proc.is_none()
-            && s.eviction.as_ref().is_some_and(Eviction::is_terminating)
+        if finished.is_none() && exited && s.eviction.as_ref().is_some_and(Eviction::is_terminating)
         {
             if let Some(ev) = s.eviction.as_mut() {
                 for a in ev.poll(key, now, true, self.pdb.as_mut()) {
@@ -1198,8 +1273,7 @@ impl PodManager {
             return;
         }
         s.eviction = None;
-        s.run = Run::Stopped;
-        s.readiness.stopped();
+        s.stop_all();
         if s.removed {
             self.forget(key);
             return;

@@ -117,8 +117,11 @@ fn clean_shutdown_leaves_nothing_behind(engine: Engine) {
         assert_eq!(namespaces_with(&wire_prefix).len(), 1, "wire namespace");
     }
 
+    let stop = Instant::now();
+    let clean = c.stop_agent_within(1, STOP_BOUND).expect("agent running");
+    eprintln!("{engine:?}: SIGTERM → agent exit: {:?}", stop.elapsed());
     assert!(
-        c.stop_agent_within(1, STOP_BOUND).expect("agent running"),
+        clean,
         "agent exits with status 0 on SIGTERM\n{}",
         c.agent_log(1)
     );

@@ -10,11 +10,17 @@
 //!    existing one named by `sluice.dev/netns`), [`PodEvent::SandboxReady`].
 //! 2. The runner plugs the pod's link (engine) and calls
 //!    [`PodManager::set_network_ready`]; pods without IPs need no link.
-//! 3. `tick` starts the process; readiness probes follow the spec.
-//! 4. Exit without an eviction: restart per `restartPolicy` with the
-//!    kubelet's back-off (10 s doubling to 5 min).
-//! 5. `evict` / `drain` / leaving the desired state: an [`Eviction`]; when it
-//!    is done the agent-made namespace is deleted and
+//! 3. `tick` starts a process per container; readiness probes follow each
+//!    container's spec; the pod is ready when all its containers are.
+//! 4. A container exits without an eviction: it alone restarts per
+//!    `restartPolicy` with the kubelet's back-off (10 s doubling to 5 min).
+//! 5. `evict` / `drain` / leaving the desired state: an [`Eviction`]. Its
+//!    endpoints turn terminating first ([`PodEvent::EndpointsTerminating`]);
+//!    SIGTERM to every container follows at once, or, with
+//!    [`PodManager::hold_sigterm`], when the runner has published them
+//!    ([`PodManager::endpoints_published`]). While a drain cordons the node,
+//!    new pods are held, not started ([`PodManager::held`]). When the
+//!    eviction is done the agent-made namespace is deleted and
 //!    [`PodEvent::EvictionDone`] tells the runner to unplug the link. An
 //!    evicted pod that is still in the desired state is not restarted
 //!    (Kubernetes would have deleted it); it is forgotten when it leaves.

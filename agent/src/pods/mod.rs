@@ -1,6 +1,6 @@
 //! Pods as processes: the agent's kubelet half.
 //!
-//! - [`spec`]: what a `Pod` manifest asks to run (first container only),
+//! - [`spec`]: what a `Pod` manifest asks to run (every container),
 //!   parsed with Kubernetes field names and defaults.
 //! - [`readiness`]: probe results to ready / serving / terminating, pure.
 //! - [`eviction`]: grace caps per reason (E1, B5, A2, C4, U1), PodDisruption

@@ -292,27 +292,26 @@ impl Runner {
             .filter(|p| p.node == self.node)
             .map(|p| p.run.clone())
             .collect();
+        let want = state.nodes.get(&self.node).and_then(|n| n.drain);
+        // A drain starts before the pods are synced, so pods that arrive in
+        // the same update as the cordon are held, not started and evicted.
+        if let Some(reason) = want.filter(|_| want != self.drain) {
+            let p = self.pods_rt.drain(reason, now);
+            info!(
+                reason = reason.as_str(),
+                pending = p.pending.len(),
+                "drain started"
+            );
+        }
         let events = self.pods_rt.sync(&specs, now);
         self.handle_pod_events(events);
-        let want = state.nodes.get(&self.node).and_then(|n| n.drain);
-        if want != self.drain {
-            match want {
-                Some(reason) => {
-                    let p = self.pods_rt.drain(reason, now);
-                    info!(
-                        reason = reason.as_str(),
-                        pending = p.pending.len(),
-                        "drain started"
-                    );
-                }
-                None => {
-                    let events = self.pods_rt.uncordon(now);
-                    self.handle_pod_events(events);
-                    info!("uncordoned");
-                }
-            }
-            self.drain = want;
+        // Uncordon after: held pods no longer assigned are dropped first.
+        if want.is_none() && self.drain.is_some() {
+            let events = self.pods_rt.uncordon(now);
+            self.handle_pod_events(events);
+            info!("uncordoned");
         }
+        self.drain = want;
     }
 
     fn handle_pod_events(&mut self, events: Vec<PodEvent>) {

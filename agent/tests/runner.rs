@@ -343,3 +343,21 @@ fn a_cordoned_node_reports_new_pods_pending_and_starts_them_on_uncordon() {
     assert_eq!(s["drain"]["cordoned"], false, "{s}");
     assert_eq!(s["drain"]["pods"][0]["phase"], "exited-gracefully");
 }
+
+#[test]
+fn pods_arriving_with_the_cordon_are_held() {
+    // spec: U1, U2 — the cordon comes first: a pod assigned in the same
+    // update as the drain is not started (and so not evicted either).
+    let mut bed = Bed::new("same", state(false, &["web-1"]));
+    bed.tick_until("web-1 running", |b| {
+        b.fake.log().iter().any(|l| l == "spawn default/web-1")
+    });
+    bed.fake.w().next_state = Some(state(true, &["web-1", "late"]));
+    bed.tick_until("drain finished", |b| {
+        b.status()["drain"]["finished"] == true
+    });
+    let s = bed.status();
+    assert_eq!(s["pendingPods"][0]["name"], "late", "{s}");
+    assert_eq!(s["drain"]["pods"].as_array().map(Vec::len), Some(1), "{s}");
+    assert!(!bed.fake.log().iter().any(|l| l == "spawn default/late"));
+}

@@ -115,6 +115,13 @@ pub struct Args {
     /// with this; agents sharing one host need distinct prefixes.
     #[arg(long, env = "SLUICE_POD_NETNS_PREFIX", default_value = "sl-pod")]
     pub pod_netns_prefix: String,
+
+    /// On the agent's own shutdown (SIGTERM), its pods get SIGTERM and, if
+    /// still running after min(terminationGracePeriodSeconds, this many
+    /// seconds), SIGKILL.
+    #[arg(long, env = "SLUICE_SHUTDOWN_GRACE_S", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub shutdown_grace: u64,
 }
 
 /// Why the agent's settings could not be read.

@@ -121,6 +121,7 @@ async fn main() -> Result<()> {
         ),
         args.status_file.clone(),
     );
+    runner.set_shutdown_grace(Duration::from_secs(args.shutdown_grace));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;

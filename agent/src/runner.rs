@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 use tracing::{info, warn};
@@ -20,6 +20,7 @@ use crate::control::overlay::{with_overlay, Overlay};
 use crate::control::pods::{desired_pod_links, PodLinkSpec};
 use crate::control::routes::{desired_routes, diff, PodRoute};
 use crate::engine::Engine;
+use crate::health::entries::lowered_entries;
 use crate::health::{service_health_entries, HealthHandle, ServiceHealthEntry};
 use crate::metrics::MetricsSnapshot;
 use crate::netlink;
@@ -28,11 +29,14 @@ use crate::pods::{
 };
 use crate::state::source::{StateSource, Update};
 use crate::state::DesiredState;
-use crate::status::{write_status, DrainStatus, Status};
+use crate::status::{write_status, DrainStatus, PendingPod, PodEviction, Status};
 
 /// How long a failed apply waits before it is tried again: kube-proxy
 /// retries on its next sync rather than in a tight loop.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Default of `--shutdown-grace`.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 pub struct Runner {
     node: String,
@@ -55,6 +59,10 @@ pub struct Runner {
     /// Health entries whose port could not be opened yet; offered again on
     /// every tick until they bind.
     health_retry: Option<Vec<ServiceHealthEntry>>,
+    /// What the health servers were last given.
+    health_offered: Vec<ServiceHealthEntry>,
+    /// Cap on a pod's grace when the agent itself shuts down.
+    shutdown_grace: Duration,
     routes: Vec<PodRoute>,
     pods: BTreeMap<String, PodLinkSpec>,
     status: Status,
@@ -73,6 +81,9 @@ impl Runner {
     ) -> Self {
         let budgets = SharedBudgets::default();
         pods_rt.set_pdb_gate(Box::new(budgets.clone()));
+        // spec: E6, H3 — SIGTERM waits until the tick has published the
+        // pod's terminating endpoints (see `tick`).
+        pods_rt.hold_sigterm(true);
         let status = Status {
             datapath: engine.kind().to_string(),
             ..Status::default()
@@ -91,6 +102,8 @@ impl Runner {
             dirty: false,
             retry_at: None,
             health_retry: None,
+            health_offered: Vec::new(),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             routes: Vec::new(),
             pods: BTreeMap::new(),
             status,
@@ -98,12 +111,37 @@ impl Runner {
         }
     }
 
+    /// Cap on each pod's grace when the agent shuts down (`--shutdown-grace`).
+    pub fn set_shutdown_grace(&mut self, grace: Duration) {
+        self.shutdown_grace = grace;
+    }
+
     /// Replace what the agent observes of its own pods; applied on the next
-    /// tick if it changed anything.
+    /// tick if it changed anything. Counts that fall reach the `Local`
+    /// health servers at once, whatever becomes of the map update (H3).
     pub fn set_overlay(&mut self, overlay: Overlay) {
         if overlay != self.overlay {
             self.overlay = overlay;
             self.mark_dirty();
+            self.lower_health();
+        }
+    }
+
+    /// spec: H3, E6 — endpoints that turned terminating or unready stop
+    /// counting for the `Local` check before the maps are touched, so a
+    /// failing or delayed map update cannot keep a draining node healthy.
+    fn lower_health(&mut self) {
+        let Some(desired) = &self.desired else {
+            return;
+        };
+        let live = with_overlay(desired, &self.node, &self.overlay);
+        let lowered = lowered_entries(
+            &self.health_offered,
+            &service_health_entries(&live, &self.node),
+        );
+        if lowered != self.health_offered {
+            self.health.set_services(&lowered);
+            self.health_offered = lowered;
         }
     }
 
@@ -144,6 +182,11 @@ impl Runner {
         if self.dirty && due {
             self.sync();
         }
+        // spec: E6, H3, P5 — only now, with the terminating endpoints in the
+        // health servers (and in the maps unless their update failed and
+        // waits for a retry), do evicted pods get SIGTERM.
+        let events = self.pods_rt.endpoints_published(Instant::now());
+        self.handle_pod_events(events);
         self.publish();
     }
 
@@ -264,23 +307,26 @@ impl Runner {
             self.pods_rt.set_pool(n.pool);
         }
         self.refresh_budgets(state);
+        let want = state.nodes.get(&self.node).and_then(|n| n.drain);
+        // A drain starts before the pods are synced, so pods that arrive in
+        // the same update as the cordon are held, not started and evicted.
+        if let Some(reason) = want.filter(|_| want != self.drain) {
+            let p = self.pods_rt.drain(reason, now);
+            info!(
+                reason = reason.as_str(),
+                pending = p.pending.len(),
+                "drain started"
+            );
+        }
         let events = self.pods_rt.sync(&specs, now);
         self.handle_pod_events(events);
-        let want = state.nodes.get(&self.node).and_then(|n| n.drain);
-        if want != self.drain {
-            match want {
-                Some(reason) => {
-                    let p = self.pods_rt.drain(reason, now);
-                    info!(
-                        reason = reason.as_str(),
-                        pending = p.pending.len(),
-                        "drain started"
-                    );
-                }
-                None => self.pods_rt.uncordon(),
-            }
-            self.drain = want;
+        // Uncordon after: held pods no longer assigned are dropped first.
+        if want.is_none() && self.drain.is_some() {
+            let events = self.pods_rt.uncordon(now);
+            self.handle_pod_events(events);
+            info!("uncordoned");
         }
+        self.drain = want;
     }
 
     /// What the budgets see: the state's PDBs and pods, this node's pods as
@@ -343,7 +389,7 @@ impl Runner {
         };
         let mut overlay = Overlay::new();
         for p in desired.pods.values() {
-            if p.node == self.node && p.run.container.is_some() {
+            if p.node == self.node && p.run.runs_processes() {
                 overlay.extend(p.ips.iter().map(|ip| (*ip, DOWN)));
             }
         }
@@ -351,7 +397,7 @@ impl Runner {
             let runs = desired
                 .pods
                 .get(&ep.key)
-                .is_some_and(|p| p.run.container.is_some());
+                .is_some_and(|p| p.run.runs_processes());
             if !runs && !ep.conditions.terminating {
                 continue;
             }
@@ -365,10 +411,11 @@ impl Runner {
         self.set_overlay(overlay);
     }
 
-    /// Where the drain stands (for the status file).
+    /// Where the last drain stands (for the status file); kept after
+    /// uncordon until the next drain begins.
     pub fn drain_progress(&self) -> Option<DrainProgress> {
-        self.drain
-            .map(|_| self.pods_rt.drain_progress(Instant::now()))
+        let p = self.pods_rt.drain_progress(Instant::now());
+        p.reason.is_some().then_some(p)
     }
 
     fn offer_health(&mut self, entries: Vec<ServiceHealthEntry>) {
@@ -379,6 +426,7 @@ impl Runner {
             .map(|(svc, port)| format!("{svc}:{port}"))
             .collect();
         self.lock_metrics().health_port_conflicts = report.conflicts.len() as u64;
+        self.health_offered = entries.clone();
         if report.failed.is_empty() {
             return;
         }
@@ -424,19 +472,22 @@ impl Runner {
             m.health = self.health.counters();
         }
         self.status.counters = packets;
-        self.status.drain = self.drain_progress().map(|p| DrainStatus {
-            reason: p.reason.map(|r| r.as_str().to_string()).unwrap_or_default(),
-            finished: p.finished,
-            pending: p.pending,
-            blocked: p.blocked.into_iter().map(|(k, _)| k).collect(),
-            terminating: p.terminating,
-            done: p
-                .done
-                .into_iter()
-                .map(|(k, o)| (k, format!("{o:?}")))
-                .collect(),
-            protected: p.protected.into_iter().map(|(k, _)| k).collect(),
-        });
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        self.status.drain = self
+            .drain_progress()
+            .map(|p| DrainStatus::from_progress(&p, now, wall));
+        self.status.evictions = self
+            .pods_rt
+            .single_evictions(now)
+            .iter()
+            .map(|r| PodEviction::from_report(r, now, wall))
+            .collect();
+        self.status.pending_pods = self
+            .pods_rt
+            .held()
+            .iter()
+            .map(|(k, why)| PendingPod::new(k, why))
+            .collect();
         if let Some(path) = &self.status_path {
             if let Err(e) = write_status(path, &self.status) {
                 warn!(path = %path.display(), error = %e, "writing status file");
@@ -447,9 +498,16 @@ impl Runner {
     /// Remove what this agent added to the host, then stop the engine and
     /// the health servers.
     pub fn shutdown(mut self) -> Result<()> {
-        // The agent's own pods end with it; their grace is bounded so a
-        // shutdown never hangs on a pod that ignores SIGTERM.
-        self.pods_rt.kill_all(Duration::from_secs(2));
+        // The agent's own pods end with it: SIGTERM, SIGKILL after
+        // min(their grace, --shutdown-grace), so a shutdown never hangs on a
+        // pod that ignores SIGTERM.
+        let r = self.pods_rt.shutdown(self.shutdown_grace);
+        info!(
+            signalled = r.signalled,
+            killed = r.killed,
+            not_reaped = r.not_reaped,
+            "pods stopped"
+        );
         for r in std::mem::take(&mut self.routes) {
             if let Err(e) = netlink::del_route(&r.dst.to_string(), Some(r.via), None) {
                 warn!(error = %e, "removing route on shutdown");

@@ -10,8 +10,9 @@ use sluice_agent::pods::eviction::{PDB_RETRY_INITIAL, PDB_RETRY_MAX};
 use sluice_agent::pods::runtime::{ExitInfo, ProbeRequest, ProbeResult, ProcId, Sig, SpawnSpec};
 use sluice_agent::pods::spec::{ContainerRun, RestartPolicy, SAFE_TO_EVICT};
 use sluice_agent::pods::{
-    netns_name, EndpointConditions, EvictionOutcome, EvictionReason, PdbGate, PodEvent, PodManager,
-    PodRunSpec, PoolKind, Probe, ProbeAction, Prober, ProcessControl, EXTENDED_RUN,
+    netns_name, EndpointConditions, EvictionOutcome, EvictionReason, EvictionState, PdbGate,
+    PodEvent, PodManager, PodRunSpec, PoolKind, Probe, ProbeAction, Prober, ProcessControl,
+    EXTENDED_RUN,
 };
 
 const S: Duration = Duration::from_secs(1);
@@ -112,7 +113,11 @@ impl ProcessControl for Fake {
         let mut w = self.w();
         w.next += 1;
         let id = w.next;
-        let graceful = !w.stubborn.contains(&spec.key);
+        // `key` or `key/container` ignores SIGTERM.
+        let graceful = !w.stubborn.contains(&spec.key)
+            && !w
+                .stubborn
+                .contains(&format!("{}/{}", spec.key, spec.container));
         w.procs.insert(id, (spec.key.clone(), true, graceful));
         w.spawned.push(spec.clone());
         Ok(id)
@@ -181,16 +186,16 @@ fn pod(name: &str, grace_s: u64) -> PodRunSpec {
         node: "node-a".into(),
         ips: vec![],
         netns: None,
-        container: Some(ContainerRun {
+        containers: vec![ContainerRun {
             name: "c".into(),
             argv: vec!["server".into()],
             env: vec![],
             working_dir: None,
             named_ports: BTreeMap::new(),
-        }),
+            readiness: None,
+        }],
         termination_grace: Duration::from_secs(grace_s),
         restart_policy: RestartPolicy::Always,
-        readiness: None,
         annotations: BTreeMap::new(),
     }
 }
@@ -612,8 +617,199 @@ fn drain_progress_moves_to_done() {
         .any(|(k, o)| k == &b.key && matches!(o, EvictionOutcome::Killed { .. })));
     assert!(m.endpoint_states().is_empty());
     assert!(f.w().netns.is_empty());
-    m.uncordon();
+    m.uncordon(t0 + PDB_RETRY_INITIAL + 32 * S);
     assert!(!m.cordoned());
+}
+
+// --- endpoints before signals -------------------------------------------------
+
+fn terminating() -> EndpointConditions {
+    EndpointConditions {
+        ready: false,
+        serving: true,
+        terminating: true,
+    }
+}
+
+#[test]
+fn endpoints_turn_terminating_before_sigterm() {
+    // spec: E6, H3, P5 — an eviction marks the endpoints terminating first;
+    // SIGTERM waits until the caller has published them, and the grace runs
+    // from the SIGTERM.
+    let (mut m, f) = manager(PoolKind::Standard);
+    m.hold_sigterm(true);
+    let t0 = Instant::now();
+    let p = pod("web", 30);
+    f.w().stubborn.insert(p.key.clone());
+    m.sync(std::slice::from_ref(&p), t0);
+    m.evict(&p.key, EvictionReason::NodeUpgrade, t0)
+        .expect("known");
+    assert_eq!(conditions(&m, &p.key), Some(terminating()));
+    assert!(f.signals(&p.key).is_empty(), "no signal before publishing");
+    let ev = m.tick(t0 + 100 * MS);
+    assert!(f.signals(&p.key).is_empty(), "{ev:?}");
+
+    let ev = m.endpoints_published(t0 + 200 * MS);
+    assert_eq!(f.signals(&p.key), [Sig::Term]);
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e, PodEvent::Terminating { key, .. } if key == &p.key)));
+    m.tick(t0 + 200 * MS + 30 * S - MS);
+    assert_eq!(f.signals(&p.key), [Sig::Term], "grace counts from SIGTERM");
+    m.tick(t0 + 200 * MS + 30 * S);
+    assert_eq!(f.signals(&p.key), [Sig::Term, Sig::Kill]);
+}
+
+#[test]
+fn a_drain_marks_every_pod_before_any_signal() {
+    // spec: E6, H3 — the event order a runner sees: EndpointsTerminating for
+    // each pod, and Terminating (SIGTERM) only from endpoints_published.
+    let (mut m, f) = manager(PoolKind::Standard);
+    m.hold_sigterm(true);
+    let t0 = Instant::now();
+    let (a, b) = (pod("a", 30), pod("b", 0));
+    m.sync(&[a.clone(), b.clone()], t0);
+    m.drain(EvictionReason::UserDrain, t0);
+    let ev = m.tick(t0);
+    let marked: Vec<&str> = ev
+        .iter()
+        .filter_map(|e| match e {
+            PodEvent::EndpointsTerminating { key, .. } => Some(key.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(marked, [a.key.as_str(), b.key.as_str()]);
+    assert!(
+        f.w().signals.is_empty(),
+        "zero grace too waits for publishing"
+    );
+    assert_eq!(conditions(&m, &b.key), Some(terminating()));
+    m.endpoints_published(t0);
+    assert_eq!(f.signals(&a.key), [Sig::Term]);
+    assert_eq!(f.signals(&b.key), [Sig::Term, Sig::Kill]);
+}
+
+// --- cordon -----------------------------------------------------------------
+
+#[test]
+fn a_cordoned_node_starts_no_new_pods_until_uncordoned() {
+    // spec: U1, U2, B2 — a cordoned node takes no new pods; uncordon lets
+    // them run.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let a = pod("a", 30);
+    m.sync(std::slice::from_ref(&a), t0);
+    m.drain(EvictionReason::NodeUpgrade, t0);
+    m.tick(t0 + S);
+    assert!(m.cordoned());
+    assert!(m.drain_progress(t0 + S).finished);
+
+    let (late, gone) = (pod("late", 30), pod("gone", 30));
+    m.sync(&[a.clone(), late.clone(), gone.clone()], t0 + 2 * S);
+    m.tick(t0 + 3 * S);
+    let spawned: Vec<String> = f.w().spawned.iter().map(|s| s.key.clone()).collect();
+    assert_eq!(
+        spawned,
+        [a.key.as_str()],
+        "nothing new starts while cordoned"
+    );
+    assert_eq!(
+        m.held(),
+        [
+            (gone.key.clone(), sluice_agent::pods::HELD_CORDONED),
+            (late.key.clone(), sluice_agent::pods::HELD_CORDONED)
+        ]
+    );
+    assert!(f.w().netns.is_empty(), "no sandbox for a held pod");
+    // Drain progress does not count them: they were never on the node.
+    assert!(m.drain_progress(t0 + 3 * S).finished);
+
+    // Unassigned while held: forgotten.
+    m.sync(&[a.clone(), late.clone()], t0 + 4 * S);
+    assert_eq!(m.held().len(), 1);
+
+    m.uncordon(t0 + 5 * S);
+    assert!(!m.cordoned());
+    assert!(m.held().is_empty());
+    let spawned: Vec<String> = f.w().spawned.iter().map(|s| s.key.clone()).collect();
+    assert_eq!(spawned, [a.key.clone(), late.key.clone()]);
+    // The drain's report stays after uncordon, marked not cordoned.
+    let p = m.drain_progress(t0 + 6 * S);
+    assert!(!p.cordoned);
+    assert_eq!(p.pods.len(), 1);
+    assert_eq!(p.pods[0].state, EvictionState::ExitedGracefully);
+}
+
+// --- structured report ------------------------------------------------------
+
+#[test]
+fn drain_report_has_a_state_grace_and_time_per_pod() {
+    // spec: E2, E6 — outcomes, PDB refusals and protections per pod.
+    let (mut m, f) = manager(PoolKind::Autopilot);
+    let t0 = Instant::now();
+    let polite = pod("polite", 30);
+    let stubborn = pod("stubborn", 20);
+    f.w().stubborn.insert(stubborn.key.clone());
+    let kept = protected(pod("kept", 30));
+    m.sync(&[polite.clone(), stubborn.clone(), kept.clone()], t0);
+    m.drain(EvictionReason::NodeUpgrade, t0);
+    m.tick(t0 + 2 * S);
+    m.tick(t0 + 20 * S);
+    m.tick(t0 + 21 * S);
+    let p = m.drain_progress(t0 + 21 * S);
+    let by_key = |k: &str| {
+        p.pods
+            .iter()
+            .find(|r| r.key == k)
+            .cloned()
+            .unwrap_or_else(|| panic!("{k} missing: {p:?}"))
+    };
+    let r = by_key(&polite.key);
+    assert_eq!(r.state, EvictionState::ExitedGracefully);
+    assert_eq!((r.grace, r.elapsed), (30 * S, 2 * S));
+    let r = by_key(&stubborn.key);
+    assert_eq!(r.state, EvictionState::KilledAfterGrace);
+    assert_eq!((r.grace, r.elapsed), (20 * S, 21 * S));
+    let r = by_key(&kept.key);
+    assert_eq!(
+        r.state,
+        EvictionState::Protected {
+            until: Some(t0 + EXTENDED_RUN)
+        }
+    );
+    assert_eq!(
+        EvictionState::RefusedByPdbRetrying.as_str(),
+        "refused-by-pdb-retrying"
+    );
+
+    // A new drain starts a fresh report.
+    m.uncordon(t0 + 22 * S);
+    m.drain(EvictionReason::UserDrain, t0 + 23 * S);
+    let p = m.drain_progress(t0 + 23 * S);
+    assert_eq!(p.pods.len(), 1, "{p:?}");
+    assert_eq!(p.pods[0].key, kept.key);
+    assert_eq!(p.pods[0].state, EvictionState::Terminating);
+}
+
+#[test]
+fn a_pod_leaving_the_state_is_reported_as_a_single_eviction() {
+    // spec: E6 — a deletion's outcome is reported, not only logged.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = pod("web", 5);
+    f.w().stubborn.insert(p.key.clone());
+    m.sync(std::slice::from_ref(&p), t0);
+    m.sync(&[], t0 + S);
+    let r = m.single_evictions(t0 + 2 * S);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].state, EvictionState::Terminating);
+    assert_eq!(r[0].reason, EvictionReason::Deletion);
+    m.tick(t0 + 6 * S);
+    m.tick(t0 + 6 * S);
+    let r = m.single_evictions(t0 + 7 * S);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].state, EvictionState::KilledAfterGrace);
+    assert_eq!((r[0].grace, r[0].elapsed), (5 * S, 5 * S));
 }
 
 // --- readiness --------------------------------------------------------------
@@ -621,7 +817,7 @@ fn drain_progress_moves_to_done() {
 fn probed(name: &str) -> PodRunSpec {
     let mut p = pod(name, 30);
     p.ips = vec!["198.19.1.5".parse().expect("ip")];
-    p.readiness = Some(Probe {
+    p.containers[0].readiness = Some(Probe {
         action: ProbeAction::Http {
             host: None,
             port: 8080,
@@ -967,4 +1163,211 @@ fn evict_annotation_honours_budgets() {
     f.w().pdb_allow = true;
     m.tick(t0 + S + PDB_RETRY_INITIAL);
     assert_eq!(f.signals(&p.key), [Sig::Term], "retried, then allowed");
+}
+
+// --- the agent's own shutdown -------------------------------------------------
+
+#[test]
+fn shutdown_sends_sigterm_then_sigkill_after_the_bounded_grace() {
+    // spec: E6 — SIGTERM first; SIGKILL only for what still runs after
+    // min(terminationGracePeriodSeconds, the shutdown cap).
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let polite = pod("polite", 30);
+    let stubborn = pod("stubborn", 3600);
+    let quick = pod("quick", 0);
+    f.w().stubborn.insert(stubborn.key.clone());
+    f.w().stubborn.insert(quick.key.clone());
+    m.sync(&[polite.clone(), stubborn.clone(), quick.clone()], t0);
+    // A zero cap: nothing may wait, yet SIGTERM still goes first.
+    let r = m.shutdown(Duration::ZERO);
+    assert_eq!(f.signals(&polite.key), [Sig::Term]);
+    assert_eq!(f.signals(&stubborn.key), [Sig::Term, Sig::Kill]);
+    assert_eq!(f.signals(&quick.key), [Sig::Term, Sig::Kill]);
+    assert_eq!((r.signalled, r.killed, r.not_reaped), (3, 2, 0));
+    assert!(f.w().netns.is_empty(), "namespaces removed");
+}
+
+#[test]
+fn shutdown_grace_is_the_pods_own_when_shorter() {
+    // spec: E6 — a pod's terminationGracePeriodSeconds of 0 is not extended
+    // by a long shutdown cap.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let quick = pod("quick", 0);
+    f.w().stubborn.insert(quick.key.clone());
+    m.sync(std::slice::from_ref(&quick), t0);
+    let r = m.shutdown(Duration::from_secs(3600));
+    assert_eq!(f.signals(&quick.key), [Sig::Term, Sig::Kill]);
+    assert_eq!(r.killed, 1);
+}
+
+#[test]
+fn a_changed_pod_on_a_cordoned_node_waits_for_uncordon() {
+    // spec: U1, U2 — a pod is immutable: a new spec under the same name is a
+    // new pod, and a cordoned node does not start it.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let protected_pod = protected(pod("p", 30));
+    m.sync(std::slice::from_ref(&protected_pod), t0);
+    // Scale-down on Standard never evicts it (C5, E5): it keeps running.
+    m.drain(EvictionReason::ScaleDown, t0);
+    m.tick(t0 + S);
+    assert_eq!(f.signals(&protected_pod.key), []);
+
+    let mut changed = protected_pod.clone();
+    changed.termination_grace = 10 * S;
+    m.sync(std::slice::from_ref(&changed), t0 + 2 * S);
+    m.tick(t0 + 3 * S);
+    // The old one is deleted, the new one held.
+    assert_eq!(f.signals(&protected_pod.key), [Sig::Term]);
+    assert_eq!(f.w().spawned.len(), 1);
+    assert_eq!(m.held().len(), 1);
+
+    m.uncordon(t0 + 4 * S);
+    m.tick(t0 + 5 * S);
+    assert_eq!(f.w().spawned.len(), 2, "the new pod runs after uncordon");
+    assert!(m.held().is_empty());
+}
+
+// --- several containers -------------------------------------------------------
+
+fn two_containers(name: &str) -> PodRunSpec {
+    let mut p = probed(name);
+    p.containers[0].name = "web".into();
+    let mut side = p.containers[0].clone();
+    side.name = "side".into();
+    side.argv = vec!["sidecar".into()];
+    if let Some(r) = side.readiness.as_mut() {
+        r.action = ProbeAction::Tcp {
+            host: None,
+            port: 9090,
+        };
+    }
+    p.containers.push(side);
+    p
+}
+
+/// Answer the latest probe aimed at TCP port 9090 (the sidecar) or not.
+fn answer_container(f: &Fake, key: &str, sidecar: bool, ok: bool) {
+    let mut w = f.w();
+    let seq = w
+        .probes
+        .iter()
+        .rev()
+        .find(|(k, r)| {
+            k == key && matches!(r.action, ProbeAction::Tcp { port: 9090, .. }) == sidecar
+        })
+        .map(|(_, r)| r.seq);
+    let r = if ok {
+        ProbeResult::Success
+    } else {
+        ProbeResult::Failure("no".into())
+    };
+    if let Some(seq) = seq {
+        w.answers.push((key.to_string(), seq, r));
+    }
+}
+
+#[test]
+fn every_container_runs_and_the_pod_is_ready_when_all_are() {
+    // spec: H1, H3 — "passed readiness" is the pod's: all its containers.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = two_containers("pair");
+    m.sync(std::slice::from_ref(&p), t0);
+    m.set_network_ready(&p.key, true);
+    m.tick(t0);
+    let spawned: Vec<(String, Vec<String>)> = f
+        .w()
+        .spawned
+        .iter()
+        .map(|s| (s.container.clone(), s.argv.clone()))
+        .collect();
+    assert_eq!(
+        spawned,
+        [
+            ("web".to_string(), vec!["server".to_string()]),
+            ("side".to_string(), vec!["sidecar".to_string()])
+        ]
+    );
+    m.tick(t0 + 5 * S);
+    assert_eq!(f.probes_of(&p.key), 2, "one probe per container");
+    answer_container(&f, &p.key, false, true);
+    m.tick(t0 + 5 * S + MS);
+    assert_eq!(
+        conditions(&m, &p.key).map(|c| c.ready),
+        Some(false),
+        "one ready container is not a ready pod"
+    );
+    answer_container(&f, &p.key, true, true);
+    m.tick(t0 + 5 * S + 2 * MS);
+    assert_eq!(conditions(&m, &p.key), Some(READY));
+    // The sidecar fails three times: the pod is not ready any more.
+    for i in 1..=3 {
+        m.tick(t0 + 5 * S + i * 10 * S);
+        answer_container(&f, &p.key, true, false);
+    }
+    m.tick(t0 + 36 * S);
+    assert_eq!(conditions(&m, &p.key).map(|c| c.ready), Some(false));
+}
+
+#[test]
+fn a_crashed_container_restarts_alone() {
+    // The kubelet restarts containers, not pods (restartPolicy Always).
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = two_containers("crash");
+    m.sync(std::slice::from_ref(&p), t0);
+    m.set_network_ready(&p.key, true);
+    m.tick(t0);
+    // The sidecar (second spawn, id 2) exits.
+    {
+        let mut w = f.w();
+        if let Some(proc) = w.procs.get_mut(&2) {
+            proc.1 = false;
+        }
+        w.exits.insert(
+            2,
+            ExitInfo {
+                code: Some(1),
+                signal: None,
+            },
+        );
+    }
+    let ev = m.tick(t0 + S);
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        PodEvent::Exited { container, .. } if container == "side"
+    )));
+    m.tick(t0 + S + sluice_agent::pods::manager::RESTART_BACKOFF_INITIAL);
+    let spawned: Vec<String> = f.w().spawned.iter().map(|s| s.container.clone()).collect();
+    assert_eq!(spawned, ["web", "side", "side"]);
+    assert!(f.signals(&p.key).is_empty(), "web left alone");
+}
+
+#[test]
+fn an_eviction_signals_every_container() {
+    // spec: E6 — SIGTERM to every container, SIGKILL to those still running
+    // after the grace; the pod is done when all have ended.
+    let (mut m, f) = manager(PoolKind::Standard);
+    let t0 = Instant::now();
+    let p = two_containers("both");
+    f.w().stubborn.insert(format!("{}/side", p.key));
+    m.sync(std::slice::from_ref(&p), t0);
+    m.set_network_ready(&p.key, true);
+    m.tick(t0);
+    m.evict(&p.key, EvictionReason::NodeUpgrade, t0 + S)
+        .expect("known");
+    assert_eq!(f.signals(&p.key), [Sig::Term, Sig::Term]);
+    let ev = m.tick(t0 + 2 * S);
+    assert!(done(&ev, &p.key).is_none(), "the sidecar still runs");
+    m.tick(t0 + 31 * S);
+    assert_eq!(f.signals(&p.key), [Sig::Term, Sig::Term, Sig::Kill]);
+    let ev = m.tick(t0 + 31 * S);
+    assert_eq!(
+        done(&ev, &p.key),
+        Some(EvictionOutcome::Killed { after: 30 * S })
+    );
+    assert!(f.w().netns.is_empty());
 }

@@ -63,31 +63,31 @@ fn pod(script: &str, grace: Duration) -> (PodRunSpec, Cleanup) {
         node: "node-a".into(),
         ips: vec![],
         netns: None,
-        container: Some(ContainerRun {
+        containers: vec![ContainerRun {
             name: "c".into(),
             argv: vec!["sh".into(), "-c".into(), script.into()],
             env: vec![("GREETING".into(), "hi".into())],
             working_dir: None,
             named_ports: BTreeMap::new(),
-        }),
+            // Real exec probe inside the pod's namespace: it sees the pod's
+            // own `lo`, which the runtime brought up.
+            readiness: Some(Probe {
+                action: ProbeAction::Exec {
+                    command: vec![
+                        "sh".into(),
+                        "-c".into(),
+                        "ip -o link show lo | grep -q UP".into(),
+                    ],
+                },
+                initial_delay: Duration::ZERO,
+                period: Duration::from_secs(1),
+                timeout: Duration::from_secs(5),
+                success_threshold: 1,
+                failure_threshold: 3,
+            }),
+        }],
         termination_grace: grace,
         restart_policy: RestartPolicy::Never,
-        // Real exec probe inside the pod's namespace: it sees the pod's
-        // own `lo`, which the runtime brought up.
-        readiness: Some(Probe {
-            action: ProbeAction::Exec {
-                command: vec![
-                    "sh".into(),
-                    "-c".into(),
-                    "ip -o link show lo | grep -q UP".into(),
-                ],
-            },
-            initial_delay: Duration::ZERO,
-            period: Duration::from_secs(1),
-            timeout: Duration::from_secs(5),
-            success_threshold: 1,
-            failure_threshold: 3,
-        }),
         annotations: BTreeMap::new(),
     };
     (spec, cleanup)

@@ -170,6 +170,8 @@ pub struct AgentPodSpec {
     pub command: Vec<String>,
     pub ready_file: PathBuf,
     pub grace_s: u32,
+    /// Further containers (`side-1`, `side-2`, ...), without probes.
+    pub sidecars: Vec<Vec<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -327,7 +329,23 @@ impl ClusterSpec {
             command: command.iter().map(|s| s.to_string()).collect(),
             ready_file: ready_file.to_path_buf(),
             grace_s: 5,
+            sidecars: Vec::new(),
         });
+        self
+    }
+    /// Add a container running `command` to agent pod `name`.
+    pub fn agent_pod_sidecar(mut self, name: &str, command: &[&str]) -> Self {
+        for p in self.agent_pods.iter_mut().filter(|p| p.name == name) {
+            p.sidecars
+                .push(command.iter().map(|s| s.to_string()).collect());
+        }
+        self
+    }
+    /// Set the `terminationGracePeriodSeconds` of agent pod `name`.
+    pub fn agent_pod_grace(mut self, name: &str, grace_s: u32) -> Self {
+        for p in self.agent_pods.iter_mut().filter(|p| p.name == name) {
+            p.grace_s = grace_s;
+        }
         self
     }
     /// A pod on node `node` serving TCP 8080 and 81 and UDP 5353.
@@ -363,9 +381,13 @@ pub struct AgentStatus {
     pub datapath: Option<String>,
     #[serde(default)]
     pub error: Option<String>,
-    /// The drain the Node asked for: `reason`, `finished`, `done`, ...
+    /// The last drain: `reason`, `cordoned`, `finished`, `totals`, `pods`
+    /// (see docs/architecture.md).
     #[serde(default)]
     pub drain: Option<serde_json::Value>,
+    /// Pods whose links are plugged.
+    #[serde(default)]
+    pub pods: usize,
 }
 
 struct Agent {
@@ -733,6 +755,11 @@ impl Cluster {
     /// Stop node `i`'s agent (SIGTERM, then SIGKILL after the grace) and
     /// return whether it exited by itself with success.
     pub fn stop_agent(&mut self, i: usize) -> Result<bool> {
+        self.stop_agent_within(i, TERM_GRACE)
+    }
+
+    /// Like [`Cluster::stop_agent`], waiting up to `grace` before SIGKILL.
+    pub fn stop_agent_within(&mut self, i: usize, grace: Duration) -> Result<bool> {
         let a = i
             .checked_sub(1)
             .and_then(|j| self.agents.get_mut(j))
@@ -740,8 +767,15 @@ impl Cluster {
         if let Some(st) = a.child.try_wait()? {
             bail!("agent of node-{i} had already exited ({st})");
         }
-        stop_child(&mut a.child, TERM_GRACE);
+        stop_child(&mut a.child, grace);
         Ok(a.child.try_wait()?.is_some_and(|st| st.success()))
+    }
+
+    /// Process id of node `i`'s agent (names of what it makes carry it).
+    pub fn agent_pid(&self, i: usize) -> Option<u32> {
+        i.checked_sub(1)
+            .and_then(|j| self.agents.get(j))
+            .map(|a| a.child.id())
     }
 
     /// `kill -9` node `i`'s agent: no shutdown runs, whatever it left in
@@ -883,11 +917,26 @@ impl Cluster {
                 Family::V4.pod_ip(n, k).to_string(),
                 Family::V6.pod_ip(n, k).to_string(),
             );
-            let command: Vec<String> = p
-                .command
-                .iter()
-                .map(|a| a.replace("{ip4}", &ip4).replace("{ip6}", &ip6))
-                .collect();
+            let expand = |cmd: &[String]| -> Vec<String> {
+                cmd.iter()
+                    .map(|a| a.replace("{ip4}", &ip4).replace("{ip6}", &ip6))
+                    .collect()
+            };
+            let command = expand(&p.command);
+            let mut containers = vec![json!({
+                "name": "main",
+                "command": command,
+                "readinessProbe": {
+                    "exec": {"command": ["test", "-f", p.ready_file.display().to_string()]},
+                    "periodSeconds": 1,
+                    "failureThreshold": 1,
+                    "successThreshold": 1,
+                },
+            })];
+            for (j, side) in p.sidecars.iter().enumerate() {
+                containers
+                    .push(json!({"name": format!("side-{}", j + 1), "command": expand(side)}));
+            }
             let mut annotations = serde_json::Map::new();
             if let Some(reason) = self.spec.pod_evictions.get(&p.name) {
                 annotations.insert("sluice.dev/evict".into(), json!(reason));
@@ -899,16 +948,7 @@ impl Cluster {
                 "spec": {
                     "nodeName": node_name(n),
                     "terminationGracePeriodSeconds": p.grace_s,
-                    "containers": [{
-                        "name": "main",
-                        "command": command,
-                        "readinessProbe": {
-                            "exec": {"command": ["test", "-f", p.ready_file.display().to_string()]},
-                            "periodSeconds": 1,
-                            "failureThreshold": 1,
-                            "successThreshold": 1,
-                        },
-                    }],
+                    "containers": containers,
                 },
                 "status": {"podIPs": [{"ip": ip4}, {"ip": ip6}]},
             }));

@@ -249,11 +249,10 @@ fn a_drain_evicts_gracefully_and_fails_the_check_at_once() {
         let status = c.agent_status(1).expect("status");
         let drain = status.drain.clone().unwrap_or_default();
         if drain["finished"] == true {
-            let done = drain["done"].to_string();
-            assert!(
-                done.contains("default/web-1") && done.contains("Graceful"),
-                "{drain}"
-            );
+            let pod = &drain["pods"][0];
+            assert_eq!(pod["name"], "web-1", "{drain}");
+            assert_eq!(pod["phase"], "exited-gracefully", "{drain}");
+            assert_eq!(drain["totals"]["evicted"], 1, "{drain}");
             break;
         }
         assert!(

@@ -64,6 +64,32 @@ pub fn service_health_entries(state: &DesiredState, node: &str) -> Vec<ServiceHe
     out
 }
 
+/// The entries already offered, each count lowered to what `next` says
+/// where that is lower; Services that come or go wait for the next full
+/// offer. Offered before the maps change, so a pod turning terminating or
+/// unready fails the `Local` check at once (H3), even if the map update then
+/// fails and is retried, while a pod turning ready is counted only once the
+/// maps hold it.
+pub fn lowered_entries(
+    offered: &[ServiceHealthEntry],
+    next: &[ServiceHealthEntry],
+) -> Vec<ServiceHealthEntry> {
+    offered
+        .iter()
+        .map(|o| {
+            let same = next
+                .iter()
+                .find(|n| n.namespace == o.namespace && n.name == o.name && n.port == o.port);
+            ServiceHealthEntry {
+                local_endpoints: same.map_or(o.local_endpoints, |n| {
+                    n.local_endpoints.min(o.local_endpoints)
+                }),
+                ..o.clone()
+            }
+        })
+        .collect()
+}
+
 /// `namespace/name`; a key without a namespace is in `default`.
 fn split_key(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or(("default", key))
@@ -109,6 +135,33 @@ mod tests {
             s.services.insert(v.key.clone(), v);
         }
         s
+    }
+
+    fn entry(name: &str, port: Option<u16>, n: u32) -> ServiceHealthEntry {
+        ServiceHealthEntry {
+            namespace: "ns".into(),
+            name: name.into(),
+            port,
+            local_endpoints: n,
+        }
+    }
+
+    // spec: H3 — a pod turning terminating drops out of the count before the
+    // maps change; one turning ready is not counted early.
+    #[test]
+    fn lowered_entries_only_go_down() {
+        let offered = vec![entry("a", Some(30000), 2), entry("b", None, 1)];
+        let next = vec![
+            entry("a", Some(30000), 1),
+            entry("b", None, 3),
+            entry("new", Some(30001), 0),
+        ];
+        assert_eq!(
+            lowered_entries(&offered, &next),
+            vec![entry("a", Some(30000), 1), entry("b", None, 1)]
+        );
+        // A Service gone from `next` keeps its count until the full offer.
+        assert_eq!(lowered_entries(&offered, &[]), offered);
     }
 
     // spec: H3 — no serving pod on the node: 0 local endpoints (fails).

@@ -4,15 +4,19 @@
 //! One eviction goes:
 //!
 //! ```text
-//! Admission ──(PDB allows / ignored)──▶ Terminating ──(process exits)──▶ Done{Graceful}
-//!     │  ▲                                   │
-//!     └──┘ refused: retry with backoff       └──(deadline)──▶ Killing ──(exit)──▶ Done{Killed}
+//! Admission ──(PDB allows / ignored)──▶ Marked ──(signal)──▶ Terminating ──(exit)──▶ Done{Graceful}
+//!     │  ▲                                                     │
+//!     └──┘ refused: retry with backoff                         └──(deadline)──▶ Killing ──(exit)──▶ Done{Killed}
 //!     └──(patience over, reason gives up)──▶ Done{Refused}
 //! ```
 //!
-//! Entering `Terminating` is the moment the pod's endpoints become
-//! terminating and SIGTERM is sent (both at once, E6 / issue 4); the deadline
-//! is that moment plus min(terminationGracePeriodSeconds, cap of the reason).
+//! Entering `Marked` is the moment the pod's endpoints become terminating
+//! (E6, H3: the `Local` health check stops counting the pod, P5: traffic
+//! falls back to terminating pods only when nothing else serves). SIGTERM
+//! follows only when the caller says the endpoints are out ([`Eviction::signal`]),
+//! so new connections are steered away before the process starts closing;
+//! the deadline is that moment plus min(terminationGracePeriodSeconds, cap
+//! of the reason).
 
 use std::time::{Duration, Instant};
 
@@ -168,6 +172,11 @@ pub enum Phase {
         retry_at: Instant,
         refusals: u32,
     },
+    /// Endpoints terminating since `since`; SIGTERM not sent yet (waits for
+    /// [`Eviction::signal`]).
+    Marked {
+        since: Instant,
+    },
     /// SIGTERM sent at `since`; SIGKILL at `deadline`.
     Terminating {
         since: Instant,
@@ -183,7 +192,11 @@ pub enum Phase {
 /// What the caller must do now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    /// Mark the pod's endpoints terminating and send SIGTERM to it.
+    /// Mark the pod's endpoints terminating; SIGTERM comes with `signal`.
+    MarkTerminating {
+        grace: Duration,
+    },
+    /// Send SIGTERM; SIGKILL at `deadline`.
     Terminate {
         grace: Duration,
         deadline: Instant,
@@ -231,8 +244,31 @@ impl Eviction {
     pub fn is_terminating(&self) -> bool {
         matches!(
             self.phase,
-            Phase::Terminating { .. } | Phase::Killing { .. }
+            Phase::Marked { .. } | Phase::Terminating { .. } | Phase::Killing { .. }
         )
+    }
+
+    /// Endpoints are terminating and SIGTERM has not gone out yet.
+    pub fn awaits_signal(&self) -> bool {
+        matches!(self.phase, Phase::Marked { .. })
+    }
+
+    /// The pod's terminating endpoints are out (maps, health servers): time
+    /// for SIGTERM. The grace runs from now. `None` unless
+    /// [`Eviction::awaits_signal`].
+    pub fn signal(&mut self, now: Instant) -> Option<Action> {
+        let Phase::Marked { .. } = self.phase else {
+            return None;
+        };
+        let deadline = now + self.grace;
+        self.phase = Phase::Terminating {
+            since: now,
+            deadline,
+        };
+        Some(Action::Terminate {
+            grace: self.grace,
+            deadline,
+        })
     }
 
     /// When this eviction next needs a `poll` without outside input.
@@ -240,7 +276,7 @@ impl Eviction {
         match self.phase {
             Phase::Admission { retry_at, .. } => Some(retry_at),
             Phase::Terminating { deadline, .. } => Some(deadline),
-            Phase::Killing { .. } | Phase::Done(_) => None,
+            Phase::Marked { .. } | Phase::Killing { .. } | Phase::Done(_) => None,
         }
     }
 
@@ -252,6 +288,12 @@ impl Eviction {
             Phase::Terminating { deadline, .. } => {
                 if now + grace < *deadline {
                     *deadline = now + grace;
+                    self.reason = reason;
+                }
+            }
+            Phase::Marked { .. } => {
+                if grace < self.grace {
+                    self.grace = grace;
                     self.reason = reason;
                 }
             }
@@ -274,86 +316,66 @@ impl Eviction {
         exited: bool,
         pdb: &mut dyn PdbGate,
     ) -> Vec<Action> {
-        let mut out = Vec::new();
-        // Loop so one call can pass several phases (admitted and already
-        // exited, for instance).
-        loop {
-            match self.phase {
-                Phase::Admission { retry_at, refusals } => {
-                    if now < retry_at {
-                        return out;
-                    }
-                    let policy = self.reason.pdb_policy();
-                    let waited = now.saturating_duration_since(self.requested_at);
-                    let allowed = match policy {
-                        PdbPolicy::Ignore => true,
-                        _ => pdb.allow(key, self.reason),
-                    };
-                    if !allowed {
-                        let refusals = refusals.saturating_add(1);
-                        match policy {
-                            PdbPolicy::RetryThenForce(p) if waited >= p => {
-                                out.push(Action::Forced { refusals });
+        let finish = |o: EvictionOutcome| (Phase::Done(o), vec![Action::Finished(o)]);
+        // One phase per call: marking the endpoints terminating is always a
+        // step of its own, so the caller can publish them before any signal.
+        let (phase, actions) = match self.phase {
+            Phase::Admission { retry_at, .. } if now < retry_at => return Vec::new(),
+            Phase::Admission { refusals, .. } => {
+                let policy = self.reason.pdb_policy();
+                let waited = now.saturating_duration_since(self.requested_at);
+                let allowed = match policy {
+                    PdbPolicy::Ignore => true,
+                    _ => pdb.allow(key, self.reason),
+                };
+                let mark = Action::MarkTerminating { grace: self.grace };
+                let marked = Phase::Marked { since: now };
+                if allowed {
+                    (marked, vec![mark])
+                } else {
+                    let refusals = refusals.saturating_add(1);
+                    match policy {
+                        PdbPolicy::RetryThenForce(p) if waited >= p => {
+                            (marked, vec![Action::Forced { refusals }, mark])
+                        }
+                        PdbPolicy::RetryThenGiveUp(p) if waited >= p => {
+                            finish(EvictionOutcome::Refused { attempts: refusals })
+                        }
+                        _ => {
+                            let mut retry_at = now + backoff(refusals);
+                            // Come back exactly when patience runs out.
+                            if let PdbPolicy::RetryThenForce(p) | PdbPolicy::RetryThenGiveUp(p) =
+                                policy
+                            {
+                                retry_at = retry_at.min(self.requested_at + p);
                             }
-                            PdbPolicy::RetryThenGiveUp(p) if waited >= p => {
-                                let o = EvictionOutcome::Refused { attempts: refusals };
-                                self.phase = Phase::Done(o);
-                                out.push(Action::Finished(o));
-                                return out;
-                            }
-                            _ => {
-                                let mut retry_at = now + backoff(refusals);
-                                // Come back exactly when patience runs out.
-                                if let PdbPolicy::RetryThenForce(p)
-                                | PdbPolicy::RetryThenGiveUp(p) = policy
-                                {
-                                    retry_at = retry_at.min(self.requested_at + p);
-                                }
-                                self.phase = Phase::Admission { retry_at, refusals };
-                                out.push(Action::Blocked { refusals, retry_at });
-                                return out;
-                            }
+                            (
+                                Phase::Admission { retry_at, refusals },
+                                vec![Action::Blocked { refusals, retry_at }],
+                            )
                         }
                     }
-                    let deadline = now + self.grace;
-                    self.phase = Phase::Terminating {
-                        since: now,
-                        deadline,
-                    };
-                    out.push(Action::Terminate {
-                        grace: self.grace,
-                        deadline,
-                    });
                 }
-                Phase::Terminating { since, deadline } => {
-                    if exited {
-                        let o = EvictionOutcome::Graceful {
-                            after: now.saturating_duration_since(since),
-                        };
-                        self.phase = Phase::Done(o);
-                        out.push(Action::Finished(o));
-                        return out;
-                    }
-                    if now < deadline {
-                        return out;
-                    }
-                    self.phase = Phase::Killing { since };
-                    out.push(Action::Kill);
-                    return out;
-                }
-                Phase::Killing { since } => {
-                    if exited {
-                        let o = EvictionOutcome::Killed {
-                            after: now.saturating_duration_since(since),
-                        };
-                        self.phase = Phase::Done(o);
-                        out.push(Action::Finished(o));
-                    }
-                    return out;
-                }
-                Phase::Done(_) => return out,
             }
-        }
+            // Ended on its own, signalled or not: nothing to wait for.
+            Phase::Marked { since } | Phase::Terminating { since, .. } if exited => {
+                finish(EvictionOutcome::Graceful {
+                    after: now.saturating_duration_since(since),
+                })
+            }
+            Phase::Terminating { since, deadline } if now >= deadline => {
+                (Phase::Killing { since }, vec![Action::Kill])
+            }
+            Phase::Killing { since } if exited => finish(EvictionOutcome::Killed {
+                after: now.saturating_duration_since(since),
+            }),
+            Phase::Marked { .. }
+            | Phase::Terminating { .. }
+            | Phase::Killing { .. }
+            | Phase::Done(_) => return Vec::new(),
+        };
+        self.phase = phase;
+        actions
     }
 }
 

@@ -1,6 +1,6 @@
 //! Pods as processes: the agent's kubelet half.
 //!
-//! - [`spec`]: what a `Pod` manifest asks to run (first container only),
+//! - [`spec`]: what a `Pod` manifest asks to run (every container),
 //!   parsed with Kubernetes field names and defaults.
 //! - [`readiness`]: probe results to ready / serving / terminating, pure.
 //! - [`eviction`]: grace caps per reason (E1, B5, A2, C4, U1), PodDisruption
@@ -29,7 +29,8 @@ pub use eviction::{
     PoolKind, EXTENDED_RUN,
 };
 pub use manager::{
-    netns_name, set_netns_prefix, DrainProgress, EvictError, PodEndpoint, PodEvent, PodManager,
+    netns_name, set_netns_prefix, DrainProgress, EvictError, EvictionReport, EvictionState,
+    PodEndpoint, PodEvent, PodManager, ShutdownReport, HELD_CORDONED,
 };
 pub use readiness::EndpointConditions;
 pub use runtime::{OsProber, OsProcessControl, Prober, ProcessControl};

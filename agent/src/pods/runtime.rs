@@ -50,6 +50,11 @@ impl ExitInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpawnSpec {
     pub key: String,
+    /// The container's name (`spec.containers[].name`).
+    pub container: String,
+    /// The pod's first container: its output goes to `<ns>_<name>.log`,
+    /// the others' to `<ns>_<name>_<container>.log`.
+    pub first: bool,
     /// `/run/netns/NAME`.
     pub netns: PathBuf,
     pub argv: Vec<String>,
@@ -257,7 +262,11 @@ impl ProcessControl for OsProcessControl {
         };
         let netns = File::open(&spec.netns)
             .with_context(|| format!("opening network namespace {}", spec.netns.display()))?;
-        let log = self.log_file(&spec.key)?;
+        let log = if spec.first {
+            self.log_file(&spec.key)?
+        } else {
+            self.log_file(&format!("{}_{}", spec.key, spec.container))?
+        };
         let mut cmd = Command::new(prog);
         cmd.args(args)
             .env_clear()

@@ -3,9 +3,10 @@
 //! the pod runtime owns its own model; `state::validate` calls
 //! [`run_spec_from_manifest`] and keeps the result next to `PodInfo`.
 //!
-//! Only `spec.containers[0]` is run: there are no images, the command runs on
-//! the node inside the pod's network namespace. Further containers are
-//! ignored (documented limitation), init containers too.
+//! Every container of `spec.containers` runs as its own process: there are
+//! no images, each command runs on the node inside the pod's network
+//! namespace. A pod is ready when all its containers are. Init containers
+//! are not run (documented limitation).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -59,14 +60,15 @@ pub struct PodRunSpec {
     /// `sluice.dev/netns`: an existing namespace someone else made; the agent
     /// neither creates nor removes it. `None`: the agent makes its own.
     pub netns: Option<String>,
-    /// `None` when the pod has no command: a sandbox only (its processes, if
-    /// any, are run by someone else). It counts as running while it exists.
-    pub container: Option<ContainerRun>,
+    /// `spec.containers`, never empty: a pod without containers gets one
+    /// without a command. A container without a command is not run by the
+    /// agent (someone else runs it; its probe still runs); a pod whose
+    /// containers have none is a sandbox only and counts as running while
+    /// its namespace exists.
+    pub containers: Vec<ContainerRun>,
     /// `spec.terminationGracePeriodSeconds` (default 30 s).
     pub termination_grace: Duration,
     pub restart_policy: RestartPolicy,
-    /// `spec.containers[0].readinessProbe`; none: ready once running.
-    pub readiness: Option<Probe>,
     /// `metadata.annotations`.
     pub annotations: BTreeMap<String, String>,
 }
@@ -95,6 +97,11 @@ impl PodRunSpec {
         *self == o
     }
 
+    /// Whether the agent starts processes for this pod (else: a sandbox).
+    pub fn runs_processes(&self) -> bool {
+        self.containers.iter().any(|c| !c.argv.is_empty())
+    }
+
     /// The address probes aim at: the first IPv4 pod IP, else the first IP.
     pub fn probe_ip(&self) -> Option<IpAddr> {
         self.ips
@@ -109,13 +116,30 @@ impl PodRunSpec {
 pub struct ContainerRun {
     pub name: String,
     /// `command` followed by `args` (no image: `command` is required for a
-    /// process to run). `$(VAR)` references are not expanded.
+    /// process to run; empty: not run by the agent). `$(VAR)` references
+    /// are not expanded.
     pub argv: Vec<String>,
     /// `env[].value` (`valueFrom` is rejected: nothing to resolve it from).
     pub env: Vec<(String, String)>,
     pub working_dir: Option<String>,
     /// `ports[]` with a name, for probes that name their port.
     pub named_ports: BTreeMap<String, u16>,
+    /// `readinessProbe`; none: ready once running.
+    pub readiness: Option<Probe>,
+}
+
+impl ContainerRun {
+    /// A container the agent does not run and does not probe.
+    pub fn placeholder() -> Self {
+        ContainerRun {
+            name: String::new(),
+            argv: Vec::new(),
+            env: Vec::new(),
+            working_dir: None,
+            named_ports: BTreeMap::new(),
+            readiness: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,30 +260,61 @@ pub fn run_spec_from_manifest(pod: &Value) -> Result<PodRunSpec, SpecError> {
     }
     let netns = annotations.get(NETNS_ANNOTATION).cloned();
 
-    let (container, readiness) = match spec.and_then(|s| s.get("containers")) {
-        None | Some(Value::Null) => (None, None),
-        Some(v) => {
-            let seq = v
-                .as_sequence()
-                .ok_or_else(|| err("spec.containers", "must be a list"))?;
-            match seq.first() {
-                None => (None, None),
-                Some(c) => container(c, "spec.containers[0]")?,
-            }
+    let mut containers = Vec::new();
+    if let Some(v) = spec
+        .and_then(|s| s.get("containers"))
+        .filter(|v| !v.is_null())
+    {
+        let seq = v
+            .as_sequence()
+            .ok_or_else(|| err("spec.containers", "must be a list"))?;
+        for (i, c) in seq.iter().enumerate() {
+            containers.push(container(c, &format!("spec.containers[{i}]"))?);
         }
-    };
+    }
+    check_containers(&containers)?;
+    if containers.is_empty() {
+        containers.push(ContainerRun::placeholder());
+    }
 
     Ok(PodRunSpec {
         key: format!("{namespace}/{name}"),
         node,
         ips,
         netns,
-        container,
+        containers,
         termination_grace,
         restart_policy,
-        readiness,
         annotations,
     })
+}
+
+/// Several containers need distinct names (their logs and events are named
+/// after them, as in Kubernetes), and either all have a command or none: the
+/// agent cannot run an image, so a pod half run by it and half by someone
+/// else would never be consistently up.
+fn check_containers(cs: &[ContainerRun]) -> Result<(), SpecError> {
+    if cs.len() < 2 {
+        return Ok(());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, c) in cs.iter().enumerate() {
+        if c.name.is_empty() || !seen.insert(c.name.as_str()) {
+            return Err(err(
+                format!("spec.containers[{i}].name"),
+                "required and unique when a pod has several containers",
+            ));
+        }
+    }
+    let with = cs.iter().position(|c| !c.argv.is_empty());
+    let without = cs.iter().position(|c| c.argv.is_empty());
+    if let (Some(w), Some(i)) = (with, without) {
+        return Err(err(
+            format!("spec.containers[{i}].command"),
+            format!("required: spec.containers[{w}] has a command, and the agent runs no images"),
+        ));
+    }
+    Ok(())
 }
 
 fn show(v: &Value) -> String {
@@ -300,7 +355,7 @@ fn str_list(v: Option<&Value>, field: &str) -> Result<Vec<String>, SpecError> {
     }
 }
 
-fn container(c: &Value, at: &str) -> Result<(Option<ContainerRun>, Option<Probe>), SpecError> {
+fn container(c: &Value, at: &str) -> Result<ContainerRun, SpecError> {
     let name = opt_str(Some(c), "name", &format!("{at}.name"))?.unwrap_or_default();
     let command = str_list(c.get("command"), &format!("{at}.command"))?;
     let args = str_list(c.get("args"), &format!("{at}.args"))?;
@@ -349,30 +404,26 @@ fn container(c: &Value, at: &str) -> Result<(Option<ContainerRun>, Option<Probe>
         }
     }
     let working_dir = opt_str(Some(c), "workingDir", &format!("{at}.workingDir"))?;
-    let run = if command.is_empty() {
-        if !args.is_empty() {
-            // With an image, args would feed its entrypoint; without one
-            // there is nothing to run them with.
-            return Err(err(
-                format!("{at}.command"),
-                "required when args is set (no images: the command runs on the node)",
-            ));
-        }
-        None
-    } else {
-        Some(ContainerRun {
-            name,
-            argv: command.into_iter().chain(args).collect(),
-            env,
-            working_dir,
-            named_ports: named_ports.clone(),
-        })
-    };
+    if command.is_empty() && !args.is_empty() {
+        // With an image, args would feed its entrypoint; without one there
+        // is nothing to run them with.
+        return Err(err(
+            format!("{at}.command"),
+            "required when args is set (no images: the command runs on the node)",
+        ));
+    }
     let readiness = match c.get("readinessProbe") {
         None | Some(Value::Null) => None,
         Some(p) => Some(probe(p, &format!("{at}.readinessProbe"), &named_ports)?),
     };
-    Ok((run, readiness))
+    Ok(ContainerRun {
+        name,
+        argv: command.into_iter().chain(args).collect(),
+        env,
+        working_dir,
+        named_ports,
+        readiness,
+    })
 }
 
 fn secs(p: &Value, key: &str, at: &str, default: u64, min: i64) -> Result<Duration, SpecError> {
@@ -569,10 +620,11 @@ status: {podIPs: [{ip: 198.19.1.5}]}
         assert_eq!(p.key, "default/web");
         assert_eq!(p.termination_grace, Duration::from_secs(30));
         assert_eq!(p.restart_policy, RestartPolicy::Always);
-        let c = p.container.as_ref().expect("container");
+        assert_eq!(p.containers.len(), 1);
+        let c = &p.containers[0];
         assert_eq!(c.argv, ["sh", "-c", "exec sleep 1000"]);
         assert_eq!(c.env, [("A".to_string(), "1".to_string())]);
-        let r = p.readiness.clone().expect("probe");
+        let r = c.readiness.clone().expect("probe");
         assert_eq!(r.initial_delay, Duration::ZERO);
         assert_eq!(r.period, Duration::from_secs(10));
         assert_eq!(r.timeout, Duration::from_secs(1));
@@ -587,6 +639,53 @@ status: {podIPs: [{ip: 198.19.1.5}]}
             }
         );
         assert!(!p.safe_to_evict_false());
+    }
+
+    #[test]
+    fn every_container_is_read() {
+        let p = parse(
+            r#"
+metadata: {name: two}
+spec:
+  containers:
+  - {name: web, command: [web], readinessProbe: {tcpSocket: {port: 80}}}
+  - {name: sidecar, command: [side], args: [-v]}
+"#,
+        )
+        .expect("valid");
+        let names: Vec<&str> = p.containers.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["web", "sidecar"]);
+        assert_eq!(p.containers[1].argv, ["side", "-v"]);
+        assert!(p.containers[0].readiness.is_some());
+        assert!(p.containers[1].readiness.is_none());
+        // No containers at all: a sandbox.
+        let p = parse("metadata: {name: s}\nspec: {}").expect("valid");
+        assert_eq!(p.containers, [ContainerRun::placeholder()]);
+    }
+
+    #[test]
+    fn several_containers_need_names_and_commands() {
+        for (y, field) in [
+            (
+                "spec: {containers: [{name: a, command: [x]}, {name: a, command: [y]}]}",
+                "spec.containers[1].name",
+            ),
+            (
+                "spec: {containers: [{name: a, command: [x]}, {command: [y]}]}",
+                "spec.containers[1].name",
+            ),
+            (
+                "spec: {containers: [{name: a, command: [x]}, {name: b, image: i}]}",
+                "spec.containers[1].command",
+            ),
+            (
+                "spec: {containers: [{name: a, command: [x]}, {name: b, command: [y], readinessProbe: {exec: {command: [t]}, periodSeconds: 0}}]}",
+                "spec.containers[1].readinessProbe.periodSeconds",
+            ),
+        ] {
+            let e = parse(&format!("metadata: {{name: p}}\n{y}")).expect_err(y);
+            assert_eq!(e.field, field, "{y}: {e}");
+        }
     }
 
     #[test]
@@ -605,7 +704,7 @@ spec:
         .expect("valid");
         assert!(p.safe_to_evict_false());
         assert_eq!(p.termination_grace, Duration::from_secs(7200));
-        assert!(p.container.is_none(), "no command: a sandbox only");
+        assert!(!p.runs_processes(), "no command: a sandbox only");
     }
 
     #[test]

@@ -98,7 +98,7 @@ impl Run {
 }
 
 const _: () = assert!(
-    core::mem::size_of::<Run>() % 8 == 0 && core::mem::align_of::<Run>() >= 8,
+    core::mem::size_of::<Run>().is_multiple_of(8) && core::mem::align_of::<Run>() >= 8,
     "Run::zero_in writes whole aligned words"
 );
 

@@ -65,11 +65,25 @@ pub fn rewrite<P: Packet>(pkt: &mut P, flow: &Flow, to: &CtValue) -> Option<()> 
         let mut addr_diff_sum = 0u32;
         if s_changed {
             addr_diff_sum += addr_diff(&flow.saddr, &to.nat_saddr, flow.v6);
-            store_addr(pkt, l3 + s_off, &to.nat_saddr, flow.v6)?;
         }
         if d_changed {
             addr_diff_sum += addr_diff(&flow.daddr, &to.nat_daddr, flow.v6);
-            store_addr(pkt, l3 + d_off, &to.nat_daddr, flow.v6)?;
+        }
+        // Source and destination are adjacent: one store when both change
+        // (every SNATed packet), each store being a helper call in the
+        // kernel build.
+        if s_changed && d_changed && !flow.v6 {
+            let mut both = [0u8; 8];
+            both[..4].copy_from_slice(&addr_word(&to.nat_saddr, 3).to_be_bytes());
+            both[4..].copy_from_slice(&addr_word(&to.nat_daddr, 3).to_be_bytes());
+            pkt.store(l3 + s_off, &both)?;
+        } else {
+            if s_changed {
+                store_addr(pkt, l3 + s_off, &to.nat_saddr, flow.v6)?;
+            }
+            if d_changed {
+                store_addr(pkt, l3 + d_off, &to.nat_daddr, flow.v6)?;
+            }
         }
         if !flow.v6 {
             pkt.l3_csum_apply(l3 + V4_CSUM_OFF, addr_diff_sum)?;
@@ -82,19 +96,20 @@ pub fn rewrite<P: Packet>(pkt: &mut P, flow: &Flow, to: &CtValue) -> Option<()> 
     }
 
     if let Some(off) = csum_off {
-        let mut port_diff = 0u32;
-        let mut ports_changed = false;
-        if to.nat_sport != flow.sport {
-            port_diff += csum::diff16(flow.sport, to.nat_sport);
-            pkt.store(flow.l4(), &to.nat_sport.to_be_bytes())?;
-            ports_changed = true;
-        }
-        if to.nat_dport != flow.dport {
-            port_diff += csum::diff16(flow.dport, to.nat_dport);
-            pkt.store(flow.l4() + 2, &to.nat_dport.to_be_bytes())?;
-            ports_changed = true;
-        }
-        if ports_changed {
+        let s_port = to.nat_sport != flow.sport;
+        let d_port = to.nat_dport != flow.dport;
+        if s_port || d_port {
+            let mut port_diff = 0u32;
+            if s_port {
+                port_diff += csum::diff16(flow.sport, to.nat_sport);
+            }
+            if d_port {
+                port_diff += csum::diff16(flow.dport, to.nat_dport);
+            }
+            // Both ports in one store: they are adjacent, and unchanged
+            // bytes written again are the same bytes.
+            let ports = (u32::from(to.nat_sport) << 16) | u32::from(to.nat_dport);
+            pkt.store(flow.l4(), &ports.to_be_bytes())?;
             pkt.l4_csum_apply(off, port_diff, how_port)?;
         }
     }

@@ -69,24 +69,33 @@ pub fn rewrite<P: Packet>(pkt: &mut P, flow: &Flow, to: &CtValue) -> Option<()> 
         if d_changed {
             addr_diff_sum += addr_diff(&flow.daddr, &to.nat_daddr, flow.v6);
         }
-        // Source and destination are adjacent: one store when both change
-        // (every SNATed packet), each store being a helper call in the
-        // kernel build.
-        if s_changed && d_changed && !flow.v6 {
-            let mut both = [0u8; 8];
-            both[..4].copy_from_slice(&addr_word(&to.nat_saddr, 3).to_be_bytes());
-            both[4..].copy_from_slice(&addr_word(&to.nat_daddr, 3).to_be_bytes());
-            pkt.store(l3 + s_off, &both)?;
-        } else {
+        if flow.v6 {
             if s_changed {
-                store_addr(pkt, l3 + s_off, &to.nat_saddr, flow.v6)?;
+                store_addr(pkt, l3 + s_off, &to.nat_saddr, true)?;
             }
             if d_changed {
-                store_addr(pkt, l3 + d_off, &to.nat_daddr, flow.v6)?;
+                store_addr(pkt, l3 + d_off, &to.nat_daddr, true)?;
             }
-        }
-        if !flow.v6 {
-            pkt.l3_csum_apply(l3 + V4_CSUM_OFF, addr_diff_sum)?;
+        } else {
+            // IPv4: header checksum, source and destination are adjacent
+            // (bytes 10..20). One store with the checksum updated here
+            // (RFC 1624) instead of up to two stores and a checksum helper:
+            // each is a helper call in the kernel build.
+            let saddr = if s_changed {
+                &to.nat_saddr
+            } else {
+                &flow.saddr
+            };
+            let daddr = if d_changed {
+                &to.nat_daddr
+            } else {
+                &flow.daddr
+            };
+            let mut hdr = [0u8; 10];
+            hdr[..2].copy_from_slice(&csum::apply(flow.ip_csum, addr_diff_sum).to_be_bytes());
+            hdr[2..6].copy_from_slice(&addr_word(saddr, 3).to_be_bytes());
+            hdr[6..].copy_from_slice(&addr_word(daddr, 3).to_be_bytes());
+            pkt.store(l3 + V4_CSUM_OFF, &hdr)?;
         }
         // ICMP (v4) has no pseudo-header; ICMPv6 does, but we never
         // rewrite ICMPv6 here.

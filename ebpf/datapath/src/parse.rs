@@ -57,7 +57,9 @@ pub struct Flow {
     pub l4: u16,
     /// Bytes of L4 header plus payload, from the IP header.
     pub l4_len: u16,
-    pub _pad: u16,
+    /// IPv4 header checksum as received (the rewrite updates it itself and
+    /// writes it with the addresses in one store); zero for IPv6.
+    pub ip_csum: u16,
     /// TCP only.
     pub seq: u32,
     pub ack: u32,
@@ -183,6 +185,7 @@ fn parse_v4<P: Packet>(pkt: &P, l3: usize, flow: &mut Flow) -> Parsed {
         return MALFORMED;
     }
     let proto = h[9];
+    flow.ip_csum = u16::from_be_bytes([h[10], h[11]]);
     let frag = u16::from_be_bytes([h[6], h[7]]);
     let more_fragments = frag & 0x2000 != 0;
     let offset = frag & 0x1fff;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use sluice_agent::pods::eviction::{PDB_RETRY_INITIAL, PDB_RETRY_MAX};
 use sluice_agent::pods::runtime::{ExitInfo, ProbeRequest, ProbeResult, ProcId, Sig, SpawnSpec};
-use sluice_agent::pods::spec::{ContainerRun, RestartPolicy, SAFE_TO_EVICT};
+use sluice_agent::pods::spec::{ContainerRun, HttpScheme, RestartPolicy, SAFE_TO_EVICT};
 use sluice_agent::pods::{
     netns_name, EndpointConditions, EvictionOutcome, EvictionReason, EvictionState, PdbGate,
     PodEvent, PodManager, PodRunSpec, PoolKind, Probe, ProbeAction, Prober, ProcessControl,
@@ -819,6 +819,7 @@ fn probed(name: &str) -> PodRunSpec {
     p.ips = vec!["198.19.1.5".parse().expect("ip")];
     p.containers[0].readiness = Some(Probe {
         action: ProbeAction::Http {
+            scheme: HttpScheme::Http,
             host: None,
             port: 8080,
             path: "/ready".into(),

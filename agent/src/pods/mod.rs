@@ -19,6 +19,7 @@
 pub mod disruption;
 pub mod eviction;
 pub mod manager;
+pub mod probe_tls;
 pub mod readiness;
 pub mod runtime;
 pub mod spec;

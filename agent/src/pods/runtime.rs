@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::spec::ProbeAction;
+use super::spec::{HttpScheme, ProbeAction};
 
 /// Where `ip netns` keeps named namespaces.
 pub const NETNS_DIR: &str = "/run/netns";
@@ -404,13 +404,14 @@ fn run_probe_inner(req: &ProbeRequest) -> Result<()> {
             Ok(())
         }
         ProbeAction::Http {
+            scheme,
             host,
             port,
             path,
             headers,
         } => {
             let addr = target(*host, req.pod_ip, *port)?;
-            http_get(addr, path, headers, deadline)
+            http_get(*scheme, addr, path, headers, deadline)
         }
         ProbeAction::Exec { command } => exec_probe(command, &req.netns, deadline),
     }
@@ -452,24 +453,50 @@ pub fn probe_request(addr: SocketAddr, path: &str, headers: &[(String, String)])
     req
 }
 
-/// HTTP/1.1 GET as the kubelet sends it; 200–399 is success.
+/// HTTP/1.1 GET as the kubelet sends it, over TLS for HTTPS (see
+/// `probe_tls`); 200–399 is success.
 pub fn http_get(
+    scheme: HttpScheme,
     addr: SocketAddr,
     path: &str,
     headers: &[(String, String)],
     deadline: Instant,
 ) -> Result<()> {
-    let mut s = TcpStream::connect_timeout(&addr, remaining(deadline)?)
+    let s = TcpStream::connect_timeout(&addr, remaining(deadline)?)
         .with_context(|| format!("connecting to {addr}"))?;
+    // Timeouts are set through a second handle on the same socket, so the
+    // exchange works the same over the plain and the TLS stream.
+    let sock = s.try_clone().context("socket handle")?;
     let req = probe_request(addr, path, headers);
-    s.set_write_timeout(Some(remaining(deadline)?))?;
-    s.write_all(req.as_bytes()).context("sending request")?;
+    match scheme {
+        HttpScheme::Http => {
+            let mut s = s;
+            exchange(&mut s, &sock, &req, deadline)
+        }
+        HttpScheme::Https => {
+            let mut tls = rustls::StreamOwned::new(super::probe_tls::client(addr.ip())?, s);
+            exchange(&mut tls, &sock, &req, deadline)
+        }
+    }
+}
+
+/// Send `req` on `io` and judge the status line; `sock` is `io`'s socket.
+fn exchange<S: Read + Write>(
+    io: &mut S,
+    sock: &TcpStream,
+    req: &str,
+    deadline: Instant,
+) -> Result<()> {
+    sock.set_write_timeout(Some(remaining(deadline)?))?;
+    sock.set_read_timeout(Some(remaining(deadline)?))?;
+    io.write_all(req.as_bytes()).context("sending request")?;
+    io.flush().context("sending request")?;
     // Only the status line matters; read until it is complete.
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 256];
     while !buf.contains(&b'\n') {
-        s.set_read_timeout(Some(remaining(deadline)?))?;
-        let n = s.read(&mut chunk).context("reading response")?;
+        sock.set_read_timeout(Some(remaining(deadline)?))?;
+        let n = io.read(&mut chunk).context("reading response")?;
         if n == 0 {
             bail!("connection closed before a status line");
         }
@@ -557,6 +584,7 @@ mod tests {
         run_probe(&ProbeRequest {
             seq: 0,
             action: ProbeAction::Http {
+                scheme: HttpScheme::Http,
                 host: Some(addr.ip()),
                 port: addr.port(),
                 path: "/healthz".into(),
@@ -610,6 +638,78 @@ mod tests {
         ));
     }
 
+    /// A TLS server with a self-signed certificate for a name that is not
+    /// its address (what pods serve), answering one connection with
+    /// `status`; its address.
+    fn serve_tls_once(status: &'static str) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let ck = rcgen::generate_simple_self_signed(vec!["pod.invalid".into()]).expect("cert");
+        let cert = ck.cert.der().clone();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(ck.key_pair.serialize_der().into());
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .expect("server config");
+        let config = std::sync::Arc::new(config);
+        std::thread::spawn(move || {
+            if let Ok((s, _)) = l.accept() {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let Ok(conn) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut tls = rustls::StreamOwned::new(conn, s);
+                let mut head = Vec::new();
+                let mut b = [0u8; 512];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tls.read(&mut b) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&b[..n]),
+                    }
+                }
+                let _ = tls.write_all(
+                    format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n").as_bytes(),
+                );
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            }
+        });
+        addr
+    }
+
+    fn https(addr: SocketAddr) -> ProbeResult {
+        run_probe(&ProbeRequest {
+            seq: 0,
+            action: ProbeAction::Http {
+                scheme: HttpScheme::Https,
+                host: Some(addr.ip()),
+                port: addr.port(),
+                path: "/healthz".into(),
+                headers: vec![],
+            },
+            pod_ip: None,
+            netns: PathBuf::new(),
+            timeout: Duration::from_secs(2),
+        })
+    }
+
+    #[test]
+    fn https_probe_skips_certificate_checks_as_the_kubelet_does() {
+        assert_eq!(https(serve_tls_once("200 OK")), ProbeResult::Success);
+        assert!(matches!(
+            https(serve_tls_once("503 Unavailable")),
+            ProbeResult::Failure(_)
+        ));
+        // A plain HTTP server does not pass an HTTPS probe.
+        assert!(matches!(
+            https(serve_once("200 OK")),
+            ProbeResult::Failure(_)
+        ));
+    }
+
     #[test]
     fn http_probe_times_out_on_a_silent_server() {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -618,6 +718,7 @@ mod tests {
         let r = run_probe(&ProbeRequest {
             seq: 0,
             action: ProbeAction::Http {
+                scheme: HttpScheme::Http,
                 host: Some(addr.ip()),
                 port: addr.port(),
                 path: "/".into(),

@@ -165,10 +165,20 @@ pub struct Probe {
     pub failure_threshold: u32,
 }
 
+/// `httpGet.scheme`. HTTPS is probed as the kubelet does: the server's
+/// certificate is not verified (no chain, no name), only used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HttpScheme {
+    #[default]
+    Http,
+    Https,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProbeAction {
-    /// `httpGet`: scheme HTTP only. `host` defaults to the pod IP.
+    /// `httpGet`. `host` defaults to the pod IP.
     Http {
+        scheme: HttpScheme,
         host: Option<IpAddr>,
         port: u16,
         path: String,
@@ -511,15 +521,16 @@ fn probe(p: &Value, at: &str, named: &BTreeMap<String, u16>) -> Result<Probe, Sp
     let action = match (http, tcp, exec) {
         (Some(h), None, None) => {
             let f = format!("{at}.httpGet");
-            match opt_str(Some(h), "scheme", &format!("{f}.scheme"))?.as_deref() {
-                None | Some("HTTP") => {}
+            let scheme = match opt_str(Some(h), "scheme", &format!("{f}.scheme"))?.as_deref() {
+                None | Some("HTTP") => HttpScheme::Http,
+                Some("HTTPS") => HttpScheme::Https,
                 Some(o) => {
                     return Err(err(
                         format!("{f}.scheme"),
-                        format!("{o} is not supported (HTTP)"),
+                        format!("{o} is not a scheme (HTTP or HTTPS)"),
                     ))
                 }
-            }
+            };
             let path = opt_str(Some(h), "path", &format!("{f}.path"))?.unwrap_or_default();
             // Kubernetes probes "/" when the path is empty and adds the
             // leading slash when it is missing.
@@ -553,6 +564,7 @@ fn probe(p: &Value, at: &str, named: &BTreeMap<String, u16>) -> Result<Probe, Sp
                 }
             }
             ProbeAction::Http {
+                scheme,
                 host: probe_host(h, &f)?,
                 port: probe_port(h.get("port"), &format!("{f}.port"), named)?,
                 path,
@@ -632,6 +644,7 @@ status: {podIPs: [{ip: 198.19.1.5}]}
         assert_eq!(
             r.action,
             ProbeAction::Http {
+                scheme: HttpScheme::Http,
                 host: None,
                 port: 8080,
                 path: "/".into(),
@@ -639,6 +652,26 @@ status: {podIPs: [{ip: 198.19.1.5}]}
             }
         );
         assert!(!p.safe_to_evict_false());
+    }
+
+    #[test]
+    fn https_probes_are_read() {
+        let p = parse(
+            "metadata: {name: web}\nspec: {containers: [{command: [x], readinessProbe: {httpGet: {port: 8443, scheme: HTTPS}}}]}",
+        )
+        .expect("valid");
+        let action = p.containers[0].readiness.as_ref().map(|r| r.action.clone());
+        assert!(
+            matches!(
+                action,
+                Some(ProbeAction::Http {
+                    scheme: HttpScheme::Https,
+                    port: 8443,
+                    ..
+                })
+            ),
+            "{action:?}"
+        );
     }
 
     #[test]
@@ -719,7 +752,7 @@ spec:
                 "spec.containers[0].readinessProbe.periodSeconds",
             ),
             (
-                "spec: {containers: [{command: [x], readinessProbe: {httpGet: {port: 80, scheme: HTTPS}}}]}",
+                "spec: {containers: [{command: [x], readinessProbe: {httpGet: {port: 80, scheme: https}}}]}",
                 "spec.containers[0].readinessProbe.httpGet.scheme",
             ),
             (

@@ -581,10 +581,18 @@ mod tests {
     }
 
     fn http(addr: SocketAddr) -> ProbeResult {
+        get(HttpScheme::Http, addr)
+    }
+
+    fn https(addr: SocketAddr) -> ProbeResult {
+        get(HttpScheme::Https, addr)
+    }
+
+    fn get(scheme: HttpScheme, addr: SocketAddr) -> ProbeResult {
         run_probe(&ProbeRequest {
             seq: 0,
             action: ProbeAction::Http {
-                scheme: HttpScheme::Http,
+                scheme,
                 host: Some(addr.ip()),
                 port: addr.port(),
                 path: "/healthz".into(),
@@ -678,22 +686,6 @@ mod tests {
             }
         });
         addr
-    }
-
-    fn https(addr: SocketAddr) -> ProbeResult {
-        run_probe(&ProbeRequest {
-            seq: 0,
-            action: ProbeAction::Http {
-                scheme: HttpScheme::Https,
-                host: Some(addr.ip()),
-                port: addr.port(),
-                path: "/healthz".into(),
-                headers: vec![],
-            },
-            pod_ip: None,
-            netns: PathBuf::new(),
-            timeout: Duration::from_secs(2),
-        })
     }
 
     #[test]

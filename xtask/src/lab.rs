@@ -16,6 +16,8 @@ use sluice_tests::{
     TcpOutcome,
 };
 
+mod health;
+
 /// Requests per VIP, family and entry node.
 const REQUESTS: usize = 10;
 
@@ -122,8 +124,9 @@ pub fn run(opts: LabOpts) -> Result<()> {
                 .endpoint(EndpointSpec::ready("web-2")),
         )
         .service(
-            ServiceSpec::lb("web-local", 2)
+            ServiceSpec::lb(health::LOCAL_SERVICE, 2)
                 .policy(Policy::Local)
+                .health_check_node_port(health::LOCAL_HC_PORT)
                 .tcp("http", 80, 8080)
                 .endpoint(EndpointSpec::ready("web-1"))
                 .endpoint(EndpointSpec::ready("web-2")),
@@ -134,7 +137,7 @@ pub fn run(opts: LabOpts) -> Result<()> {
     let mut cluster = Cluster::start_with("lab", engine, spec, Some(agent))?;
     print_topology(&cluster);
 
-    let result = demo(&mut cluster);
+    let result = demo(&mut cluster).and_then(|f| Ok(f + health::demo(&mut cluster)?));
 
     if opts.keep && !interrupted() {
         print_hints(&cluster);

@@ -18,7 +18,7 @@ use aya::programs::{SchedClassifier, TcAttachType};
 use sluice_agent::engine::{self, Engine, MapContent, PodLink};
 use sluice_datapath::host::{ServiceSpec, ServiceTables};
 use sluice_datapath::maps::{v4_mapped, Endpoint, NodeConfig, ServiceKey, PROTO_TCP};
-use sluice_datapath::Event;
+use sluice_datapath::{Event, Verdict};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -241,7 +241,11 @@ fn drop_keeps_the_datapath_restart_adopts_shutdown_removes_all() {
     assert_eq!(bed.attached("nic0"), (1, 1));
     assert_eq!(bed.attached("slpk0000001"), (1, 0));
     let labels: Vec<&str> = e.counters().iter().map(|(l, _)| *l).collect();
-    let names: Vec<&str> = Event::ALL.iter().map(|e| e.name()).collect();
+    let names: Vec<&str> = Event::ALL
+        .iter()
+        .map(|e| e.name())
+        .chain(Verdict::KINDS.iter().map(|v| v.name()))
+        .collect();
     assert_eq!(labels, names, "the emulated engine's labels");
     for m in [
         "SLUICE_SERVICES",

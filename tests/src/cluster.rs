@@ -388,6 +388,19 @@ pub struct AgentStatus {
     /// Pods whose links are plugged.
     #[serde(default)]
     pub pods: usize,
+    /// Packet counters by event and by verdict (`verdict_redirect`, ...).
+    #[serde(default)]
+    pub counters: Vec<(String, u64)>,
+}
+
+impl AgentStatus {
+    /// The counter `name`, 0 when absent.
+    pub fn counter(&self, name: &str) -> u64 {
+        self.counters
+            .iter()
+            .find(|(k, _)| k == name)
+            .map_or(0, |(_, v)| *v)
+    }
 }
 
 struct Agent {

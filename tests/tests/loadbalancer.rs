@@ -436,6 +436,59 @@ fn agent_restores_node_on_sigterm(engine: Engine, f: Family) {
     );
 }
 
+/// Node `node`'s counter `name` once it reached `at_least`, or its value
+/// after a bounded wait (the status file is rewritten every poll).
+fn counter_reaching(c: &Cluster, node: usize, name: &str, at_least: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let n = c.agent_status(node).map_or(0, |s| s.counter(name));
+        if n >= at_least || Instant::now() > deadline {
+            return n;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// spec: P2, P4
+/// Packets for a pod on the entry node go straight to the pod's link (the
+/// program addresses the frame and the engine hands it over, past the
+/// node's routing); for a pod on another node they are routed there.
+fn local_pod_reached_on_its_link(engine: Engine, f: Family) {
+    const N: u64 = 5;
+    let c = start(
+        "lnk",
+        engine,
+        f,
+        ClusterSpec::new(2)
+            .pod("web-1", 1)
+            .pod("web-2", 2)
+            .service(web(Policy::Local).endpoint(EndpointSpec::ready("web-1")))
+            .service(
+                ServiceSpec::lb("far", 2)
+                    .tcp("http", 80, 8080)
+                    .endpoint(EndpointSpec::ready("web-2")),
+            ),
+    );
+    for _ in 0..N {
+        let (reply, _) = ask(&c, "web", f, 80);
+        assert_eq!(reply.pod, "web-1");
+    }
+    // A SYN, an ACK and a request at least, per connection.
+    let redirected = counter_reaching(&c, 1, "verdict_redirect", 3 * N);
+    assert!(
+        redirected >= 3 * N,
+        "{redirected} frames redirected for {N} connections"
+    );
+
+    let before = counter_reaching(&c, 1, "verdict_redirect", u64::MAX);
+    for _ in 0..N {
+        let (reply, _) = ask(&c, "far", f, 80);
+        assert_eq!(reply.pod, "web-2", "routed to the other node");
+    }
+    let after = counter_reaching(&c, 1, "verdict_redirect", u64::MAX);
+    assert_eq!(after, before, "nothing for a remote pod is redirected");
+}
+
 /// A pod-side server that answers one byte and closes first, so the pod
 /// keeps every connection's tuple in TIME_WAIT. Stopped and joined on drop.
 struct ClosesFirst {
@@ -690,4 +743,5 @@ engine_tests!(
     client_ip_affinity_sticks,
     agent_restores_node_on_sigterm,
     snat_reconnect_avoids_time_wait,
+    local_pod_reached_on_its_link,
 );

@@ -17,10 +17,37 @@
 
 use anyhow::{bail, Context, Result};
 use sluice_datapath::host::ServiceTables;
-use sluice_datapath::maps::vip_marker_key;
+use sluice_datapath::maps::{v4_mapped, vip_marker_key, LocalKey, LocalLink};
 
 use super::{MapContent, PodLink};
 use crate::netlink::{sysctl, Netns};
+
+/// The `SLUICE_LOCAL` keys of a pod: its addresses.
+pub fn local_keys(pod: &PodLink) -> Vec<LocalKey> {
+    let v4 = pod.ipv4.map(|a| LocalKey {
+        addr: v4_mapped(a.octets()),
+    });
+    let v6 = pod.ipv6.map(|a| LocalKey { addr: a.octets() });
+    v4.into_iter().chain(v6).collect()
+}
+
+/// What the program needs to hand a pod its packets on its link: `link`
+/// (the engine's id of it), the pod interface's MAC (`pod_ifname` in
+/// `pod_ns`) and the MAC the node's routing would have sent from
+/// (`node_ifname` in `node_side`).
+pub fn local_link(
+    link: u32,
+    pod_ns: &Netns,
+    pod: &PodLink,
+    node_side: &Netns,
+    node_ifname: &str,
+) -> Result<LocalLink> {
+    Ok(LocalLink {
+        ifindex: link,
+        pod_mac: pod_ns.link_mac(&pod.pod_ifname)?,
+        node_mac: node_side.link_mac(node_ifname)?,
+    })
+}
 
 /// Keep `[A-Za-z0-9-]`, map the rest to `-`, at most 40 characters.
 pub fn sanitize(s: &str) -> String {

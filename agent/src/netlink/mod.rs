@@ -108,6 +108,17 @@ impl Netns {
         self.ip(&["link", "show", "dev", name]).is_ok()
     }
 
+    /// The link's MAC address.
+    pub fn link_mac(&self, name: &str) -> Result<[u8; 6]> {
+        let v = self.ip_json(&["link", "show", "dev", name])?;
+        let text = v
+            .get(0)
+            .and_then(|l| l.get("address"))
+            .and_then(|a| a.as_str())
+            .with_context(|| format!("no MAC address on {name}"))?;
+        parse_mac(text).with_context(|| format!("MAC address {text:?} of {name}"))
+    }
+
     pub fn link_index(&self, name: &str) -> Result<u32> {
         let name = name.to_string();
         self.run(move || link_index(&name))?
@@ -138,6 +149,16 @@ impl Netns {
             .collect::<Vec<_>>())
             .map(|_| ())
     }
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = text.split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
 }
 
 fn run_ip(netns_fd: Option<i32>, args: &[&str]) -> Result<String> {
@@ -240,6 +261,22 @@ pub fn netns_del(name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn macs_parse() {
+        assert_eq!(
+            parse_mac("02:4e:00:0a:ff:01"),
+            Some([0x02, 0x4e, 0, 0x0a, 0xff, 1])
+        );
+        for bad in [
+            "",
+            "02:4e:00:0a:ff",
+            "02:4e:00:0a:ff:01:02",
+            "zz:4e:00:0a:ff:01",
+        ] {
+            assert_eq!(parse_mac(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn route_args_pick_family() {

@@ -4,7 +4,8 @@
 //! user-space engine over a byte buffer and in-memory maps (`host`).
 
 use crate::maps::{
-    AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, NodeConfig, ServiceKey, ServiceValue,
+    AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink, NodeConfig,
+    ServiceKey, ServiceValue,
 };
 
 /// How an L4 checksum update must be applied, mirroring the flags of
@@ -82,6 +83,9 @@ pub trait Maps {
 
     fn affinity_get(&self, key: &AffinityKey) -> Option<AffinityValue>;
     fn affinity_put(&mut self, key: &AffinityKey, value: &AffinityValue);
+
+    /// The link of a pod on this node, by its address.
+    fn local_link(&self, key: &LocalKey) -> Option<LocalLink>;
 }
 
 /// Time, injected so tests are deterministic. The program uses no

@@ -35,7 +35,7 @@ pub use outcome::{Event, Outcome, Verdict};
 use conntrack::{CtEntry, PortUse};
 use env::{Clock, Maps, Packet};
 use maps::{
-    addr_is_zero, is_v4_mapped, vip_marker_key, ServiceKey, CT_DIR_FORWARD, CT_DIR_REPLY,
+    addr_is_zero, is_v4_mapped, vip_marker_key, LocalKey, ServiceKey, CT_DIR_FORWARD, CT_DIR_REPLY,
     CT_F_SNAT, CT_STATE_SYN_SENT, PROTO_TCP, PROTO_UDP, SVC_F_LOCAL,
 };
 use parse::{Flow, Parsed, TCP_RST};
@@ -165,9 +165,39 @@ pub fn process<P: Packet, M: Maps, C: Clock>(
             }
         }
     };
-    match nat::rewrite(pkt, &run.flow, &run.ct.val) {
+    // A translated packet for a pod on this node goes straight to the
+    // pod's link, past the node's routing (and its TTL is spent here, as
+    // that routing would have). Replies and remote endpoints are routed.
+    let link = if hook == Hook::WireIngress && event != Event::ReplyNat && run.flow.ttl > 1 {
+        local_link_frame(pkt, maps, &run.ct.val.nat_daddr)
+    } else {
+        0
+    };
+    match nat::rewrite(pkt, &run.flow, &run.ct.val, link != 0) {
+        Some(()) if link != 0 => out(Verdict::Redirect { ifindex: link }, event),
         Some(()) => out(Verdict::Pass, event),
         None => out(Verdict::Drop, Event::Malformed),
+    }
+}
+
+/// If `addr` is a pod on this node, address the frame to it on its link
+/// (destination MAC the pod's, source the node side's) and return the
+/// link; else 0 and the frame is untouched. Its own BPF function, so the
+/// link and MAC buffers stay out of `process`'s frame.
+#[inline(never)]
+fn local_link_frame<P: Packet, M: Maps>(pkt: &mut P, maps: &M, addr: &maps::Addr) -> u32 {
+    let Some(link) = maps.local_link(&LocalKey { addr: *addr }) else {
+        return 0;
+    };
+    if link.ifindex == 0 {
+        return 0;
+    }
+    let mut macs = [0u8; 12];
+    macs[..6].copy_from_slice(&link.pod_mac);
+    macs[6..].copy_from_slice(&link.node_mac);
+    match pkt.store(0, &macs) {
+        Some(()) => link.ifindex,
+        None => 0,
     }
 }
 

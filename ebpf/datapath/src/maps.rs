@@ -31,6 +31,9 @@ pub const MAP_AFFINITY: &str = "SLUICE_AFFINITY";
 pub const MAP_NODE: &str = "SLUICE_NODE";
 /// Per-CPU array: `Event as u32` → count (`u64`).
 pub const MAP_EVENTS: &str = "SLUICE_EVENTS";
+/// Hash: [`LocalKey`] → [`LocalLink`]: this node's pods, whose translated
+/// packets go straight to their link.
+pub const MAP_LOCAL: &str = "SLUICE_LOCAL";
 
 /// Frontends.
 pub const SERVICES_MAX_ENTRIES: u32 = 65_536;
@@ -44,8 +47,11 @@ pub const CT_MAX_ENTRIES: u32 = 262_144;
 pub const AFFINITY_MAX_ENTRIES: u32 = 65_536;
 /// One node configuration, index 0.
 pub const NODE_MAX_ENTRIES: u32 = 1;
-/// One counter per [`Event`].
-pub const EVENTS_MAX_ENTRIES: u32 = Event::COUNT as u32;
+/// One counter per [`Event`], then one per kind of verdict
+/// ([`crate::Verdict::counter_index`]).
+pub const EVENTS_MAX_ENTRIES: u32 = Event::COUNT as u32 + 3;
+/// Pod addresses on this node.
+pub const LOCAL_MAX_ENTRIES: u32 = 16_384;
 
 pub const PROTO_ICMP: u8 = 1;
 pub const PROTO_TCP: u8 = 6;
@@ -152,6 +158,29 @@ pub struct NodeConfig {
     pub snat_port_min: u16,
     pub snat_port_max: u16,
     pub _pad: u32,
+}
+
+/// A pod address on this node (IPv4-mapped for IPv4).
+#[repr(C, align(4))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LocalKey {
+    pub addr: Addr,
+}
+
+/// How to hand a packet to a pod on this node without the node's routing:
+/// the frame the node would have sent on the pod's link, built by the
+/// program. Each engine fills these for the pods it plugged.
+#[repr(C, align(4))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LocalLink {
+    /// The link: the kernel's ifindex of the pod link's node side (kernel
+    /// engine), the relay's id of the pod's link (emulated engine).
+    pub ifindex: u32,
+    /// Destination MAC: the pod's interface.
+    pub pod_mac: [u8; 6],
+    /// Source MAC: the node's side of the link, as the node's routing
+    /// would have sent it.
+    pub node_mac: [u8; 6],
 }
 
 // Conntrack and affinity: owned by the program; the control side only reads
@@ -270,4 +299,6 @@ const _: () = {
     assert!(size_of::<CtValue>() == 64);
     assert!(size_of::<AffinityKey>() == 24);
     assert!(size_of::<AffinityValue>() == 32);
+    assert!(size_of::<LocalKey>() == 16);
+    assert!(size_of::<LocalLink>() == 16);
 };

@@ -5,11 +5,10 @@ use crate::env::{L4Csum, Packet};
 use crate::maps::{addr_eq, addr_word, Addr, CtValue};
 use crate::parse::Flow;
 
-const V4_SADDR_OFF: usize = 12;
-const V4_DADDR_OFF: usize = 16;
-const V4_CSUM_OFF: usize = 10;
+const V4_TTL_OFF: usize = 8;
 const V6_SADDR_OFF: usize = 8;
 const V6_DADDR_OFF: usize = 24;
+const V6_HOP_LIMIT_OFF: usize = 7;
 
 /// RFC 1624 difference for replacing address `old` by `new`, over 32-bit
 /// words: all four for IPv6, the last (the IPv4 address of an IPv4-mapped
@@ -25,24 +24,15 @@ pub fn addr_diff(old: &Addr, new: &Addr, v6: bool) -> u32 {
     d
 }
 
-/// Write address `a` at `off`: 16 bytes for IPv6, the IPv4 address (last
-/// four bytes) for IPv4.
-#[inline(always)]
-fn store_addr<P: Packet>(pkt: &mut P, off: usize, a: &Addr, v6: bool) -> Option<()> {
-    if v6 {
-        pkt.store(off, a)
-    } else {
-        pkt.store(off, &addr_word(a, 3).to_be_bytes())
-    }
-}
-
 /// Rewrite `flow`'s packet to the translation of `to`: source :=
-/// `nat_saddr:nat_sport`, destination := `nat_daddr:nat_dport`. Only fields
-/// that change are written; address changes reach the L4 checksum through
-/// the pseudo-header, port changes directly. `None` only if the frame no
-/// longer holds the headers the parser saw. Its own BPF function.
+/// `nat_saddr:nat_sport`, destination := `nat_daddr:nat_dport`, and with
+/// `hop` the TTL (hop limit) one less, as the router the program stands in
+/// for would (the caller checked it is above 1). Only fields that change are
+/// written; address changes reach the L4 checksum through the
+/// pseudo-header, port changes directly. `None` only if the frame no longer
+/// holds the headers the parser saw. Its own BPF function.
 #[inline(never)]
-pub fn rewrite<P: Packet>(pkt: &mut P, flow: &Flow, to: &CtValue) -> Option<()> {
+pub fn rewrite<P: Packet>(pkt: &mut P, flow: &Flow, to: &CtValue, hop: bool) -> Option<()> {
     let csum_off = flow.l4_csum_off();
     let how_pseudo = L4Csum {
         pseudo: true,
@@ -53,15 +43,19 @@ pub fn rewrite<P: Packet>(pkt: &mut P, flow: &Flow, to: &CtValue) -> Option<()> 
         ..how_pseudo
     };
     let l3 = flow.l3();
-    let (s_off, d_off) = if flow.v6 {
-        (V6_SADDR_OFF, V6_DADDR_OFF)
-    } else {
-        (V4_SADDR_OFF, V4_DADDR_OFF)
-    };
 
     let s_changed = !addr_eq(&to.nat_saddr, &flow.saddr);
     let d_changed = !addr_eq(&to.nat_daddr, &flow.daddr);
-    if s_changed || d_changed {
+    let ttl = if hop {
+        flow.ttl.wrapping_sub(1)
+    } else {
+        flow.ttl
+    };
+    if flow.v6 && hop {
+        // The hop limit is in no checksum.
+        pkt.store(l3 + V6_HOP_LIMIT_OFF, &[ttl])?;
+    }
+    if s_changed || d_changed || (hop && !flow.v6) {
         let mut addr_diff_sum = 0u32;
         if s_changed {
             addr_diff_sum += addr_diff(&flow.saddr, &to.nat_saddr, flow.v6);
@@ -71,16 +65,21 @@ pub fn rewrite<P: Packet>(pkt: &mut P, flow: &Flow, to: &CtValue) -> Option<()> 
         }
         if flow.v6 {
             if s_changed {
-                store_addr(pkt, l3 + s_off, &to.nat_saddr, true)?;
+                pkt.store(l3 + V6_SADDR_OFF, &to.nat_saddr)?;
             }
             if d_changed {
-                store_addr(pkt, l3 + d_off, &to.nat_daddr, true)?;
+                pkt.store(l3 + V6_DADDR_OFF, &to.nat_daddr)?;
             }
         } else {
-            // IPv4: header checksum, source and destination are adjacent
-            // (bytes 10..20). One store with the checksum updated here
-            // (RFC 1624) instead of up to two stores and a checksum helper:
-            // each is a helper call in the kernel build.
+            // IPv4: TTL, protocol, header checksum, source and destination
+            // are adjacent (bytes 8..20). One store with the checksum
+            // updated here (RFC 1624) instead of up to two stores and a
+            // checksum helper: each is a helper call in the kernel build.
+            // The TTL is in the header checksum, not in the pseudo-header.
+            let ttl_diff = csum::diff16(
+                u16::from_be_bytes([flow.ttl, flow.proto]),
+                u16::from_be_bytes([ttl, flow.proto]),
+            );
             let saddr = if s_changed {
                 &to.nat_saddr
             } else {
@@ -91,11 +90,15 @@ pub fn rewrite<P: Packet>(pkt: &mut P, flow: &Flow, to: &CtValue) -> Option<()> 
             } else {
                 &flow.daddr
             };
-            let mut hdr = [0u8; 10];
-            hdr[..2].copy_from_slice(&csum::apply(flow.ip_csum, addr_diff_sum).to_be_bytes());
-            hdr[2..6].copy_from_slice(&addr_word(saddr, 3).to_be_bytes());
-            hdr[6..].copy_from_slice(&addr_word(daddr, 3).to_be_bytes());
-            pkt.store(l3 + V4_CSUM_OFF, &hdr)?;
+            let mut hdr = [0u8; 12];
+            hdr[0] = ttl;
+            hdr[1] = flow.proto;
+            hdr[2..4].copy_from_slice(
+                &csum::apply(flow.ip_csum, addr_diff_sum + ttl_diff).to_be_bytes(),
+            );
+            hdr[4..8].copy_from_slice(&addr_word(saddr, 3).to_be_bytes());
+            hdr[8..].copy_from_slice(&addr_word(daddr, 3).to_be_bytes());
+            pkt.store(l3 + V4_TTL_OFF, &hdr)?;
         }
         // ICMP (v4) has no pseudo-header; ICMPv6 does, but we never
         // rewrite ICMPv6 here.

@@ -5,6 +5,40 @@ pub enum Verdict {
     /// Continue with the (possibly rewritten) frame; the node kernel routes it.
     Pass,
     Drop,
+    /// The frame is ready for a pod's link (MACs set, TTL spent): send it
+    /// there, past the node's routing (see [`crate::maps::LocalLink`]).
+    Redirect {
+        ifindex: u32,
+    },
+}
+
+impl Verdict {
+    /// One of each kind, for counters.
+    pub const KINDS: [Verdict; 3] = [
+        Verdict::Pass,
+        Verdict::Drop,
+        Verdict::Redirect { ifindex: 0 },
+    ];
+
+    /// Metric label.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::Pass => "verdict_pass",
+            Verdict::Drop => "verdict_drop",
+            Verdict::Redirect { .. } => "verdict_redirect",
+        }
+    }
+
+    /// Its counter's index in the events counters, after the events'.
+    #[inline(always)]
+    pub fn counter_index(&self) -> u32 {
+        Event::COUNT as u32
+            + match self {
+                Verdict::Pass => 0,
+                Verdict::Drop => 1,
+                Verdict::Redirect { .. } => 2,
+            }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

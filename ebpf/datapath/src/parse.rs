@@ -51,6 +51,8 @@ pub struct Flow {
     pub tcp_flags: u8,
     /// TCP header length in bytes (20..=60); TCP only.
     pub tcp_hlen: u8,
+    /// IPv4 TTL or IPv6 hop limit as received.
+    pub ttl: u8,
     /// Offset of the IP header.
     pub l3: u16,
     /// Offset of the L4 header.
@@ -185,6 +187,7 @@ fn parse_v4<P: Packet>(pkt: &P, l3: usize, flow: &mut Flow) -> Parsed {
         return MALFORMED;
     }
     let proto = h[9];
+    flow.ttl = h[8];
     flow.ip_csum = u16::from_be_bytes([h[10], h[11]]);
     let frag = u16::from_be_bytes([h[6], h[7]]);
     let more_fragments = frag & 0x2000 != 0;
@@ -221,6 +224,7 @@ fn parse_v6<P: Packet>(pkt: &P, l3: usize, flow: &mut Flow) -> Parsed {
         return MALFORMED;
     }
     let mut next = h[6];
+    flow.ttl = h[7];
     let mut l4 = l3 + IPV6_HLEN;
     let mut l4_len = payload;
     let mut i = 0;

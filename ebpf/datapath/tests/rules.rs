@@ -6,8 +6,9 @@ mod common;
 
 use common::*;
 use sluice_datapath::maps::{
-    CtKey, CT_DIR_FORWARD, CT_DIR_REPLY, CT_STATE_CLOSED, CT_STATE_CLOSING, CT_STATE_ESTABLISHED,
-    CT_STATE_FIN_WAIT, CT_STATE_SYN_SENT, PROTO_TCP, PROTO_UDP, SVC_F_AFFINITY, SVC_F_LOCAL,
+    CtKey, LocalKey, LocalLink, CT_DIR_FORWARD, CT_DIR_REPLY, CT_STATE_CLOSED, CT_STATE_CLOSING,
+    CT_STATE_ESTABLISHED, CT_STATE_FIN_WAIT, CT_STATE_SYN_SENT, PROTO_TCP, PROTO_UDP,
+    SVC_F_AFFINITY, SVC_F_LOCAL,
 };
 use sluice_datapath::{Event, Hook, Verdict};
 use std::collections::HashSet;
@@ -49,6 +50,7 @@ both!(
     no_snat_port,
     snat_port_held_for_time_wait,
     snat_reused_tuple_gets_a_fresh_port,
+    local_pod_frames_go_to_its_link,
 );
 
 fn tcp_svc(net: Net, flags: u32, ready: &[u16], terminating: &[u16]) -> common::Env {
@@ -892,6 +894,94 @@ fn snat_reused_tuple_gets_a_fresh_port(net: Net) {
         prev = Some(p);
         env.clock.advance_ns(1_000_000);
     }
+}
+
+const LINK: LocalLink = LocalLink {
+    ifindex: 7,
+    pod_mac: [0x02, 0x50, 0, 0, 0, 1],
+    node_mac: [0x02, 0x4e, 0, 0, 0, 1],
+};
+
+/// `frame` with its TTL (hop limit) set to `ttl`, the IPv4 checksum redone.
+fn with_ttl(mut f: Vec<u8>, ttl: u8) -> Vec<u8> {
+    if f[12..14] == [0x86, 0xdd] {
+        f[14 + 7] = ttl;
+        return f;
+    }
+    f[14 + 8] = ttl;
+    f[24] = 0;
+    f[25] = 0;
+    let mut sum = 0u32;
+    for c in f[14..34].chunks(2) {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    f
+}
+
+// spec: P2, P4 (a pod on this node gets its translated packets on its own
+// link: the frame the node's routing would have sent, TTL spent)
+fn local_pod_frames_go_to_its_link(net: Net) {
+    for policy in [SVC_F_LOCAL, 0] {
+        let mut env = tcp_svc(net, policy, &[1], &[]);
+        env.maps.set_local_link(LocalKey { addr: net.pod(1) }, LINK);
+        let syn = tcp(net, net.client(), 40000, net.vip(), PORT, &syn(1));
+        let (o, out) = env.run(&syn, Hook::WireIngress);
+        assert_eq!(
+            (o.verdict, o.event),
+            (Verdict::Redirect { ifindex: 7 }, Event::NewFlow)
+        );
+        assert_eq!(out[..6], LINK.pod_mac, "destination MAC: the pod's");
+        assert_eq!(out[6..12], LINK.node_mac, "source MAC: the node side's");
+        let d = decode(&out); // every checksum re-verified
+        assert_eq!((d.dst, d.ttl), (net.pod(1), 63));
+        assert_eq!(d.ports().1, TARGET);
+
+        // Established packets too; a packet with its last hop left goes to
+        // the node's routing, which answers time exceeded.
+        let data = tcp(
+            net,
+            net.client(),
+            40000,
+            net.vip(),
+            PORT,
+            &seg(TCP_ACK, 2, 2, b"x"),
+        );
+        let (o, _) = env.run(&data, Hook::WireIngress);
+        assert_eq!(o.verdict, Verdict::Redirect { ifindex: 7 });
+        let (o, out) = env.run(&with_ttl(data.clone(), 1), Hook::WireIngress);
+        assert_eq!((o.verdict, o.event), (Verdict::Pass, Event::Established));
+        assert_eq!(decode(&out).ttl, 1);
+        assert_eq!(out[..12], with_ttl(data, 1)[..12], "MACs untouched");
+
+        // The pod's reply is routed as before.
+        let reply_dst = if policy == SVC_F_LOCAL {
+            net.client()
+        } else {
+            net.node()
+        };
+        let reply_port = d.ports().0;
+        let r = tcp(
+            net,
+            net.pod(1),
+            TARGET,
+            reply_dst,
+            reply_port,
+            &seg(TCP_SYN | TCP_ACK, 5, 2, b""),
+        );
+        assert_eq!(env.run(&r, Hook::FromPod).0.verdict, Verdict::Pass);
+    }
+
+    // An endpoint with no link on this node is routed.
+    let mut env = tcp_svc(net, 0, &[2], &[]);
+    env.maps.set_local_link(LocalKey { addr: net.pod(1) }, LINK);
+    let syn = tcp(net, net.client(), 40000, net.vip(), PORT, &syn(1));
+    let (o, out) = env.run(&syn, Hook::WireIngress);
+    assert_eq!(o.verdict, Verdict::Pass);
+    assert_eq!(decode(&out).ttl, 64);
 }
 
 #[test]

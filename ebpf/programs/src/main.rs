@@ -12,7 +12,7 @@ mod skb;
 
 use aya_ebpf::{
     bindings::{TC_ACT_OK, TC_ACT_SHOT},
-    helpers::bpf_ktime_get_ns,
+    helpers::{bpf_ktime_get_ns, bpf_redirect},
     macros::classifier,
     programs::TcContext,
 };
@@ -38,9 +38,13 @@ fn run(ctx: TcContext, hook: Hook) -> i32 {
     let mut clock = KernelClock;
     let outcome = process(&mut pkt, &mut maps, &mut clock, hook);
     maps::count(outcome.event as u32);
+    maps::count(outcome.verdict.counter_index());
     match outcome.verdict {
         Verdict::Pass => TC_ACT_OK,
         Verdict::Drop => TC_ACT_SHOT,
+        // SAFETY: a helper taking an ifindex and flags; it returns
+        // TC_ACT_REDIRECT, or TC_ACT_SHOT for an ifindex it cannot use.
+        Verdict::Redirect { ifindex } => unsafe { bpf_redirect(ifindex, 0) as i32 },
     }
 }
 

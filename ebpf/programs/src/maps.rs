@@ -15,6 +15,7 @@
 //! | `SLUICE_AFFINITY` | LRU hash | `AffinityKey` → `AffinityValue` | 65 536 |
 //! | `SLUICE_NODE` | array | 0 → `NodeConfig` | 1 |
 //! | `SLUICE_EVENTS` | per-CPU array | `Event as u32` → count (`u64`) | `Event::COUNT` |
+//! | `SLUICE_LOCAL` | hash | `LocalKey` → `LocalLink` | 16 384 |
 //!
 //! Kernel map names keep the first 15 bytes (`SLUICE_ENDPOINT` in
 //! `bpftool map`); aya finds maps by the full name above.
@@ -27,10 +28,11 @@ use aya_ebpf::{
 use sluice_datapath::{
     env::Maps,
     maps::{
-        AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, NodeConfig, ServiceKey, ServiceValue,
-        AFFINITY_MAX_ENTRIES, CT_MAX_ENTRIES, ENDPOINTS_MAX_ENTRIES, EVENTS_MAX_ENTRIES,
-        MAGLEV_MAX_ENTRIES, MAP_AFFINITY, MAP_CT, MAP_ENDPOINTS, MAP_EVENTS, MAP_MAGLEV, MAP_NODE,
-        MAP_SERVICES, NODE_MAX_ENTRIES, SERVICES_MAX_ENTRIES,
+        AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink, NodeConfig,
+        ServiceKey, ServiceValue, AFFINITY_MAX_ENTRIES, CT_MAX_ENTRIES, ENDPOINTS_MAX_ENTRIES,
+        EVENTS_MAX_ENTRIES, LOCAL_MAX_ENTRIES, MAGLEV_MAX_ENTRIES, MAP_AFFINITY, MAP_CT,
+        MAP_ENDPOINTS, MAP_EVENTS, MAP_LOCAL, MAP_MAGLEV, MAP_NODE, MAP_SERVICES, NODE_MAX_ENTRIES,
+        SERVICES_MAX_ENTRIES,
     },
 };
 
@@ -57,6 +59,7 @@ const _: () = assert!(same(MAP_CT, "SLUICE_CT"));
 const _: () = assert!(same(MAP_AFFINITY, "SLUICE_AFFINITY"));
 const _: () = assert!(same(MAP_NODE, "SLUICE_NODE"));
 const _: () = assert!(same(MAP_EVENTS, "SLUICE_EVENTS"));
+const _: () = assert!(same(MAP_LOCAL, "SLUICE_LOCAL"));
 
 #[map(name = "SLUICE_SERVICES")]
 static SERVICES: HashMap<ServiceKey, ServiceValue> =
@@ -77,6 +80,9 @@ static AFFINITY: LruHashMap<AffinityKey, AffinityValue> =
 
 #[map(name = "SLUICE_NODE")]
 static NODE: Array<NodeConfig> = Array::with_max_entries(NODE_MAX_ENTRIES, 0);
+
+#[map(name = "SLUICE_LOCAL")]
+static LOCAL: HashMap<LocalKey, LocalLink> = HashMap::with_max_entries(LOCAL_MAX_ENTRIES, 0);
 
 /// Per-CPU counters indexed by `Event as u32`: the metrics the user-space
 /// engine keeps too.
@@ -180,5 +186,11 @@ impl Maps for AyaMaps {
     #[inline(always)]
     fn affinity_put(&mut self, key: &AffinityKey, value: &AffinityValue) {
         let _ = AFFINITY.insert(key, value, u64::from(BPF_ANY));
+    }
+
+    #[inline(always)]
+    fn local_link(&self, key: &LocalKey) -> Option<LocalLink> {
+        // SAFETY: read-only by the program; the value is copied out at once.
+        unsafe { LOCAL.get(key).map(read) }
     }
 }

@@ -228,16 +228,31 @@ impl EmulatedEngine {
         let sock = wire
             .run(move || sys::open_packet_socket(&h))?
             .with_context(|| format!("opening the socket on {host}"))?;
+        // Redirected frames carry what the node kernel would have sent on
+        // the TAP: its MAC as the source.
+        let link = wire.link_index(host)?;
+        let local = podnet::local_link(link, &pod_ns, pod, &self.node, host)?;
         self.shared.pods().push(Arc::new(PodIo {
             key: pod.key.clone(),
+            link,
             sock,
             tap,
         }));
         self.shared.pods_changed();
+        let mut maps = self.shared.maps();
+        for k in podnet::local_keys(pod) {
+            maps.set_local_link(k, local);
+        }
         Ok(())
     }
 
     fn unplug(&mut self, pod: &PodLink) -> Result<()> {
+        {
+            let mut maps = self.shared.maps();
+            for k in podnet::local_keys(pod) {
+                maps.remove_local_link(&k);
+            }
+        }
         let before = {
             let mut pods = self.shared.pods();
             let n = pods.len();

@@ -55,6 +55,7 @@ pub struct Counters {
     events: [AtomicU64; Event::COUNT],
     pass: AtomicU64,
     drop: AtomicU64,
+    redirect: AtomicU64,
     pub engine: EngineCounters,
 }
 
@@ -66,6 +67,7 @@ impl Counters {
         match verdict {
             Verdict::Pass => &self.pass,
             Verdict::Drop => &self.drop,
+            Verdict::Redirect { .. } => &self.redirect,
         }
         .fetch_add(1, Ordering::Relaxed);
     }
@@ -82,8 +84,12 @@ impl Counters {
                 )
             })
             .collect();
-        v.push(("verdict_pass", self.pass.load(Ordering::Relaxed)));
-        v.push(("verdict_drop", self.drop.load(Ordering::Relaxed)));
+        for (verdict, c) in Verdict::KINDS
+            .iter()
+            .zip([&self.pass, &self.drop, &self.redirect])
+        {
+            v.push((verdict.name(), c.load(Ordering::Relaxed)));
+        }
         v.extend(self.engine.list());
         v
     }
@@ -92,6 +98,9 @@ impl Counters {
 /// A plugged pod as the loop sees it.
 pub struct PodIo {
     pub key: String,
+    /// The id the program redirects to (`LocalLink::ifindex`): the ifindex
+    /// of the link's host end in the wire namespace.
+    pub link: u32,
     /// `AF_PACKET` on the pod link's host end (in the wire namespace).
     pub sock: OwnedFd,
     /// The node-side TAP.
@@ -169,6 +178,8 @@ pub struct Relay {
 
 struct Worker<'a> {
     shared: &'a Shared,
+    /// The pods the loop polls, for redirects to their links.
+    pods: Vec<Arc<PodIo>>,
     clock: SystemClock,
     buf: Vec<u8>,
     scratch: Vec<u8>,
@@ -180,6 +191,7 @@ impl Relay {
         let shared = self.shared.clone();
         let mut w = Worker {
             shared: &shared,
+            pods: Vec::new(),
             clock: SystemClock::new(),
             buf: vec![0u8; BUF_LEN],
             scratch: vec![0u8; BUF_LEN],
@@ -197,6 +209,7 @@ impl Relay {
             let gen = shared.pods_gen.load(Ordering::SeqCst);
             if gen != seen_gen {
                 pods = shared.pods().clone();
+                w.pods = pods.clone();
                 seen_gen = gen;
                 shared.pods_seen.store(gen, Ordering::SeqCst);
             }
@@ -368,6 +381,7 @@ impl Worker<'_> {
             None => &mut self.buf,
         };
         let mut len = len;
+        let mut out = out;
         if let Some(hook) = hook {
             // At a TC ingress hook the kernel has classified the frame
             // (pkt_type) from its destination MAC before the program runs,
@@ -386,11 +400,28 @@ impl Worker<'_> {
             };
             len = pkt.len;
             shared.counters.count(outcome.event, outcome.verdict);
-            if outcome.verdict == Verdict::Drop {
-                return;
-            }
-            if to_kernel && len >= 14 {
-                buf[VNET_HDR_LEN..VNET_HDR_LEN + 6].copy_from_slice(&dst_mac);
+            match outcome.verdict {
+                Verdict::Drop => return,
+                // The program built the frame for the pod's link: it goes
+                // there as it is, past the node kernel.
+                Verdict::Redirect { ifindex } => {
+                    match self.pods.iter().find(|p| p.link == ifindex) {
+                        Some(p) => out = Out::Sock(p.sock.as_raw_fd()),
+                        None => {
+                            shared
+                                .counters
+                                .engine
+                                .tx_dropped
+                                .fetch_add(1, Ordering::Relaxed);
+                            return;
+                        }
+                    }
+                }
+                Verdict::Pass => {
+                    if to_kernel && len >= 14 {
+                        buf[VNET_HDR_LEN..VNET_HDR_LEN + 6].copy_from_slice(&dst_mac);
+                    }
+                }
             }
         }
         let r = match out {

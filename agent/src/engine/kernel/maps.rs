@@ -36,20 +36,20 @@ use anyhow::{bail, Context, Result};
 use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray};
 use aya::Ebpf;
 use sluice_datapath::host::ServiceTables;
-use sluice_datapath::maps::{Endpoint, NodeConfig, ServiceKey, ServiceValue};
-use sluice_datapath::Event;
+use sluice_datapath::maps::{Endpoint, LocalKey, LocalLink, NodeConfig, ServiceKey, ServiceValue};
+use sluice_datapath::{Event, Verdict};
 use tracing::warn;
 
 /// Map names: the contract with `ebpf/programs`, kept in the datapath.
 pub use sluice_datapath::maps::{
     MAP_AFFINITY as AFFINITY, MAP_CT as CT, MAP_ENDPOINTS as ENDPOINTS, MAP_EVENTS as EVENTS,
-    MAP_MAGLEV as MAGLEV, MAP_NODE as NODE, MAP_SERVICES as SERVICES,
+    MAP_LOCAL as LOCAL, MAP_MAGLEV as MAGLEV, MAP_NODE as NODE, MAP_SERVICES as SERVICES,
 };
 
 /// Every map of the object, with the key and value sizes the agent's types
 /// have: the object must agree, or the two were built from different
 /// datapath sources.
-pub fn expected_layout() -> [(&'static str, usize, usize); 7] {
+pub fn expected_layout() -> [(&'static str, usize, usize); 8] {
     use sluice_datapath::maps::{AffinityKey, AffinityValue, CtKey, CtValue};
     use std::mem::size_of;
     [
@@ -64,6 +64,7 @@ pub fn expected_layout() -> [(&'static str, usize, usize); 7] {
         ),
         (NODE, 4, size_of::<NodeConfig>()),
         (EVENTS, 4, 8),
+        (LOCAL, size_of::<LocalKey>(), size_of::<LocalLink>()),
     ]
 }
 
@@ -82,6 +83,10 @@ unsafe impl aya::Pod for P<ServiceValue> {}
 unsafe impl aya::Pod for P<Endpoint> {}
 // SAFETY: as above.
 unsafe impl aya::Pod for P<NodeConfig> {}
+// SAFETY: as above.
+unsafe impl aya::Pod for P<LocalKey> {}
+// SAFETY: as above.
+unsafe impl aya::Pod for P<LocalLink> {}
 
 /// The operations an apply needs; over the kernel maps ([`AyaMaps`]) and,
 /// in tests, memory.
@@ -246,6 +251,7 @@ pub struct AyaMaps {
     maglev: Array<MapData, u32>,
     node: Array<MapData, P<NodeConfig>>,
     events: PerCpuArray<MapData, u64>,
+    local: BpfHashMap<MapData, P<LocalKey>, P<LocalLink>>,
     services_max: u32,
 }
 
@@ -276,24 +282,51 @@ impl AyaMaps {
             node: Array::try_from(take(ebpf, NODE)?).with_context(|| format!("opening {NODE}"))?,
             events: PerCpuArray::try_from(take(ebpf, EVENTS)?)
                 .with_context(|| format!("opening {EVENTS}"))?,
+            local: BpfHashMap::try_from(take(ebpf, LOCAL)?)
+                .with_context(|| format!("opening {LOCAL}"))?,
             services_max,
         })
+    }
+
+    /// A pod on this node, for redirects to its link.
+    pub fn put_local(&mut self, k: &LocalKey, v: &LocalLink) -> Result<()> {
+        self.local
+            .insert(P(*k), P(*v), 0)
+            .with_context(|| format!("writing {LOCAL}"))
+    }
+
+    /// Forget a pod address; one that is not there is no error.
+    pub fn del_local(&mut self, k: &LocalKey) -> Result<()> {
+        match self.local.remove(&P(*k)) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("removing from {LOCAL}")),
+        }
+    }
+
+    /// Every pod address the map holds (a restarted agent clears what no
+    /// pod it plugs claims).
+    pub fn local_keys(&self) -> Vec<LocalKey> {
+        self.local
+            .keys()
+            .filter_map(|k| k.ok())
+            .map(|k| k.0)
+            .collect()
     }
 
     /// Per-event packet counts, summed over CPUs, labelled as the emulated
     /// engine labels them.
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
-        Event::ALL
+        let sum = |i: u32| {
+            self.events
+                .get(&i, 0)
+                .map(|v| v.iter().fold(0u64, |a, b| a.wrapping_add(*b)))
+                .unwrap_or(0)
+        };
+        let events = Event::ALL.iter().map(|e| (e.name(), sum(e.index() as u32)));
+        let verdicts = Verdict::KINDS
             .iter()
-            .map(|e| {
-                let n = self
-                    .events
-                    .get(&(e.index() as u32), 0)
-                    .map(|v| v.iter().fold(0u64, |a, b| a.wrapping_add(*b)))
-                    .unwrap_or(0);
-                (e.name(), n)
-            })
-            .collect()
+            .map(|v| (v.name(), sum(v.counter_index())));
+        events.chain(verdicts).collect()
     }
 }
 

@@ -268,7 +268,13 @@ impl KernelEngine {
                 .map_err(|e| anyhow!(tail(&e.to_string(), 40)))
                 .with_context(|| format!("the kernel refused program {p}"))?;
         }
-        let maps = AyaMaps::take(&mut ebpf)?;
+        let mut maps = AyaMaps::take(&mut ebpf)?;
+        // Pod links from a previous agent are published again as each pod
+        // is plugged; until then their packets are routed, which delivers
+        // them the same way. A pod gone meanwhile leaves nothing behind.
+        for k in maps.local_keys() {
+            maps.del_local(&k)?;
+        }
         let writer = Writer::adopt(&maps)?;
         let mut e = KernelEngine {
             nic: nic.to_string(),
@@ -491,6 +497,27 @@ impl KernelEngine {
         Ok(())
     }
 
+    /// Let the program redirect the pod's packets to its link.
+    fn publish_local(&mut self, pod: &PodLink) -> Result<()> {
+        let pod_ns = Netns::open(&pod.netns)?;
+        let host = pod.host_ifname.as_str();
+        let link = self.node.link_index(host)?;
+        let local = podnet::local_link(link, &pod_ns, pod, &self.node, host)?;
+        for k in podnet::local_keys(pod) {
+            self.maps.put_local(&k, &local)?;
+        }
+        Ok(())
+    }
+
+    /// Best effort: a stale entry only points at a link that is gone.
+    fn forget_local(&mut self, pod: &PodLink) {
+        for k in podnet::local_keys(pod) {
+            if let Err(e) = self.maps.del_local(&k) {
+                warn!(pod = %pod.key, error = %format!("{e:#}"), "forgetting a pod's link");
+            }
+        }
+    }
+
     fn unplug(&mut self, host: &str) -> Result<()> {
         let mut first: Option<anyhow::Error> = None;
         if let Err(e) = self.detach(host, TcAttachType::Ingress) {
@@ -586,7 +613,8 @@ impl Engine for KernelEngine {
             self.unplug(&old.host_ifname)?;
             self.pods.remove(&pod.key);
         }
-        if let Err(e) = self.plug(pod) {
+        if let Err(e) = self.plug(pod).and_then(|()| self.publish_local(pod)) {
+            self.forget_local(pod);
             let _ = self.unplug(&pod.host_ifname);
             return Err(e.context(format!("plugging pod {}", pod.key)));
         }
@@ -599,6 +627,7 @@ impl Engine for KernelEngine {
         let Some(pod) = self.pods.remove(key) else {
             return Ok(());
         };
+        self.forget_local(&pod);
         self.unplug(&pod.host_ifname)
             .with_context(|| format!("unplugging pod {key}"))?;
         info!(pod = %key, "pod unplugged");

@@ -5,8 +5,10 @@ use super::tables::ServiceTables;
 use crate::conntrack::{port_use, PortUse};
 use crate::env::Maps;
 use crate::maps::{
-    AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, NodeConfig, ServiceKey, ServiceValue,
+    AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink, NodeConfig,
+    ServiceKey, ServiceValue,
 };
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Cilium's default conntrack size (`bpf-ct-global-tcp-max`).
@@ -20,6 +22,7 @@ pub struct HostMaps {
     tables: Arc<ServiceTables>,
     ct: LruMap<CtKey, CtValue>,
     affinity: LruMap<AffinityKey, AffinityValue>,
+    local: HashMap<LocalKey, LocalLink>,
 }
 
 impl Default for HostMaps {
@@ -39,7 +42,21 @@ impl HostMaps {
             tables: Arc::new(ServiceTables::default()),
             ct: LruMap::new(ct),
             affinity: LruMap::new(affinity),
+            local: HashMap::new(),
         }
+    }
+
+    /// A pod on this node at `key`, reached on `link` (`SLUICE_LOCAL`).
+    pub fn set_local_link(&mut self, key: LocalKey, link: LocalLink) {
+        self.local.insert(key, link);
+    }
+
+    pub fn remove_local_link(&mut self, key: &LocalKey) {
+        self.local.remove(key);
+    }
+
+    pub fn local_links(&self) -> Vec<(LocalKey, LocalLink)> {
+        self.local.iter().map(|(k, v)| (*k, *v)).collect()
     }
 
     pub fn set_node(&mut self, node: NodeConfig) {
@@ -154,5 +171,9 @@ impl Maps for HostMaps {
 
     fn affinity_put(&mut self, key: &AffinityKey, value: &AffinityValue) {
         self.affinity.insert(*key, *value);
+    }
+
+    fn local_link(&self, key: &LocalKey) -> Option<LocalLink> {
+        self.local.get(key).copied()
     }
 }

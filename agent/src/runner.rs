@@ -29,7 +29,7 @@ use crate::pods::{
 };
 use crate::state::source::{StateSource, Update};
 use crate::state::DesiredState;
-use crate::status::{write_status, DrainStatus, PendingPod, PodEviction, Status};
+use crate::status::{write_status, BudgetReport, DrainStatus, PendingPod, PodEviction, Status};
 
 /// How long a failed apply waits before it is tried again: kube-proxy
 /// retries on its next sync rather than in a tight loop.
@@ -458,6 +458,19 @@ impl Runner {
     }
 
     fn publish(&mut self) {
+        self.status.budgets = self
+            .budgets
+            .lock()
+            .statuses()
+            .into_iter()
+            .map(|(pdb, st)| BudgetReport {
+                pdb,
+                expected_pods: st.expected,
+                current_healthy: st.current_healthy,
+                desired_healthy: st.desired_healthy,
+                disruptions_allowed: st.disruptions_allowed,
+            })
+            .collect();
         let packets: Vec<(String, u64)> = self
             .engine
             .counters()

@@ -37,6 +37,20 @@ pub struct Status {
     /// Evictions outside a drain (a pod left the desired state): under way
     /// and the last ones that ended.
     pub evictions: Vec<PodEviction>,
+    /// Every PodDisruptionBudget of the state as the agent sees it: what
+    /// the disruption controller would write into its status.
+    pub budgets: Vec<BudgetReport>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetReport {
+    /// `namespace/name`.
+    pub pdb: String,
+    pub expected_pods: u32,
+    pub current_healthy: u32,
+    pub desired_healthy: u32,
+    pub disruptions_allowed: u32,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]

@@ -489,6 +489,19 @@ spec: {minAvailable: 1, selector: {matchLabels: {app: web}}}
         .filter(|p| p.as_deref() == Some("refused-by-pdb-retrying"))
         .count();
     assert_eq!((gone, refused), (1, 1), "{st}");
+    // The budget's status as the disruption controller would write it: two
+    // pods expected, one must stay, the allowance is spent.
+    assert_eq!(
+        st["budgets"],
+        serde_json::json!([{
+            "pdb": "default/web",
+            "expectedPods": 2,
+            "currentHealthy": 1,
+            "desiredHealthy": 1,
+            "disruptionsAllowed": 0,
+        }]),
+        "{st}"
+    );
     assert_eq!(l.pods.running(), 1);
 }
 

@@ -5,39 +5,32 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sluice_agent::engine::{Engine, MapContent, PodLink};
 use sluice_agent::health::{HealthConfig, HealthHandle, SystemClock};
 use sluice_agent::metrics::MetricsSnapshot;
-use sluice_agent::pods::runtime::{ExitInfo, ProbeRequest, ProbeResult, ProcId, Sig, SpawnSpec};
-use sluice_agent::pods::{PodManager, PoolKind, Prober, ProcessControl};
+use sluice_agent::pods::{PodManager, PoolKind};
 use sluice_agent::runner::Runner;
 use sluice_agent::state::source::{StateSource, Update};
 use sluice_agent::state::{parse_state, DesiredState};
 
-/// What happened, in order, across the engine and the processes.
-#[derive(Default)]
-struct World {
-    log: Vec<String>,
-    fail_apply: bool,
-    next: ProcId,
-    running: Vec<ProcId>,
-    /// Where the health check of `default/web` is answered.
-    health: Option<SocketAddr>,
-    next_state: Option<DesiredState>,
-}
+mod common;
+use common::{lock, FakeEngine, FakePods, Journal, SignalNote};
 
+/// The state the loop polls next.
 #[derive(Clone, Default)]
-struct Fake(Arc<Mutex<World>>);
+struct NextState(Arc<Mutex<Option<DesiredState>>>);
 
-impl Fake {
-    fn w(&self) -> MutexGuard<'_, World> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+impl StateSource for NextState {
+    fn poll(&mut self) -> Update {
+        match lock(&self.0).take() {
+            Some(s) => Update::State(s),
+            None => Update::Unchanged,
+        }
     }
-    fn log(&self) -> Vec<String> {
-        self.w().log.clone()
+    fn describe(&self) -> String {
+        "fake".into()
     }
 }
 
@@ -57,85 +50,6 @@ fn health_check(addr: SocketAddr) -> (u16, String) {
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     (status, text)
-}
-
-impl StateSource for Fake {
-    fn poll(&mut self) -> Update {
-        match self.w().next_state.take() {
-            Some(s) => Update::State(s),
-            None => Update::Unchanged,
-        }
-    }
-    fn describe(&self) -> String {
-        "fake".into()
-    }
-}
-
-impl Engine for Fake {
-    fn kind(&self) -> &'static str {
-        "fake"
-    }
-    fn apply(&mut self, _content: &MapContent) -> anyhow::Result<()> {
-        let mut w = self.w();
-        if w.fail_apply {
-            w.log.push("apply failed".into());
-            anyhow::bail!("maps unavailable");
-        }
-        w.log.push("apply".into());
-        Ok(())
-    }
-    fn plug_pod(&mut self, _pod: &PodLink) -> anyhow::Result<()> {
-        Ok(())
-    }
-    fn unplug_pod(&mut self, _key: &str) -> anyhow::Result<()> {
-        Ok(())
-    }
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        Vec::new()
-    }
-    fn shutdown(self: Box<Self>) -> anyhow::Result<()> {
-        Ok(())
-    }
-}
-
-impl ProcessControl for Fake {
-    fn create_netns(&mut self, _name: &str) -> anyhow::Result<()> {
-        Ok(())
-    }
-    fn remove_netns(&mut self, _name: &str) -> anyhow::Result<()> {
-        Ok(())
-    }
-    fn spawn(&mut self, spec: &SpawnSpec) -> anyhow::Result<ProcId> {
-        let mut w = self.w();
-        w.next += 1;
-        let id = w.next;
-        w.running.push(id);
-        w.log.push(format!("spawn {}", spec.key));
-        Ok(id)
-    }
-    fn signal(&mut self, id: ProcId, sig: Sig) -> anyhow::Result<()> {
-        // What a load balancer probing right now would be told.
-        let addr = self.w().health;
-        let answer = addr.map_or(0, |a| health_check(a).0);
-        let mut w = self.w();
-        w.log.push(format!("{sig:?} health={answer}"));
-        w.running.retain(|p| *p != id);
-        Ok(())
-    }
-    fn try_wait(&mut self, id: ProcId) -> anyhow::Result<Option<ExitInfo>> {
-        let w = self.w();
-        Ok((!w.running.contains(&id)).then_some(ExitInfo {
-            code: Some(0),
-            signal: None,
-        }))
-    }
-}
-
-impl Prober for Fake {
-    fn start(&mut self, _key: &str, _req: ProbeRequest) {}
-    fn poll(&mut self) -> Vec<(String, u64, ProbeResult)> {
-        Vec::new()
-    }
 }
 
 fn state(drain: bool, pods: &[&str]) -> DesiredState {
@@ -192,7 +106,12 @@ status: {{podIPs: [{{ip: 198.19.1.{}}}]}}
 }
 
 struct Bed {
-    fake: Fake,
+    /// What the engine and the processes did, in order.
+    journal: Journal,
+    engine: FakeEngine,
+    next: NextState,
+    /// Where the health check of `default/web` is answered.
+    health: Option<SocketAddr>,
     runner: Option<Runner>,
     status: tempfile_path::TempPath,
 }
@@ -210,33 +129,46 @@ mod tempfile_path {
 
 impl Bed {
     fn new(tag: &str, first: DesiredState) -> Bed {
-        let fake = Fake::default();
-        fake.w().next_state = Some(first);
+        let journal = Journal::default();
+        let engine = FakeEngine::with_journal(journal.clone());
+        let next = NextState::default();
+        *lock(&next.0) = Some(first);
         let config = HealthConfig::new(Duration::from_secs(30)).on_ip([127, 0, 0, 1].into(), 0);
         let health = HealthHandle::start(config, Arc::new(SystemClock)).expect("health server");
-        fake.w().health = health.node_addrs().first().copied();
-        let pods = PodManager::new(
-            Box::new(fake.clone()),
-            Box::new(fake.clone()),
-            PoolKind::Standard,
-        );
+        let addr = health.node_addrs().first().copied();
+        // What a load balancer probing at the moment of a signal is told.
+        let note: SignalNote =
+            Arc::new(move || format!(" health={}", addr.map_or(0, |a| health_check(a).0)));
+        let procs = FakePods::with_journal(journal.clone(), Some(note));
+        let pods = PodManager::new(Box::new(procs.clone()), Box::new(procs), PoolKind::Standard);
         let status = tempfile_path::TempPath(
             std::env::temp_dir().join(format!("sluice-runner-{tag}-{}.json", std::process::id())),
         );
         let runner = Runner::new(
             "node-a".into(),
-            Box::new(fake.clone()),
-            Box::new(fake.clone()),
+            Box::new(next.clone()),
+            Box::new(engine.clone()),
             health,
             Arc::new(Mutex::new(MetricsSnapshot::default())),
             pods,
             Some(status.0.clone()),
         );
         Bed {
-            fake,
+            journal,
+            engine,
+            next,
+            health: addr,
             runner: Some(runner),
             status,
         }
+    }
+
+    fn log(&self) -> Vec<String> {
+        lock(&self.journal).clone()
+    }
+
+    fn set_state(&self, state: DesiredState) {
+        *lock(&self.next.0) = Some(state);
     }
 
     fn runner(&mut self) -> &mut Runner {
@@ -253,11 +185,11 @@ impl Bed {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("{what} did not happen: {:?}", self.fake.log());
+        panic!("{what} did not happen: {:?}", self.log());
     }
 
     fn health(&self) -> u16 {
-        let addr = self.fake.w().health.expect("health address");
+        let addr = self.health.expect("health address");
         health_check(addr).0
     }
 
@@ -283,12 +215,10 @@ fn sigterm_goes_out_after_the_local_check_fails_even_if_the_maps_fail() {
     let mut bed = Bed::new("order", state(false, &["web-1"]));
     bed.tick_until("the pod ready in the check", |b| b.health() == 200);
 
-    bed.fake.w().fail_apply = true;
-    bed.fake.w().next_state = Some(state(true, &["web-1"]));
-    bed.tick_until("SIGTERM", |b| {
-        b.fake.log().iter().any(|l| l.starts_with("Term"))
-    });
-    let log = bed.fake.log();
+    bed.engine.log().fail_apply = true;
+    bed.set_state(state(true, &["web-1"]));
+    bed.tick_until("SIGTERM", |b| b.log().iter().any(|l| l.starts_with("Term")));
+    let log = bed.log();
     let term = log
         .iter()
         .position(|l| l.starts_with("Term"))
@@ -307,13 +237,13 @@ fn a_cordoned_node_reports_new_pods_pending_and_starts_them_on_uncordon() {
     // the status file as data, kept after uncordon.
     let mut bed = Bed::new("cordon", state(false, &["web-1"]));
     bed.tick_until("web-1 running", |b| {
-        b.fake.log().iter().any(|l| l == "spawn default/web-1")
+        b.log().iter().any(|l| l == "spawn default/web-1")
     });
-    bed.fake.w().next_state = Some(state(true, &["web-1"]));
+    bed.set_state(state(true, &["web-1"]));
     bed.tick_until("drain finished", |b| {
         b.status()["drain"]["finished"] == true
     });
-    bed.fake.w().next_state = Some(state(true, &["web-1", "late"]));
+    bed.set_state(state(true, &["web-1", "late"]));
     bed.tick_until("late pending", |b| {
         b.status()["pendingPods"]
             .as_array()
@@ -331,11 +261,11 @@ fn a_cordoned_node_reports_new_pods_pending_and_starts_them_on_uncordon() {
     assert_eq!(pod["reason"], "user-drain");
     assert_eq!(pod["phase"], "exited-gracefully");
     assert_eq!(pod["graceSeconds"], 30.0);
-    assert!(!bed.fake.log().iter().any(|l| l == "spawn default/late"));
+    assert!(!bed.log().iter().any(|l| l == "spawn default/late"));
 
-    bed.fake.w().next_state = Some(state(false, &["web-1", "late"]));
+    bed.set_state(state(false, &["web-1", "late"]));
     bed.tick_until("late started", |b| {
-        b.fake.log().iter().any(|l| l == "spawn default/late")
+        b.log().iter().any(|l| l == "spawn default/late")
     });
     bed.runner().tick();
     let s = bed.status();
@@ -350,14 +280,14 @@ fn pods_arriving_with_the_cordon_are_held() {
     // update as the drain is not started (and so not evicted either).
     let mut bed = Bed::new("same", state(false, &["web-1"]));
     bed.tick_until("web-1 running", |b| {
-        b.fake.log().iter().any(|l| l == "spawn default/web-1")
+        b.log().iter().any(|l| l == "spawn default/web-1")
     });
-    bed.fake.w().next_state = Some(state(true, &["web-1", "late"]));
+    bed.set_state(state(true, &["web-1", "late"]));
     bed.tick_until("drain finished", |b| {
         b.status()["drain"]["finished"] == true
     });
     let s = bed.status();
     assert_eq!(s["pendingPods"][0]["name"], "late", "{s}");
     assert_eq!(s["drain"]["pods"].as_array().map(Vec::len), Some(1), "{s}");
-    assert!(!bed.fake.log().iter().any(|l| l == "spawn default/late"));
+    assert!(!bed.log().iter().any(|l| l == "spawn default/late"));
 }

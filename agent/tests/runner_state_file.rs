@@ -4,147 +4,24 @@
 //! every step is a `tick`, and assertions look at what the loop produced
 //! (engine content, signals, the status file), never at how long it took.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::Value;
-use sluice_agent::engine::{Engine, MapContent, PodLink};
 use sluice_agent::health::{HealthConfig, HealthHandle, ManualClock};
 use sluice_agent::metrics::MetricsSnapshot;
-use sluice_agent::pods::runtime::{ExitInfo, ProbeRequest, ProbeResult, ProcId, Sig, SpawnSpec};
-use sluice_agent::pods::{PodManager, PoolKind, Prober, ProcessControl};
+use sluice_agent::pods::runtime::Sig;
+use sluice_agent::pods::{PodManager, PoolKind};
 use sluice_agent::runner::Runner;
 use sluice_agent::state::source::FileSource;
 
+mod common;
+use common::{FakeEngine, FakePods};
+
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
-
-// --- fakes ----------------------------------------------------------------
-
-#[derive(Default)]
-struct EngineLog {
-    applies: usize,
-    last: Option<MapContent>,
-    plugged: BTreeSet<String>,
-}
-
-#[derive(Clone, Default)]
-struct FakeEngine(Arc<Mutex<EngineLog>>);
-
-impl FakeEngine {
-    fn log(&self) -> MutexGuard<'_, EngineLog> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-    /// (ready, terminating) endpoints of the frontend on `port`.
-    fn frontend(&self, port: u16) -> Option<(u32, u32)> {
-        let log = self.log();
-        let c = log.last.as_ref()?;
-        c.tables
-            .services
-            .iter()
-            .find(|(k, _)| k.port == port)
-            .map(|(_, v)| (v.ready, v.terminating))
-    }
-}
-
-impl Engine for FakeEngine {
-    fn kind(&self) -> &'static str {
-        "fake"
-    }
-    fn apply(&mut self, content: &MapContent) -> anyhow::Result<()> {
-        let mut log = self.log();
-        log.applies += 1;
-        log.last = Some(content.clone());
-        Ok(())
-    }
-    fn plug_pod(&mut self, pod: &PodLink) -> anyhow::Result<()> {
-        self.log().plugged.insert(pod.key.clone());
-        Ok(())
-    }
-    fn unplug_pod(&mut self, key: &str) -> anyhow::Result<()> {
-        self.log().plugged.remove(key);
-        Ok(())
-    }
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        Vec::new()
-    }
-    fn shutdown(self: Box<Self>) -> anyhow::Result<()> {
-        Ok(())
-    }
-}
-
-#[derive(Default)]
-struct Procs {
-    next: ProcId,
-    /// id → (key, running)
-    procs: BTreeMap<ProcId, (String, bool)>,
-    exits: BTreeMap<ProcId, ExitInfo>,
-    signals: Vec<(String, Sig)>,
-    spawned: Vec<String>,
-}
-
-/// Processes that run until signalled and exit on SIGTERM; no probes.
-#[derive(Clone, Default)]
-struct FakePods(Arc<Mutex<Procs>>);
-
-impl FakePods {
-    fn w(&self) -> MutexGuard<'_, Procs> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-    fn signals(&self, key: &str) -> Vec<Sig> {
-        let w = self.w();
-        w.signals
-            .iter()
-            .filter(|(k, _)| k == key)
-            .map(|(_, s)| *s)
-            .collect()
-    }
-    fn running(&self) -> usize {
-        self.w().procs.values().filter(|(_, r)| *r).count()
-    }
-}
-
-impl ProcessControl for FakePods {
-    fn create_netns(&mut self, _name: &str) -> anyhow::Result<()> {
-        Ok(())
-    }
-    fn remove_netns(&mut self, _name: &str) -> anyhow::Result<()> {
-        Ok(())
-    }
-    fn spawn(&mut self, spec: &SpawnSpec) -> anyhow::Result<ProcId> {
-        let mut w = self.w();
-        w.next += 1;
-        let id = w.next;
-        w.procs.insert(id, (spec.key.clone(), true));
-        w.spawned.push(spec.key.clone());
-        Ok(id)
-    }
-    fn signal(&mut self, id: ProcId, sig: Sig) -> anyhow::Result<()> {
-        let mut w = self.w();
-        let Some((key, running)) = w.procs.get(&id).cloned() else {
-            return Ok(());
-        };
-        w.signals.push((key.clone(), sig));
-        if running {
-            w.procs.insert(id, (key, false));
-            w.exits.insert(id, ExitInfo::default());
-        }
-        Ok(())
-    }
-    fn try_wait(&mut self, id: ProcId) -> anyhow::Result<Option<ExitInfo>> {
-        Ok(self.w().exits.remove(&id))
-    }
-}
-
-impl Prober for FakePods {
-    fn start(&mut self, _key: &str, _req: ProbeRequest) {}
-    fn poll(&mut self) -> Vec<(String, u64, ProbeResult)> {
-        Vec::new()
-    }
-}
 
 // --- the loop under test ---------------------------------------------------
 

@@ -9,6 +9,9 @@ use sluice_datapath::maps::{
     ServiceKey, ServiceValue, EP_F_LOCAL, PROTO_TCP, PROTO_UDP, SVC_F_AFFINITY, SVC_F_LOCAL,
 };
 
+mod common;
+use common::manifests::{service, slice};
+
 const NODES: &str = r#"
 apiVersion: v1
 kind: Node
@@ -22,38 +25,6 @@ metadata: {name: node-b}
 spec: {podCIDRs: ["198.19.2.0/24", "fd00:19:2::/64"]}
 status: {addresses: [{type: InternalIP, address: 198.18.0.12}, {type: InternalIP, address: "fd00:18::12"}]}
 "#;
-
-fn service(policy: &str, extra: &str) -> String {
-    format!(
-        r#"
----
-apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: default}}
-spec:
-  type: LoadBalancer
-  externalTrafficPolicy: {policy}
-  ports: [{{name: http, port: 80, targetPort: 8080, protocol: TCP}}]
-  {extra}
-status: {{loadBalancer: {{ingress: [{{ip: 198.18.100.1}}]}}}}
-"#
-    )
-}
-
-fn slice(endpoints: &str) -> String {
-    format!(
-        r#"
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: web-1, namespace: default, labels: {{kubernetes.io/service-name: web}}}}
-addressType: IPv4
-ports: [{{name: http, port: 8080, protocol: TCP}}]
-endpoints:
-{endpoints}
-"#
-    )
-}
 
 fn ep(ip: &str, node: &str, ready: bool, serving: bool, terminating: bool) -> String {
     format!(

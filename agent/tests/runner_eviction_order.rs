@@ -16,6 +16,7 @@ use sluice_agent::state::source::{StateSource, Update};
 use sluice_agent::state::{parse_state, DesiredState};
 
 mod common;
+use common::manifests::{service, slice};
 use common::{lock, FakeEngine, FakePods, Journal, SignalNote};
 
 /// The state the loop polls next.
@@ -65,27 +66,12 @@ kind: Node
 metadata: {{name: node-a, {annotations}}}
 spec: {{podCIDRs: ["198.19.1.0/24"]}}
 status: {{addresses: [{{type: InternalIP, address: 198.18.0.11}}]}}
----
-apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: default}}
-spec:
-  type: LoadBalancer
-  externalTrafficPolicy: Local
-  ports: [{{name: http, port: 80, targetPort: 8080, protocol: TCP}}]
-status: {{loadBalancer: {{ingress: [{{ip: 198.18.100.1}}]}}}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: web-1, namespace: default, labels: {{kubernetes.io/service-name: web}}}}
-addressType: IPv4
-ports: [{{name: http, port: 8080, protocol: TCP}}]
-endpoints:
-- addresses: [198.19.1.10]
-  conditions: {{ready: true, serving: true, terminating: false}}
-  nodeName: node-a
 "#
     );
+    y.push_str(&service("Local", ""));
+    y.push_str(&slice(
+        "- addresses: [198.19.1.10]\n  conditions: {ready: true, serving: true, terminating: false}\n  nodeName: node-a",
+    ));
     for (i, p) in pods.iter().enumerate() {
         y.push_str(&format!(
             r#"

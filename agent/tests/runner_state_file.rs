@@ -19,6 +19,7 @@ use sluice_agent::runner::Runner;
 use sluice_agent::state::source::FileSource;
 
 mod common;
+use common::manifests::{service, slice};
 use common::{FakeEngine, FakePods};
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -192,27 +193,8 @@ fn local_service(hc_port: u16, ips: &[&str]) -> String {
         .iter()
         .map(|ip| format!("- {{addresses: [{ip}], nodeName: node-a}}\n"))
         .collect();
-    format!(
-        r#"
----
-apiVersion: v1
-kind: Service
-metadata: {{name: web, namespace: default}}
-spec:
-  type: LoadBalancer
-  externalTrafficPolicy: Local
-  healthCheckNodePort: {hc_port}
-  ports: [{{name: http, port: 80, targetPort: 8080}}]
-status: {{loadBalancer: {{ingress: [{{ip: 198.18.100.1}}]}}}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: web-1, namespace: default, labels: {{kubernetes.io/service-name: web}}}}
-addressType: IPv4
-ports: [{{name: http, port: 8080}}]
-endpoints:
-{eps}"#
-    )
+    let hc = format!("healthCheckNodePort: {hc_port}");
+    format!("{}{}", service("Local", &hc), slice(&eps))
 }
 
 // --- tests -----------------------------------------------------------------

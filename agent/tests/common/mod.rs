@@ -3,6 +3,8 @@
 //! can check the order across both.
 #![allow(dead_code)]
 
+pub mod manifests;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -20,6 +20,13 @@ pub trait Engine: Send {
     /// Swap in services, endpoints, Maglev and node config at once; the
     /// program never sees a half state. Conntrack is kept.
     fn apply(&mut self, content: &MapContent) -> anyhow::Result<()>;
+    /// Whether `content` fits what this engine can hold, asked before
+    /// anything changes: a state too large is rejected like an invalid one
+    /// (the error states the limit and how to raise it), never half applied.
+    fn check_capacity(&self, content: &MapContent) -> anyhow::Result<()> {
+        let _ = content;
+        Ok(())
+    }
     /// Wire a pod's link; idempotent (a changed spec re-plugs).
     fn plug_pod(&mut self, pod: &PodLink) -> anyhow::Result<()>;
     /// Remove what `plug_pod` made; unknown keys are fine.

@@ -4,6 +4,7 @@ pub mod cli;
 pub mod control;
 pub mod engine;
 pub mod health;
+pub mod mem;
 pub mod metrics;
 pub mod netlink;
 pub mod pods;

@@ -10,7 +10,7 @@ use sluice_agent::health::{HealthConfig, HealthHandle, SystemClock};
 use sluice_agent::metrics::MetricsSnapshot;
 use sluice_agent::pods::{OsProber, OsProcessControl, PodManager, PoolKind};
 use sluice_agent::runner::Runner;
-use sluice_agent::state::source::FileSource;
+use sluice_agent::state::watch::WatchedFile;
 
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -107,7 +107,12 @@ async fn main() -> Result<()> {
             warn!(addr = %metrics_addr, error = %e, "metrics server stopped");
         }
     });
-    let source = Box::new(FileSource::new(&args.state));
+    // Read and parsed off the sync loop, on inotify (a slow stat poll as
+    // fallback): a large or hostile file never stalls a sync.
+    let source = Box::new(
+        WatchedFile::new(&args.state)
+            .with_context(|| format!("watching the state file {}", args.state.display()))?,
+    );
     let mut runner = Runner::new(
         args.node_name.clone(),
         source,

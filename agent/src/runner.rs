@@ -13,12 +13,12 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Result;
 use tracing::{info, warn};
 
-use crate::control::build_content;
 use crate::control::disruption::pod_health;
 use crate::control::overlay::LiveConditions;
 use crate::control::overlay::{with_overlay, Overlay};
 use crate::control::pods::{desired_pod_links, PodLinkSpec};
 use crate::control::routes::{desired_routes, diff, PodRoute};
+use crate::control::{build_content, MapContent};
 use crate::engine::Engine;
 use crate::health::entries::lowered_entries;
 use crate::health::{service_health_entries, HealthHandle, ServiceHealthEntry};
@@ -55,6 +55,13 @@ pub struct Runner {
     overlay: Overlay,
     /// `desired`/`overlay` changed since the last successful apply.
     dirty: bool,
+    /// The map content computed when `desired` was accepted, and the
+    /// overlay it was computed with: the first sync uses it rather than
+    /// building the Maglev tables a second time.
+    planned: Option<(Overlay, MapContent)>,
+    /// `/healthz` was told of an update the source is still reading or
+    /// validating (`StateSource::busy_since`).
+    source_queued: bool,
     retry_at: Option<Instant>,
     /// Health entries whose port could not be opened yet; offered again on
     /// every tick until they bind.
@@ -100,6 +107,8 @@ impl Runner {
             desired: None,
             overlay: Overlay::new(),
             dirty: false,
+            planned: None,
+            source_queued: false,
             retry_at: None,
             health_retry: None,
             health_offered: Vec::new(),
@@ -157,18 +166,25 @@ impl Runner {
     pub fn tick(&mut self) {
         match self.source.poll() {
             Update::Unchanged => {}
-            Update::Rejected(e) => {
-                warn!(error = %e, "desired state rejected; keeping the running state");
-                self.status.synced = false;
-                self.status.error = Some(e);
-                self.lock_metrics().sync_rejected += 1;
-            }
-            Update::State(s) => {
-                self.sync_pods(&s);
-                self.desired = Some(s);
-                self.mark_dirty();
-            }
+            Update::Rejected(e) => self.reject(e),
+            Update::State(s) => match self.plan(&s) {
+                // spec: H1, H3, P2 — nothing changes (no pod stopped, no map
+                // touched) until the new state is validated and planned
+                // whole; a state this node cannot run is rejected like a
+                // file that does not parse.
+                Err(e) => self.reject(format!("{e:#}")),
+                Ok(plan) => {
+                    self.sync_pods(&s);
+                    self.desired = Some(s);
+                    self.planned = Some(plan);
+                    self.mark_dirty();
+                    // The old state and the parse's garbage are gone; give
+                    // the pages back rather than keep the high-water mark.
+                    crate::mem::trim();
+                }
+            },
         }
+        self.watch_source();
         if let Some(d) = &self.desired {
             self.refresh_budgets(d);
         }
@@ -190,13 +206,53 @@ impl Runner {
         self.publish();
     }
 
+    /// Everything that can refuse `state` on this node, computed before
+    /// anything changes: the map content (this node's Node, its address),
+    /// and whether the engine can hold it.
+    fn plan(&self, state: &DesiredState) -> Result<(Overlay, MapContent)> {
+        let live = with_overlay(state, &self.node, &self.overlay);
+        let content = build_content(&live, &self.node)?;
+        self.engine.check_capacity(&content)?;
+        Ok((self.overlay.clone(), content))
+    }
+
+    /// A new version that cannot be run: say so, keep everything running.
+    fn reject(&mut self, e: String) {
+        warn!(error = %e, "desired state rejected; keeping the running state");
+        self.status.synced = false;
+        self.status.error = Some(e);
+        self.lock_metrics().sync_rejected += 1;
+        crate::mem::trim();
+    }
+
+    /// A change the source is still reading or validating counts as a
+    /// queued update (kube-proxy marks one when an event arrives), so a
+    /// parse that never ends turns `/healthz` unhealthy after the health
+    /// timeout, as a stuck sync does.
+    fn watch_source(&mut self) {
+        if self.source.busy_since().is_some() {
+            if !self.source_queued && !self.dirty {
+                self.health.record_queued();
+            }
+            self.source_queued = true;
+        } else if std::mem::take(&mut self.source_queued) && !self.dirty {
+            // Read and rejected (or unchanged): the running state is what
+            // the node should run, nothing is pending any more.
+            self.health.record_synced();
+        }
+    }
+
     fn sync(&mut self) {
         let Some(desired) = &self.desired else {
             return;
         };
         let live = with_overlay(desired, &self.node, &self.overlay);
         let started = Instant::now();
-        let result = self.apply(&live);
+        let planned = match self.planned.take() {
+            Some((overlay, content)) if overlay == self.overlay => Some(content),
+            _ => None,
+        };
+        let result = self.apply(&live, planned);
         let took = started.elapsed();
         match result {
             Ok(()) => {
@@ -236,9 +292,13 @@ impl Runner {
         }
     }
 
-    fn apply(&mut self, state: &DesiredState) -> Result<()> {
+    fn apply(&mut self, state: &DesiredState, planned: Option<MapContent>) -> Result<()> {
         // Everything that can reject the state is computed before any change.
-        let content = build_content(state, &self.node)?;
+        let content = match planned {
+            Some(c) => c,
+            None => build_content(state, &self.node)?,
+        };
+        self.engine.check_capacity(&content)?;
         // A pod's link is plugged once its namespace exists.
         let sandboxes: BTreeMap<String, PathBuf> = self.pods_rt.sandboxes().into_iter().collect();
         let want_pods: BTreeMap<String, PodLinkSpec> = desired_pod_links(state, &self.node)

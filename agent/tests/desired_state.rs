@@ -502,14 +502,20 @@ fn pod_evict_annotation_names_a_drain_reason() {
 fn health_check_node_ports_are_unique_and_not_the_node_port() {
     // spec: H3 — one Service per health-check port, never the node's 10256.
     let local = |name: &str, port: i64| {
+        let vip = if name == "web" {
+            "198.18.100.1"
+        } else {
+            "198.18.100.2"
+        };
         service("Local", &format!("healthCheckNodePort: {port}"))
             .replace("name: web,", &format!("name: {name},"))
+            .replace("198.18.100.1", vip)
     };
     let two = format!("{NODES}{}{}", local("web", 31000), local("api", 31000));
     let err = parse_state(&two).expect_err("shared port");
     let msg = err.to_string();
     assert!(
-        msg.contains("spec.healthCheckNodePort of Service default/api: port 31000 already used by Service default/web"),
+        msg.contains("Service default/api: spec.healthCheckNodePort: port 31000 already used by Service default/web"),
         "{msg}"
     );
     for port in [10256, 0, 65536] {
@@ -549,4 +555,114 @@ fn pod_ips_must_fit_the_node_and_be_unique() {
     assert!(parse_state(&format!("{NODES}{host}")).is_ok());
     let elsewhere = pod_doc("web-1", "node-z", "203.0.113.5", "");
     assert!(parse_state(&format!("{NODES}{elsewhere}")).is_ok());
+}
+
+// --- issue 8: bad input is refused whole, naming document, object and field
+
+#[test]
+fn type_errors_name_the_object_and_the_field_path() {
+    // spec: H1 — a file the agent cannot read whole is refused whole.
+    let cases = [
+        (
+            service("Cluster", "").replace("port: 80,", "port: eighty,"),
+            "document 3, Service default/web: spec.ports[0].port: expected an integer, got \"eighty\"",
+        ),
+        (
+            service("Cluster", "").replace(
+                "ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]",
+                "ports: {name: http, port: 80}",
+            ),
+            "document 3, Service default/web: spec.ports: expected a list, got an object",
+        ),
+        (
+            slice("- {addresses: [198.19.1.2], conditions: {ready: maybe}}"),
+            "document 3, EndpointSlice default/web-1: endpoints[0].conditions.ready: expected a boolean (true or false), got \"maybe\"",
+        ),
+        (
+            service("Cluster", "").replace("targetPort: 8080", "targetPort: [1]"),
+            "spec.ports[0].targetPort: expected an integer or a string",
+        ),
+        (
+            "---\nkind: Node\napiVersion: v1\nmetadata: {name: node-c}\nspec: {unschedulable: often}\n".into(),
+            "document 3, Node node-c: spec.unschedulable: expected a boolean (true or false), got \"often\"",
+        ),
+        (
+            "---\nkind: [Service]\nmetadata: {name: x}\n".into(),
+            "document 3: kind: expected a string",
+        ),
+        ("---\n- just\n- a list\n".into(), "document 3: not a Kubernetes object"),
+    ];
+    for (doc, want) in cases {
+        let err = parse_state(&format!("{NODES}{doc}")).expect_err(want);
+        assert!(err.to_string().contains(want), "got: {err}\nwant: {want}");
+    }
+}
+
+#[test]
+fn duplicates_are_refused_as_duplicates() {
+    let svc = service("Local", "healthCheckNodePort: 31000");
+    let err = parse_state(&format!("{NODES}{svc}{svc}")).expect_err("duplicate");
+    assert_eq!(
+        err.to_string(),
+        "document 4, Service default/web: metadata.name: duplicate Service"
+    );
+    let s = slice("- {addresses: [198.19.1.2]}");
+    let err = parse_state(&format!("{NODES}{svc}{s}{s}")).expect_err("duplicate");
+    assert!(err.to_string().contains("duplicate EndpointSlice"), "{err}");
+    let err = parse_state(&format!("{NODES}---{NODES}")).expect_err("duplicate");
+    assert!(
+        err.to_string()
+            .contains("Node node-a: metadata.name: duplicate Node"),
+        "{err}"
+    );
+}
+
+#[test]
+fn two_services_cannot_claim_one_vip_port_and_protocol() {
+    // spec: P1, H3 — one frontend, one Service: otherwise the datapath
+    // forwards for one while the other's health check answers.
+    let web = service("Cluster", "");
+    let api = service("Local", "healthCheckNodePort: 31000").replace("name: web,", "name: api,");
+    let err = parse_state(&format!("{NODES}{web}{api}")).expect_err("same frontend");
+    assert_eq!(
+        err.to_string(),
+        "document 4, Service default/api: spec.ports[0]: 198.18.100.1 port 80 TCP is already Service default/web's"
+    );
+    // Same VIP, other port or protocol: fine.
+    let udp = api.replace("protocol: TCP", "protocol: UDP");
+    assert!(parse_state(&format!("{NODES}{web}{udp}")).is_ok());
+    let other_port = api.replace("port: 80,", "port: 81,");
+    assert!(parse_state(&format!("{NODES}{web}{other_port}")).is_ok());
+}
+
+#[test]
+fn an_empty_file_is_refused_not_read_as_run_nothing() {
+    for text in ["", "\n", "---\n", "# only a comment\n---\n---\n"] {
+        let err = parse_state(text).expect_err("empty");
+        assert!(err.to_string().contains("no manifests"), "{text:?}: {err}");
+    }
+}
+
+#[test]
+fn deep_nesting_is_refused_before_the_parser_runs() {
+    // 100 000 levels took the parser about half a minute before it refused
+    // them; the pre-scan refuses at once, naming the line.
+    for (deep, line) in [
+        (
+            format!(
+                "{NODES}---\nkind: Service\nx: {}{}\n",
+                "[".repeat(100_000),
+                "]".repeat(100_000)
+            ),
+            15,
+        ),
+        (
+            format!("{NODES}---\nkind: Service\nx:\n{}y\n", "- ".repeat(100_000)),
+            16,
+        ),
+    ] {
+        let err = parse_state(&deep).expect_err("too deep");
+        let want = format!("line {line}: nested more than 100 levels");
+        assert!(err.to_string().contains(&want), "{err}");
+    }
 }

@@ -200,7 +200,11 @@ fn local_service(hc_port: u16, ips: &[&str]) -> String {
 // --- tests -----------------------------------------------------------------
 
 #[test]
-fn an_invalid_file_keeps_the_running_state() {
+fn a_file_that_cannot_be_run_changes_nothing() {
+    // spec: H1, H3, P2 — issue 8's black hole: an empty file used to unplug
+    // and stop the node's pod before the apply failed on the missing Node,
+    // while the maps still pointed at the pod and the Local check said 200.
+    // Every version below is refused before anything changes.
     let hc = free_port();
     let good = format!(
         "{}{}{}",
@@ -208,38 +212,82 @@ fn an_invalid_file_keeps_the_running_state() {
         pod("web-1", "198.19.1.10", ""),
         local_service(hc, &["198.19.1.10"])
     );
-    let mut l = Loop::start("invalid", &good);
-    assert_eq!(l.pods.running(), 1);
-    assert_eq!(l.engine.frontend(80), Some((1, 0)));
-    assert_eq!(l.http_status(hc, "/"), 200);
-    let applies = l.engine.log().applies;
-    let generation = l.status()["generation"].as_u64();
-
-    // A bad port: the whole file is rejected, nothing it ran is touched.
-    l.write(&good.replace("port: 80,", "port: 80000,"));
-    let st = l.status();
-    assert_eq!(st["synced"], false);
-    let err = st["error"].as_str().unwrap_or("");
-    assert!(err.contains("spec.ports[0].port"), "{st}");
-    assert_eq!(st["generation"].as_u64(), generation);
-    assert_eq!(
-        l.engine.log().applies,
-        applies,
-        "the maps were not rewritten"
+    let other_node = good.replace("name: node-a,", "name: node-z,");
+    let bigger = format!(
+        "{good}{}",
+        service("Cluster", "")
+            .replace("name: web,", "name: api,")
+            .replace("198.18.100.1", "198.18.100.9")
     );
-    assert_eq!(l.engine.frontend(80), Some((1, 0)));
-    assert_eq!(l.engine.log().plugged.len(), 1, "the pod stays plugged");
-    assert_eq!(l.pods.running(), 1);
-    assert!(l.pods.signals("default/web-1").is_empty(), "no eviction");
-    assert_eq!(l.http_status(hc, "/"), 200, "health servers unchanged");
-    assert_eq!(l.metrics().sync_rejected, 1);
-
-    // A valid file again is applied.
-    l.write(&good.replace("198.18.100.1", "198.18.100.2"));
-    let st = l.status();
-    assert_eq!(st["synced"], true, "{st}");
-    assert!(st["error"].is_null());
-    assert!(l.engine.log().applies > applies);
+    let cases: [(&str, Option<String>, &str); 6] = [
+        (
+            "bad port",
+            Some(good.replace("port: 80,", "port: 80000,")),
+            "spec.ports[0].port",
+        ),
+        ("empty", Some(String::new()), "no manifests"),
+        (
+            "truncated",
+            Some(good[..good.len() / 3].to_string()),
+            "state.yaml",
+        ),
+        (
+            "without this node",
+            Some(other_node),
+            "no Node object named \"node-a\"",
+        ),
+        (
+            "over capacity",
+            Some(bigger),
+            "frontends do not fit: the engine holds 1",
+        ),
+        ("vanished", None, "No such file"),
+    ];
+    for (what, text, want) in cases {
+        let mut l = Loop::start(&format!("cannot-run-{}", what.replace(' ', "-")), &good);
+        l.engine.log().max_frontends = Some(1);
+        assert_eq!(l.pods.running(), 1);
+        assert_eq!(l.http_status(hc, "/"), 200);
+        let applies = l.engine.log().applies;
+        let generation = l.status()["generation"].as_u64();
+        match &text {
+            Some(t) => l.write(t),
+            None => {
+                std::fs::remove_file(l.dir.0.join("state.yaml")).expect("rm");
+                l.settle();
+            }
+        }
+        let st = l.status();
+        assert_eq!(st["synced"], false, "{what}: {st}");
+        let err = st["error"].as_str().unwrap_or("");
+        assert!(err.contains(want), "{what}: {err}");
+        assert_eq!(st["generation"].as_u64(), generation, "{what}");
+        assert_eq!(l.metrics().sync_rejected, 1, "{what}");
+        assert_eq!(l.engine.log().applies, applies, "{what}: maps untouched");
+        assert_eq!(l.engine.frontend(80), Some((1, 0)), "{what}");
+        assert_eq!(l.engine.log().plugged.len(), 1, "{what}: pod stays plugged");
+        assert_eq!(l.pods.running(), 1, "{what}: pod keeps running");
+        assert!(
+            l.pods.signals("default/web-1").is_empty(),
+            "{what}: no signal"
+        );
+        assert_eq!(
+            l.http_status(hc, "/"),
+            200,
+            "{what}: Local check tells the truth"
+        );
+        assert_eq!(
+            l.http_status(l.node_port, "/healthz"),
+            200,
+            "{what}: node healthy"
+        );
+        // The good file again: applied as usual.
+        l.write(&good.replace("198.18.100.1", "198.18.100.2"));
+        let st = l.status();
+        assert_eq!(st["synced"], true, "{what}: {st}");
+        assert!(st["error"].is_null(), "{what}: {st}");
+        assert!(l.engine.log().applies > applies, "{what}");
+    }
 }
 
 /// The drain report's phase for pod `default/<name>`.

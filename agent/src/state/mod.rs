@@ -1,9 +1,12 @@
 //! Desired state: what this node should run, from Kubernetes manifests.
 
+pub mod limits;
 pub mod manifests;
 pub mod model;
 pub mod source;
+pub mod typed;
 pub mod validate;
+pub mod watch;
 
 pub use model::*;
 pub use validate::{parse_state, StateError};

@@ -8,8 +8,10 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::Deserialize;
 
-use super::manifests::{self, IntOrString, TypeMeta};
+use super::limits::{check_nesting, check_size, MAX_NESTING};
+use super::manifests::{self, IntOrString};
 use super::model::*;
+use super::typed::{decode, TypeError};
 use crate::health::DEFAULT_NODE_HEALTH_PORT;
 use crate::pods::disruption::{
     Budget, IntOrPercent, LabelSelector, PdbSpec, SelectorOp, UnhealthyPodEvictionPolicy,
@@ -51,7 +53,7 @@ impl fmt::Display for StateError {
         if self.doc > 0 {
             write!(f, "document {}", self.doc)?;
             if !self.object.is_empty() {
-                write!(f, " ({})", self.object)?;
+                write!(f, ", {}", self.object)?;
             }
             write!(f, ": ")?;
         }
@@ -70,6 +72,11 @@ struct Ctx {
 }
 
 impl Ctx {
+    /// A type error inside this object: its path is the field.
+    fn typed(&self, e: TypeError) -> StateError {
+        self.err(e.field, e.message)
+    }
+
     fn err(&self, field: impl Into<String>, message: impl Into<String>) -> StateError {
         StateError {
             doc: self.doc,
@@ -80,8 +87,29 @@ impl Ctx {
     }
 }
 
+/// A file-level problem (no document to point at).
+fn file_err(message: impl Into<String>) -> StateError {
+    StateError {
+        doc: 0,
+        object: String::new(),
+        field: String::new(),
+        message: message.into(),
+    }
+}
+
+/// `metadata.<key>` as a string, if it is one.
+fn meta_str<'a>(value: &'a serde_yaml::Value, key: &str) -> Option<&'a str> {
+    value.get("metadata")?.get(key)?.as_str()
+}
+
 /// Parse and validate a multi-document YAML file of manifests.
+///
+/// Bounded before the parser runs (size, nesting: see `limits.rs`), and
+/// an empty file is refused: a file caught between truncate and write must
+/// never read as "this node runs nothing".
 pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
+    check_size(text.len() as u64).map_err(|e| file_err(e.to_string()))?;
+    check_nesting(text, MAX_NESTING).map_err(|e| file_err(e.to_string()))?;
     let mut state = DesiredState::default();
     let mut slices: Vec<(Ctx, manifests::EndpointSlice)> = Vec::new();
     // Where each Pod came from and whether it uses the node's addresses,
@@ -89,6 +117,9 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
     let mut pod_docs: Vec<(Ctx, String, bool)> = Vec::new();
     // healthCheckNodePort → the Service that has it.
     let mut hc_ports: BTreeMap<u16, String> = BTreeMap::new();
+    // (VIP, port, protocol) → the Service that has it.
+    let mut frontends: BTreeMap<(IpAddr, u16, Protocol), String> = BTreeMap::new();
+    let mut objects = 0usize;
 
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let doc_no = i + 1;
@@ -101,27 +132,41 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
         if value.is_null() {
             continue;
         }
-        let tm: TypeMeta = serde_yaml::from_value(value.clone()).map_err(|e| StateError {
-            doc: doc_no,
-            object: String::new(),
-            field: String::new(),
-            message: format!("not a Kubernetes object: {e}"),
-        })?;
-        let name = value
-            .get("metadata")
-            .and_then(|m| m.get("name"))
-            .and_then(|n| n.as_str())
-            .unwrap_or("")
-            .to_string();
+        objects += 1;
         let mut ctx = Ctx {
             doc: doc_no,
-            object: format!("{} {}", tm.kind, name),
+            object: String::new(),
         };
-        let typed = |ctx: &Ctx, e: serde_yaml::Error| ctx.err("", format!("{e}"));
-        match tm.kind.as_str() {
+        if !value.is_mapping() {
+            return Err(ctx.err(
+                "",
+                "not a Kubernetes object (expected a mapping with kind and apiVersion)",
+            ));
+        }
+        let field_str = |field: &str| -> Result<String, StateError> {
+            match value.get(field) {
+                None | Some(serde_yaml::Value::Null) => Ok(String::new()),
+                Some(v) => v.as_str().map(str::to_string).ok_or_else(|| StateError {
+                    doc: doc_no,
+                    object: String::new(),
+                    field: field.into(),
+                    message: "expected a string".into(),
+                }),
+            }
+        };
+        let kind = field_str("kind")?;
+        let api_version = field_str("apiVersion")?;
+        let name = meta_str(&value, "name").unwrap_or("");
+        ctx.object = match kind.as_str() {
+            "Node" | "" => format!("{kind} {name}").trim().to_string(),
+            _ => format!(
+                "{kind} {}/{name}",
+                meta_str(&value, "namespace").unwrap_or("default")
+            ),
+        };
+        match kind.as_str() {
             "Node" => {
-                let n: manifests::Node =
-                    serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
+                let n: manifests::Node = decode(value).map_err(|e| ctx.typed(e))?;
                 let node = node_info(&ctx, n)?;
                 if state.nodes.insert(node.name.clone(), node).is_some() {
                     return Err(ctx.err("metadata.name", "duplicate Node"));
@@ -129,23 +174,25 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
             }
             "Pod" => {
                 let run = crate::pods::run_spec_from_manifest(&value);
-                let p: manifests::Pod =
-                    serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
-                ctx.object = format!("Pod {}", namespaced(&p.metadata));
+                let p: manifests::Pod = decode(value).map_err(|e| ctx.typed(e))?;
                 let run = run.map_err(|e| ctx.err(e.field.clone(), e.message.clone()))?;
                 let host_network = p.spec.host_network;
                 let pod = pod_info(&ctx, p, run)?;
                 let key = pod.key.clone();
-                if state.pods.insert(pod.key.clone(), pod).is_some() {
+                if state.pods.contains_key(&key) {
                     return Err(ctx.err("metadata.name", "duplicate Pod"));
                 }
+                state.pods.insert(key.clone(), pod);
                 pod_docs.push((ctx, key, host_network));
             }
             "Service" => {
-                let s: manifests::Service =
-                    serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
-                ctx.object = format!("Service {}", namespaced(&s.metadata));
+                let s: manifests::Service = decode(value).map_err(|e| ctx.typed(e))?;
                 let svc = service_info(&ctx, s)?;
+                // Duplicates first: a second copy of a Service is a
+                // duplicate, not a clash with itself.
+                if state.services.contains_key(&svc.key) {
+                    return Err(ctx.err("metadata.name", "duplicate Service"));
+                }
                 if let Some(p) = svc.health_check_node_port {
                     let field = "spec.healthCheckNodePort";
                     if p == DEFAULT_NODE_HEALTH_PORT {
@@ -156,32 +203,28 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
                     }
                     if let Some(other) = hc_ports.get(&p) {
                         return Err(ctx.err(
-                            format!("{field} of Service {}", svc.key),
+                            field,
                             format!("port {p} already used by Service {other}"),
                         ));
                     }
                     hc_ports.insert(p, svc.key.clone());
                 }
-                if state.services.insert(svc.key.clone(), svc).is_some() {
-                    return Err(ctx.err("metadata.name", "duplicate Service"));
-                }
+                claim_frontends(&ctx, &svc, &mut frontends)?;
+                state.services.insert(svc.key.clone(), svc);
             }
             "EndpointSlice" => {
-                let s: manifests::EndpointSlice =
-                    serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
-                ctx.object = format!("EndpointSlice {}", namespaced(&s.metadata));
+                let s: manifests::EndpointSlice = decode(value).map_err(|e| ctx.typed(e))?;
                 slices.push((ctx, s));
             }
             "PodDisruptionBudget" => {
-                if tm.api_version != "policy/v1" {
+                if api_version != "policy/v1" {
                     return Err(ctx.err(
                         "apiVersion",
-                        format!("{:?} is not policy/v1", tm.api_version),
+                        format!("{api_version:?} is not policy/v1"),
                     ));
                 }
                 let b: manifests::PodDisruptionBudget =
-                    serde_yaml::from_value(value).map_err(|e| typed(&ctx, e))?;
-                ctx.object = format!("PodDisruptionBudget {}", namespaced(&b.metadata));
+                    decode(value).map_err(|e| ctx.typed(e))?;
                 let pdb = pdb_spec(&ctx, b)?;
                 if state.pdbs.insert(pdb.key.clone(), pdb).is_some() {
                     return Err(ctx.err("metadata.name", "duplicate PodDisruptionBudget"));
@@ -198,6 +241,12 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
             }
         }
     }
+    if objects == 0 {
+        return Err(file_err(
+            "no manifests: an empty file is refused, never read as \"run nothing\" \
+             (a file caught between truncate and write looks like this)",
+        ));
+    }
 
     check_pod_ips(&state, &pod_docs)?;
 
@@ -210,6 +259,34 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
         svc.endpoints.sort_by_key(|e| e.addr);
     }
     Ok(state)
+}
+
+/// One VIP, port and protocol belongs to one Service: with two, the
+/// datapath would forward to one while the other's health check answered
+/// for it.
+fn claim_frontends(
+    ctx: &Ctx,
+    svc: &ServiceInfo,
+    frontends: &mut BTreeMap<(IpAddr, u16, Protocol), String>,
+) -> Result<(), StateError> {
+    for vip in &svc.vips {
+        for (i, p) in svc.ports.iter().enumerate() {
+            let key = (*vip, p.port, p.protocol);
+            if let Some(other) = frontends.get(&key) {
+                return Err(ctx.err(
+                    format!("spec.ports[{i}]"),
+                    format!(
+                        "{} port {} {} is already Service {other}'s",
+                        vip,
+                        p.port,
+                        p.protocol.as_str()
+                    ),
+                ));
+            }
+            frontends.insert(key, svc.key.clone());
+        }
+    }
+    Ok(())
 }
 
 fn namespaced(m: &manifests::ObjectMeta) -> String {

@@ -27,6 +27,8 @@ pub struct EngineLog {
     pub plugged: BTreeSet<String>,
     /// Make every apply fail (the maps unavailable).
     pub fail_apply: bool,
+    /// Frontends the engine can hold (`check_capacity`); `None`: any.
+    pub max_frontends: Option<usize>,
 }
 
 /// An engine that keeps the last content it was given.
@@ -74,6 +76,22 @@ impl Engine for FakeEngine {
         log.last = Some(content.clone());
         lock(&self.journal).push("apply".into());
         Ok(())
+    }
+    fn check_capacity(&self, content: &MapContent) -> anyhow::Result<()> {
+        let want = content
+            .tables
+            .services
+            .keys()
+            .filter(|k| k.port != 0)
+            .count();
+        match self.log().max_frontends {
+            Some(max) if want > max => {
+                anyhow::bail!(
+                    "{want} frontends do not fit: the engine holds {max} (raise --fake-max)"
+                )
+            }
+            _ => Ok(()),
+        }
     }
     fn plug_pod(&mut self, pod: &PodLink) -> anyhow::Result<()> {
         self.log().plugged.insert(pod.key.clone());

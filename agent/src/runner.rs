@@ -167,6 +167,14 @@ impl Runner {
         match self.source.poll() {
             Update::Unchanged => {}
             Update::Rejected(e) => self.reject(e),
+            // The file went back to what runs (after a rejected version):
+            // nothing to change, only the error to clear.
+            Update::State(s) if self.desired.as_ref() == Some(&s) => {
+                if !self.dirty {
+                    self.status.synced = true;
+                    self.status.error = None;
+                }
+            }
             Update::State(s) => match self.plan(&s) {
                 // spec: H1, H3, P2 — nothing changes (no pod stopped, no map
                 // touched) until the new state is validated and planned

@@ -869,6 +869,47 @@ impl Cluster {
         Ok(())
     }
 
+    /// Put `text` in node `i`'s state file as it is (`None`: remove the
+    /// file), for tests of what the agent does with files it must refuse.
+    /// Written in place, truncate then write, as careless tools do.
+    pub fn write_state_raw(&mut self, i: usize, text: Option<&str>) -> Result<()> {
+        let a = self
+            .agents
+            .get_mut(i.wrapping_sub(1))
+            .with_context(|| format!("no node {i}"))?;
+        match text {
+            Some(t) => {
+                fs::write(&a.state, t).with_context(|| format!("writing {}", a.state.display()))?
+            }
+            None => fs::remove_file(&a.state)
+                .with_context(|| format!("removing {}", a.state.display()))?,
+        }
+        // Whatever was there, the next update() writes the spec's file.
+        a.yaml.clear();
+        Ok(())
+    }
+
+    /// Wait until node `i`'s agent reports a rejected state whose error
+    /// contains `want`.
+    pub fn wait_rejected(&self, i: usize, want: &str, timeout: Duration) -> Result<AgentStatus> {
+        let a = self
+            .agents
+            .get(i.wrapping_sub(1))
+            .with_context(|| format!("no node {i}"))?;
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        while Instant::now() < deadline {
+            if let Some(st) = a.read_status() {
+                if st.error.as_deref().is_some_and(|e| e.contains(want)) {
+                    return Ok(st);
+                }
+                last = Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bail!("agent {i} did not report {want:?} within {timeout:?}; last status {last:?}")
+    }
+
     /// The state file of node `i`: every Node, this node's Pods, every
     /// Service and its EndpointSlices (one per family).
     pub fn manifests(&self, i: usize) -> Result<String> {

@@ -3,6 +3,7 @@
 //! - [`netns`]: namespace guards and helpers (addresses, routes, sysctls,
 //!   bridges, veths with offloads off, running code inside a namespace);
 //! - [`whoami`]: the server pods run and bounded TCP/UDP clients;
+//! - [`traffic`]: a client looping over a VIP on its own thread, counting;
 //! - [`cluster`]: a client, a bridge and N nodes running `sluice-agent`, with
 //!   pods, Services and EndpointSlices generated as Kubernetes manifests.
 //!
@@ -12,6 +13,7 @@
 pub mod cluster;
 pub mod http_probe;
 pub mod netns;
+pub mod traffic;
 pub mod whoami;
 
 pub use cluster::{
@@ -20,4 +22,5 @@ pub use cluster::{
 };
 pub use http_probe::{http_get, HttpAnswer};
 pub use netns::{exec, in_ns, Netns};
+pub use traffic::Traffic;
 pub use whoami::{tcp_request, udp_request, Reply, TcpConn, TcpOutcome, UdpOutcome, WhoAmI};

@@ -1,0 +1,82 @@
+//! New connections through a VIP on a thread of their own, counted, while a
+//! test changes things under them (bounded in count, stopped by the test).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crate::whoami::{tcp_request, TcpOutcome};
+
+/// New connections through the VIP on a thread, counting answers by pod and
+/// failures, until stopped (bounded in count too).
+pub struct Traffic {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    thread: Option<thread::JoinHandle<Vec<String>>>,
+}
+
+impl Traffic {
+    pub fn start(ns: &str, vip: SocketAddr) -> Traffic {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicU64::new(0));
+        let failed = Arc::new(AtomicU64::new(0));
+        let (s, o, f, ns) = (stop.clone(), ok.clone(), failed.clone(), ns.to_string());
+        let thread = thread::spawn(move || {
+            let mut errors = Vec::new();
+            for _ in 0..20_000 {
+                if s.load(Ordering::Relaxed) {
+                    break;
+                }
+                match tcp_request(&ns, vip) {
+                    Ok(TcpOutcome::Reply { .. }) => {
+                        o.fetch_add(1, Ordering::Relaxed);
+                    }
+                    other => {
+                        f.fetch_add(1, Ordering::Relaxed);
+                        errors.push(format!("{other:?}"));
+                    }
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+            errors
+        });
+        Traffic {
+            stop,
+            ok,
+            failed,
+            thread: Some(thread),
+        }
+    }
+
+    /// Answered so far.
+    pub fn answered(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed)
+    }
+
+    /// Stop and return (answered, failed, first errors).
+    pub fn finish(mut self) -> (u64, u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let errors = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            errors,
+        )
+    }
+}
+
+impl Drop for Traffic {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

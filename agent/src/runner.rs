@@ -239,9 +239,9 @@ impl Runner {
     /// timeout, as a stuck sync does.
     fn watch_source(&mut self) {
         if self.source.busy_since().is_some() {
-            if !self.source_queued && !self.dirty {
-                self.health.record_queued();
-            }
+            // Idempotent: the oldest unapplied change is what counts, and a
+            // sync in between does not make a stuck parse any younger.
+            self.health.record_queued();
             self.source_queued = true;
         } else if std::mem::take(&mut self.source_queued) && !self.dirty {
             // Read and rejected (or unchanged): the running state is what

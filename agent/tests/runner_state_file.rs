@@ -16,7 +16,7 @@ use sluice_agent::metrics::MetricsSnapshot;
 use sluice_agent::pods::runtime::Sig;
 use sluice_agent::pods::{PodManager, PoolKind};
 use sluice_agent::runner::Runner;
-use sluice_agent::state::source::FileSource;
+use sluice_agent::state::source::{FileSource, StateSource, Update};
 
 mod common;
 use common::manifests::{service, slice};
@@ -46,6 +46,7 @@ impl Drop for TempDir {
 
 struct Loop {
     runner: Option<Runner>,
+    clock: Arc<ManualClock>,
     engine: FakeEngine,
     pods: FakePods,
     metrics: Arc<Mutex<MetricsSnapshot>>,
@@ -57,18 +58,23 @@ impl Loop {
     fn start(name: &str, state: &str) -> Loop {
         let dir = TempDir::new(name);
         std::fs::write(dir.0.join("state.yaml"), state).expect("write state");
+        let source = Box::new(FileSource::new(dir.0.join("state.yaml")));
+        Loop::start_with(dir, source)
+    }
+
+    fn start_with(dir: TempDir, source: Box<dyn StateSource>) -> Loop {
         let node_port = free_port();
         let cfg = HealthConfig::new(Duration::from_secs(30)).on_ip(LOOPBACK, node_port);
         let clock = Arc::new(ManualClock::new(
             UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         ));
-        let health = HealthHandle::start(cfg, clock).expect("health servers");
+        let health = HealthHandle::start(cfg, clock.clone()).expect("health servers");
         let engine = FakeEngine::default();
         let pods = FakePods::default();
         let metrics = Arc::new(Mutex::new(MetricsSnapshot::default()));
         let runner = Runner::new(
             "node-a".into(),
-            Box::new(FileSource::new(dir.0.join("state.yaml"))),
+            source,
             Box::new(engine.clone()),
             health,
             metrics.clone(),
@@ -81,6 +87,7 @@ impl Loop {
         );
         let mut l = Loop {
             runner: Some(runner),
+            clock,
             engine,
             pods,
             metrics,
@@ -288,6 +295,61 @@ fn a_file_that_cannot_be_run_changes_nothing() {
         assert!(st["error"].is_null(), "{what}: {st}");
         assert!(l.engine.log().applies > applies, "{what}");
     }
+}
+
+/// A source that has seen a change and never finishes reading it, as a
+/// parser stuck on a hostile file would.
+struct StuckSource {
+    first: Option<String>,
+    since: std::time::Instant,
+}
+
+impl StateSource for StuckSource {
+    fn poll(&mut self) -> Update {
+        match self.first.take() {
+            Some(text) => match sluice_agent::state::parse_state(&text) {
+                Ok(s) => Update::State(s),
+                Err(e) => Update::Rejected(e.to_string()),
+            },
+            None => Update::Unchanged,
+        }
+    }
+    fn describe(&self) -> String {
+        "stuck".into()
+    }
+    fn busy_since(&self) -> Option<std::time::Instant> {
+        self.first.is_none().then_some(self.since)
+    }
+}
+
+#[test]
+fn a_change_that_is_never_parsed_turns_healthz_unhealthy() {
+    // spec: H1 — issue 8: a file that stalled the parser for 79 s left
+    // /healthz at 200 throughout. A change still being read counts as a
+    // queued update: unhealthy once it has waited the health timeout
+    // (2 × the 30 s sync period here), as a stuck kube-proxy sync is.
+    let dir = TempDir::new("stuck");
+    let source = StuckSource {
+        first: Some(node("", "", "")),
+        since: std::time::Instant::now(),
+    };
+    let mut l = Loop::start_with(dir, Box::new(source));
+    assert_eq!(l.status()["synced"], true);
+    assert_eq!(l.http_status(l.node_port, "/healthz"), 200);
+    l.clock.advance(Duration::from_secs(59));
+    l.tick();
+    assert_eq!(
+        l.http_status(l.node_port, "/healthz"),
+        200,
+        "within the timeout"
+    );
+    l.clock.advance(Duration::from_secs(2));
+    l.tick();
+    assert_eq!(
+        l.http_status(l.node_port, "/healthz"),
+        503,
+        "past the timeout"
+    );
 }
 
 /// The drain report's phase for pod `default/<name>`.

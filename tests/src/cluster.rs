@@ -884,8 +884,10 @@ impl Cluster {
             None => fs::remove_file(&a.state)
                 .with_context(|| format!("removing {}", a.state.display()))?,
         }
-        // Whatever was there, the next update() writes the spec's file.
-        a.yaml.clear();
+        // What the file holds now. A later update() whose state equals
+        // what the agent runs sees no new generation (the agent only clears
+        // its error): restore with this function and wait for that instead.
+        a.yaml = text.unwrap_or_default().to_string();
         Ok(())
     }
 

@@ -361,7 +361,7 @@ fn engine_word(c: Config) -> &'static str {
     }
 }
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     if let Some(root) = std::env::var_os("SLUICE_WORKSPACE") {
         return PathBuf::from(root);
     }
@@ -371,7 +371,7 @@ fn workspace_root() -> PathBuf {
 
 /// `cargo build --release -p sluice-agent` (a debug build would measure the
 /// compiler, not the engine); `SLUICE_AGENT_BIN` names a prebuilt agent.
-fn build_agent() -> Result<PathBuf> {
+pub(crate) fn build_agent() -> Result<PathBuf> {
     if let Some(bin) = std::env::var_os("SLUICE_AGENT_BIN") {
         let bin = PathBuf::from(bin);
         println!("==> using SLUICE_AGENT_BIN={}", bin.display());
@@ -544,7 +544,7 @@ fn run_sluice(
 
 /// `cargo xtask build-ebpf --release` (this same binary), its output kept
 /// in a file; on failure, the compiler's reason in one line.
-fn build_ebpf() -> Result<()> {
+pub(crate) fn build_ebpf() -> Result<()> {
     println!("    cargo xtask build-ebpf --release");
     let exe = std::env::current_exe().context("current_exe")?;
     let dir = std::env::temp_dir().join("sluice-bench");
@@ -1696,11 +1696,16 @@ of noise between runs.\n\n\
 /// Replace the section `## Whole paths (`cargo xtask bench`)` of the file
 /// (up to the next `## ` heading), keeping everything else.
 fn write_section(path: &Path, section: &str) -> Result<()> {
-    const HEADING: &str = "## Whole paths (`cargo xtask bench`)";
+    replace_section(path, "## Whole paths (`cargo xtask bench`)", section)
+}
+
+/// Replace the section of `path` that starts with `heading` (up to the next
+/// `## `) by `section`, or append it.
+pub(crate) fn replace_section(path: &Path, heading: &str, section: &str) -> Result<()> {
     let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let new = match text.find(HEADING) {
+    let new = match text.find(heading) {
         Some(start) => {
-            let after = start + HEADING.len();
+            let after = start + heading.len();
             let end = text[after..]
                 .find("\n## ")
                 .map(|i| after + i + 1)

@@ -8,6 +8,7 @@ mod bench;
 mod ebpf;
 mod lab;
 mod setup;
+mod state_bench;
 mod test;
 
 #[derive(Parser)]
@@ -33,6 +34,10 @@ enum Cmd {
     /// Whole-path benchmark: kernel routing, iptables, nftables and both
     /// Sluice engines on one veth topology; writes docs/benchmarks.md.
     Bench(bench::BenchOpts),
+    /// Agent memory at 10 000 Services x 10 endpoints and after shrinking,
+    /// BPF map memory, apply time, idle CPU with a 50 MB state file;
+    /// writes docs/benchmarks.md.
+    BenchState(state_bench::StateBenchOpts),
 }
 
 fn main() -> Result<()> {
@@ -48,6 +53,10 @@ fn main() -> Result<()> {
         Cmd::Bench(o) => {
             setup::run()?;
             bench::run(o)
+        }
+        Cmd::BenchState(o) => {
+            setup::run()?;
+            state_bench::run(o)
         }
     }
 }

@@ -77,7 +77,10 @@ fn main() {
     );
     println!("| what | ms | ratio to YAML load |");
     println!("|---|---:|---:|");
-    println!("| YAML load into Values (baseline) | {:.0} | 1.00 |", ms(base));
+    println!(
+        "| YAML load into Values (baseline) | {:.0} | 1.00 |",
+        ms(base)
+    );
     println!(
         "| parse_state (pre-scan, load, validate) | {:.0} | {:.2} |",
         ms(full),
@@ -93,7 +96,11 @@ fn main() {
     println!("| nesting depth | bytes | YAML load (baseline) ms | parse_state ms | ratio |");
     println!("|---:|---:|---:|---:|---:|");
     for depth in [1_000usize, 10_000, 30_000] {
-        let deep = format!("kind: Service\nx: {}{}\n", "[".repeat(depth), "]".repeat(depth));
+        let deep = format!(
+            "kind: Service\nx: {}{}\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
         let base = best(1, || yaml_values(&deep));
         let ours = best(3, || parse_state(&deep).is_err());
         println!(

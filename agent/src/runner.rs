@@ -62,6 +62,8 @@ pub struct Runner {
     /// `/healthz` was told of an update the source is still reading or
     /// validating (`StateSource::busy_since`).
     source_queued: bool,
+    /// Large allocations were freed this tick: return pages at its end.
+    trim_due: bool,
     retry_at: Option<Instant>,
     /// Health entries whose port could not be opened yet; offered again on
     /// every tick until they bind.
@@ -109,6 +111,7 @@ impl Runner {
             dirty: false,
             planned: None,
             source_queued: false,
+            trim_due: false,
             retry_at: None,
             health_retry: None,
             health_offered: Vec::new(),
@@ -186,9 +189,7 @@ impl Runner {
                     self.desired = Some(s);
                     self.planned = Some(plan);
                     self.mark_dirty();
-                    // The old state and the parse's garbage are gone; give
-                    // the pages back rather than keep the high-water mark.
-                    crate::mem::trim();
+                    self.trim_due = true;
                 }
             },
         }
@@ -212,6 +213,13 @@ impl Runner {
         let events = self.pods_rt.endpoints_published(Instant::now());
         self.handle_pod_events(events);
         self.publish();
+        if std::mem::take(&mut self.trim_due) {
+            // A state was replaced, refused or applied: the old state, the
+            // parse's garbage and the sync's working copies (overlaid state,
+            // map content, the engine's copy) are gone by now. Give their
+            // pages back rather than keep the high-water mark.
+            crate::mem::trim();
+        }
     }
 
     /// Everything that can refuse `state` on this node, computed before
@@ -230,7 +238,7 @@ impl Runner {
         self.status.synced = false;
         self.status.error = Some(e);
         self.lock_metrics().sync_rejected += 1;
-        crate::mem::trim();
+        self.trim_due = true;
     }
 
     /// A change the source is still reading or validating counts as a
@@ -262,6 +270,7 @@ impl Runner {
         };
         let result = self.apply(&live, planned);
         let took = started.elapsed();
+        self.trim_due = true;
         match result {
             Ok(()) => {
                 self.dirty = false;

@@ -1,7 +1,6 @@
 //! The health servers over real sockets on loopback, ephemeral ports only.
 //! Bounded loops and generous socket timeouts; no assertion depends on timing.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -254,7 +253,7 @@ fn ep(addr: &str, node: &str, ready: bool, serving: bool, terminating: bool) -> 
         ready,
         serving,
         terminating,
-        ports: BTreeMap::new(),
+        ports: Default::default(),
     }
 }
 

@@ -99,16 +99,15 @@ fn split_key(key: &str) -> (&str, &str) {
 mod tests {
     use super::*;
     use crate::state::EndpointInfo;
-    use std::collections::BTreeMap;
 
     fn ep(addr: &str, node: &str, ready: bool, serving: bool, terminating: bool) -> EndpointInfo {
         EndpointInfo {
             addr: addr.parse().expect("test address"),
-            node: Some(node.to_string()),
+            node: Some(node.into()),
             ready,
             serving,
             terminating,
-            ports: BTreeMap::new(),
+            ports: Default::default(),
         }
     }
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -125,10 +126,14 @@ pub struct ServiceInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EndpointInfo {
     pub addr: IpAddr,
-    pub node: Option<String>,
+    /// Shared between a slice's endpoints on one node (one allocation per
+    /// slice and node rather than per endpoint).
+    pub node: Option<Arc<str>>,
     pub ready: bool,
     pub serving: bool,
     pub terminating: bool,
-    /// The slice's ports: (port name, protocol) → port number.
-    pub ports: BTreeMap<(String, Protocol), u16>,
+    /// The slice's ports: (port name, protocol) → port number. Shared by
+    /// every endpoint of a slice: one map per slice, not per endpoint (at
+    /// 100 000 endpoints, tens of megabytes).
+    pub ports: Arc<BTreeMap<(String, Protocol), u16>>,
 }

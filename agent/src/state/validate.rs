@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use serde::Deserialize;
@@ -257,6 +258,8 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
     for svc in state.services.values_mut() {
         // Deterministic order: every node builds the same Maglev table.
         svc.endpoints.sort_by_key(|e| e.addr);
+        // Held for as long as the state runs: no growth slack.
+        svc.endpoints.shrink_to_fit();
     }
     Ok(state)
 }
@@ -731,6 +734,8 @@ fn attach_slice(
         let num = port_number(ctx, &format!("ports[{i}].port"), num)?;
         ports.insert((p.name.clone().unwrap_or_default(), proto), num);
     }
+    let ports = Arc::new(ports);
+    let mut node_names: Vec<Arc<str>> = Vec::new();
     let mut endpoints = Vec::new();
     for (i, ep) in slice.endpoints.iter().enumerate() {
         if ep.addresses.is_empty() {
@@ -746,9 +751,20 @@ fn attach_slice(
             ));
         }
         let ready = ep.conditions.ready.unwrap_or(true);
+        let node = ep
+            .node_name
+            .as_deref()
+            .map(|n| match node_names.iter().find(|x| &***x == n) {
+                Some(x) => x.clone(),
+                None => {
+                    let x: Arc<str> = Arc::from(n);
+                    node_names.push(x.clone());
+                    x
+                }
+            });
         endpoints.push(EndpointInfo {
             addr,
-            node: ep.node_name.clone(),
+            node,
             ready,
             serving: ep.conditions.serving.unwrap_or(ready),
             terminating: ep.conditions.terminating.unwrap_or(false),
@@ -763,7 +779,7 @@ fn attach_slice(
             if let Some(old) = svc.endpoints.iter_mut().find(|e| e.addr == ep.addr) {
                 // The same address in two slices (e.g. during a rollout):
                 // merge ports, keep the most serving view.
-                old.ports.extend(ep.ports);
+                Arc::make_mut(&mut old.ports).extend(ep.ports.iter().map(|(k, v)| (k.clone(), *v)));
                 old.ready |= ep.ready;
                 old.serving |= ep.serving;
                 old.terminating &= ep.terminating;

@@ -14,6 +14,10 @@ use serde::Deserialize;
 use sluice_agent::state::limits::{check_nesting, MAX_NESTING};
 use sluice_agent::state::parse_state;
 
+#[path = "../tests/common/manifests.rs"]
+#[allow(dead_code)]
+mod manifests;
+
 /// Best of `runs`, after one warm-up: the least disturbed figure on a
 /// shared machine.
 fn best<T>(runs: usize, mut f: impl FnMut() -> T) -> Duration {
@@ -35,30 +39,10 @@ fn yaml_values(text: &str) -> usize {
 }
 
 fn large_state(services: usize, endpoints: usize) -> String {
-    let mut s = String::from(
-        "apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\n\
-         spec: {podCIDRs: [198.19.0.0/16]}\n\
-         status: {addresses: [{type: InternalIP, address: 198.18.0.11}]}\n",
-    );
-    for i in 0..services {
-        let vip = format!("198.18.{}.{}", 100 + i / 250, 1 + i % 250);
-        s.push_str(&format!(
-            "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: svc-{i}\n  namespace: default\n\
-             spec:\n  type: LoadBalancer\n  externalTrafficPolicy: Cluster\n  ports:\n  - name: http\n    port: 80\n    targetPort: 8080\n    protocol: TCP\n\
-             status:\n  loadBalancer:\n    ingress:\n    - ip: {vip}\n\
-             ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: svc-{i}-v4\n  namespace: default\n  labels:\n    kubernetes.io/service-name: svc-{i}\n\
-             addressType: IPv4\nports:\n- name: http\n  port: 8080\n  protocol: TCP\nendpoints:\n"
-        ));
-        for e in 0..endpoints {
-            let n = i * endpoints + e;
-            s.push_str(&format!(
-                "- addresses: [\"198.19.{}.{}\"]\n  conditions: {{ready: true, serving: true, terminating: false}}\n  nodeName: node-1\n",
-                n / 250 % 250,
-                1 + n % 250
-            ));
-        }
-    }
-    s
+    let node = "apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\n\
+                spec: {podCIDRs: [198.19.0.0/16]}\n\
+                status: {addresses: [{type: InternalIP, address: 198.18.0.11}]}\n";
+    format!("{node}{}", manifests::many_services(services, endpoints))
 }
 
 fn ms(d: Duration) -> f64 {

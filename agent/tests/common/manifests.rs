@@ -34,3 +34,30 @@ endpoints:
 "#
     )
 }
+
+/// `services` `Cluster` Services (`default/svc-<i>`, one VIP each in
+/// 198.18.128.0/17, port 80 → 8080) with `endpoints` ready endpoints each,
+/// on a node not in the file: a large, valid state whose Maglev tables are
+/// all full size. No Node: callers put their own first.
+pub fn many_services(services: usize, endpoints: usize) -> String {
+    let mut s = String::with_capacity(services * (700 + endpoints * 110));
+    for i in 0..services {
+        let vip = format!("198.18.{}.{}", 128 + i / 250, 1 + i % 250);
+        s.push_str(&format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: svc-{i}\n  namespace: default\n\
+             spec:\n  type: LoadBalancer\n  externalTrafficPolicy: Cluster\n  ports:\n  - name: http\n    port: 80\n    targetPort: 8080\n    protocol: TCP\n\
+             status:\n  loadBalancer:\n    ingress:\n    - ip: {vip}\n\
+             ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: svc-{i}-v4\n  namespace: default\n  labels:\n    kubernetes.io/service-name: svc-{i}\n\
+             addressType: IPv4\nports:\n- name: http\n  port: 8080\n  protocol: TCP\nendpoints:\n"
+        ));
+        for e in 0..endpoints {
+            let n = i * endpoints + e;
+            s.push_str(&format!(
+                "- addresses: [\"198.19.{}.{}\"]\n  conditions: {{ready: true, serving: true, terminating: false}}\n  nodeName: node-9\n",
+                100 + (n / 250) % 150,
+                1 + n % 250
+            ));
+        }
+    }
+    s
+}

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod manifests;
+pub mod runner_loop;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -16,6 +16,10 @@ use sluice_tests::{Cluster, ClusterSpec, EndpointSpec, Engine, ServiceSpec};
 
 use crate::bench::{build_agent, build_ebpf, replace_section, workspace_root};
 
+#[path = "../../agent/tests/common/manifests.rs"]
+#[allow(dead_code)]
+mod manifests;
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct StateBenchOpts {
     /// Services in the large state.
@@ -120,30 +124,9 @@ fn cpu_share(pid: u32, window: Duration) -> Result<f64> {
 }
 
 /// The one-node cluster's own manifests plus `services` Services with
-/// `endpoints` ready endpoints each (addresses of pods on other nodes, so
-/// the state is valid and every Maglev table is full size).
+/// `endpoints` ready endpoints each (the agent tests' generator).
 fn large_state(base: &str, services: usize, endpoints: usize) -> String {
-    let mut s = String::with_capacity(base.len() + services * (700 + endpoints * 110));
-    s.push_str(base);
-    for i in 0..services {
-        let vip = format!("198.18.{}.{}", 128 + i / 250, 1 + i % 250);
-        s.push_str(&format!(
-            "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: big-{i}\n  namespace: default\n\
-             spec:\n  type: LoadBalancer\n  externalTrafficPolicy: Cluster\n  ports:\n  - name: http\n    port: 80\n    targetPort: 8080\n    protocol: TCP\n\
-             status:\n  loadBalancer:\n    ingress:\n    - ip: {vip}\n\
-             ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: big-{i}-v4\n  namespace: default\n  labels:\n    kubernetes.io/service-name: big-{i}\n\
-             addressType: IPv4\nports:\n- name: http\n  port: 8080\n  protocol: TCP\nendpoints:\n"
-        ));
-        for e in 0..endpoints {
-            let n = i * endpoints + e;
-            s.push_str(&format!(
-                "- addresses: [\"198.19.{}.{}\"]\n  conditions: {{ready: true, serving: true, terminating: false}}\n  nodeName: node-9\n",
-                100 + (n / 250) % 150,
-                1 + n % 250
-            ));
-        }
-    }
-    s
+    format!("{base}{}", manifests::many_services(services, endpoints))
 }
 
 fn write_atomic(path: &Path, text: &str) -> Result<()> {

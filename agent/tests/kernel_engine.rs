@@ -125,7 +125,7 @@ impl Bed {
 
     fn start(&self) -> Box<dyn Engine> {
         let (obj, pins) = (object(), self.pins.clone());
-        self.in_node(move || engine::start_kernel("nic0", "kern", &obj, &pins))
+        self.in_node(move || engine::start_kernel("nic0", "kern", &obj, &pins, sizes))
             .expect("the kernel engine starts")
     }
 
@@ -208,14 +208,18 @@ fn failed_start_leaves_nothing_behind() {
     let pins = bed.pins.clone();
     let b2 = bad.clone();
     let err = bed
-        .in_node(move || engine::start_kernel("nic0", "kern", &b2, &pins).map(|_| ()))
+        .in_node(move || {
+            engine::start_kernel("nic0", "kern", &b2, &pins, MapSizes::default()).map(|_| ())
+        })
         .expect_err("a bad object is refused");
     let _ = std::fs::remove_file(&bad);
     assert!(format!("{err:#}").contains("sluice-bad"), "{err:#}");
 
     let (obj, pins) = (object(), bed.pins.clone());
     let err = bed
-        .in_node(move || engine::start_kernel("nope0", "kern", &obj, &pins).map(|_| ()))
+        .in_node(move || {
+            engine::start_kernel("nope0", "kern", &obj, &pins, MapSizes::default()).map(|_| ())
+        })
         .expect_err("no such link");
     assert!(format!("{err:#}").contains("nope0"), "{err:#}");
     assert!(!bed.pins.exists(), "no pin directory left");

@@ -142,8 +142,14 @@ fn windows_digest(eps: &[Endpoint], maglev: &[u32]) -> u64 {
         h.write_u16(e.flags);
     }
     h.write_usize(maglev.len());
-    for m in maglev {
-        h.write_u32(*m);
+    // In blocks: one `write` per 256 entries, not one per entry (every
+    // apply digests every table).
+    let mut buf = [0u8; 4 * MAGLEV_CHUNK as usize];
+    for part in maglev.chunks(MAGLEV_CHUNK as usize) {
+        for (b, m) in buf.chunks_exact_mut(4).zip(part) {
+            b.copy_from_slice(&m.to_le_bytes());
+        }
+        h.write(&buf[..4 * part.len()]);
     }
     h.finish()
 }
@@ -188,6 +194,11 @@ struct SetAside {
     mg: Option<Region>,
 }
 
+/// No free window, and none set aside to wait for.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct NoRoom(String);
+
 /// What an apply wrote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ApplyStats {
@@ -201,6 +212,8 @@ pub struct ApplyStats {
     pub maglev_entries: u64,
     /// Times the apply waited for set-aside windows.
     pub waits: usize,
+    /// Keys taken out while they moved, for want of room beside them.
+    pub removed_to_move: usize,
 }
 
 #[derive(Debug)]
@@ -325,13 +338,14 @@ impl Writer {
                 } else {
                     (ENDPOINTS, "--bpf-endpoint-entries")
                 };
-                return Err(anyhow!(
+                return Err(NoRoom(format!(
                     "no free window of {len} in {name}: {} of {} entries are free but the \
                      largest free block holds {}; raise {flag}",
                     b.free_total(),
                     b.capacity(),
                     b.largest_free()
-                ));
+                ))
+                .into());
             };
             let wait = (oldest + GRACE).saturating_duration_since(Instant::now());
             if !wait.is_zero() {
@@ -409,8 +423,41 @@ impl Writer {
         Ok(stats)
     }
 
-    /// Write a key's windows into free space, then point its value there.
+    /// Move a key to new windows. When there is no room for them beside
+    /// its old ones (an array full to the last block, everything changing),
+    /// the key is taken out first and its own windows reused: that one
+    /// frontend is briefly absent (its packets pass to the node), which is
+    /// logged, rather than the update failing on every retry.
     fn place(
+        &mut self,
+        maps: &mut impl ServiceMaps,
+        f: &Frontend<'_>,
+        digest: u64,
+        stats: &mut ApplyStats,
+    ) -> Result<()> {
+        match self.place_beside(maps, f, digest, stats) {
+            Err(e) if e.is::<NoRoom>() && self.live.contains_key(&f.key) => {
+                warn!(
+                    service = %layout::key_name(&f.key),
+                    reason = %e,
+                    "no room to move the service atomically; removing it while its windows \
+                     are rewritten"
+                );
+                maps.del_service(&f.key).with_context(|| {
+                    format!("deleting {SERVICES} key {}", layout::key_name(&f.key))
+                })?;
+                if let Some(l) = self.live.remove(&f.key) {
+                    self.set_aside(&l);
+                }
+                stats.removed_to_move += 1;
+                self.place_beside(maps, f, digest, stats)
+            }
+            r => r,
+        }
+    }
+
+    /// Write a key's windows into free space, then point its value there.
+    fn place_beside(
         &mut self,
         maps: &mut impl ServiceMaps,
         f: &Frontend<'_>,
@@ -959,6 +1006,23 @@ mod tests {
         for i in 1..=12 {
             assert_eq!(resolve(&m, &key(i)).unwrap().0, vec![ep(i), ep(i + 100)]);
             assert_eq!(resolve(&m, &key(i)).unwrap().1, table_of(&t, &key(i)));
+        }
+    }
+
+    #[test]
+    fn an_array_full_to_the_last_block_still_takes_a_change_of_everything() {
+        // Four one-endpoint services fill the Maglev array exactly; then
+        // every one of them changes.
+        let mut m = Mem::new(64, 4 * 256);
+        let mut w = Writer::adopt(&m).unwrap();
+        let n = NodeConfig::default();
+        let a: Vec<(u8, Vec<Endpoint>)> = (1..=4).map(|i| (i, vec![ep(i)])).collect();
+        w.apply(&mut m, &n, &tables(&a)).unwrap();
+        let b: Vec<(u8, Vec<Endpoint>)> = (1..=4).map(|i| (i, vec![ep(i + 100)])).collect();
+        let s = w.apply(&mut m, &n, &tables(&b)).unwrap();
+        assert_eq!(s.removed_to_move, 4);
+        for i in 1..=4 {
+            assert_eq!(resolve(&m, &key(i)).unwrap().0, vec![ep(i + 100)]);
         }
     }
 

@@ -71,7 +71,7 @@ pub struct Args {
 
     /// Kernel engine: keys of the services map (`SLUICE_SERVICES`), one per
     /// Service port and VIP plus one per VIP. A preallocated hash map,
-    /// about 100 bytes of kernel memory a key (65 536: 6.5 MiB).
+    /// about 120 bytes of kernel memory a key (65 536: 7.5 MiB).
     #[arg(long, env = "SLUICE_BPF_SERVICE_ENTRIES",
           default_value_t = sluice_datapath::maps::SERVICES_MAX_ENTRIES,
           value_parser = clap::value_parser!(u32).range(2..=4_194_304))]

@@ -376,6 +376,23 @@ impl Pinned {
         }
     }
 
+    /// The kernel's `memlock` of each service-side map (bytes), printed.
+    fn report_memory(pins: &Path) {
+        use std::os::fd::{AsFd, AsRawFd};
+        for m in [MAP_SERVICES, MAP_ENDPOINTS, MAP_MAGLEV] {
+            let data = MapData::from_pin(pins.join(m)).expect("opening a pinned map");
+            let fd = data.fd().as_fd().as_raw_fd();
+            let info =
+                std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap_or_default();
+            let memlock = info
+                .lines()
+                .find_map(|l| l.strip_prefix("memlock:"))
+                .map_or("?", str::trim)
+                .to_string();
+            eprintln!("{m}: memlock {memlock} bytes");
+        }
+    }
+
     fn value(&self, k: &ServiceKey) -> Option<ServiceValue> {
         self.services.get(&P(*k), 0).ok().map(|v| v.0)
     }
@@ -437,6 +454,7 @@ fn large_states_apply_and_freed_windows_are_reused() {
     let a = large(10_000, 10, 0);
     timed_apply(&mut e, &a, "10000 x 10");
     let pinned = Pinned::open(&bed.pins);
+    Pinned::report_memory(&bed.pins);
     for k in sample_keys(&a, 997) {
         pinned.assert_serves(&a, &k);
     }

@@ -27,9 +27,9 @@ use sluice_datapath::env::Clock;
 use sluice_datapath::host::{HostMaps, ServiceSpec, ServiceTables, VecPacket};
 use sluice_datapath::maps::{
     v4_mapped, Addr, AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink,
-    MaglevChunk, NodeConfig, ServiceKey, ServiceValue, MAGLEV_CHUNK, MAP_AFFINITY, MAP_CT, MAP_ENDPOINTS, MAP_EVENTS,
-    MAP_LOCAL, MAP_MAGLEV, MAP_NODE, MAP_SERVICES, PROTO_TCP, PROTO_UDP, SVC_F_AFFINITY,
-    SVC_F_LOCAL,
+    MaglevChunk, NodeConfig, ServiceKey, ServiceValue, MAGLEV_CHUNK, MAP_AFFINITY, MAP_CT,
+    MAP_ENDPOINTS, MAP_EVENTS, MAP_LOCAL, MAP_MAGLEV, MAP_NODE, MAP_SERVICES, PROTO_TCP, PROTO_UDP,
+    SVC_F_AFFINITY, SVC_F_LOCAL,
 };
 use sluice_datapath::{process, Event, Hook, Verdict};
 

@@ -319,6 +319,6 @@ const _: () = {
     assert!(size_of::<LocalKey>() == 16);
     assert!(size_of::<LocalLink>() == 16);
     assert!(size_of::<MaglevChunk>() == 1024);
-    assert!(MAGLEV_MAX_ENTRIES % MAGLEV_CHUNK == 0);
+    assert!(MAGLEV_MAX_ENTRIES.is_multiple_of(MAGLEV_CHUNK));
     assert!(MAGLEV_CHUNK.is_power_of_two());
 };

@@ -101,6 +101,12 @@ pub fn key_name(k: &ServiceKey) -> String {
     format!("{ip}:{}/{}", k.port, k.proto)
 }
 
+/// `v[start..end]`, if it is all there.
+fn window<T>(v: &[T], start: u64, end: u64) -> Option<&[T]> {
+    let (s, e) = (usize::try_from(start).ok()?, usize::try_from(end).ok()?);
+    v.get(s..e)
+}
+
 /// Every service key of `tables` with its slots and Maglev table, plus a
 /// VIP marker for each VIP that has none (see `vip_marker_key`).
 pub fn frontends(tables: &ServiceTables) -> Result<Vec<Frontend<'_>>, LayoutError> {
@@ -110,11 +116,8 @@ pub fn frontends(tables: &ServiceTables) -> Result<Vec<Frontend<'_>>, LayoutErro
         vips.insert(k.addr);
         let ep_start = u64::from(v.ep_base);
         let ep_end = ep_start + u64::from(v.ready) + u64::from(v.terminating);
-        let endpoints = usize::try_from(ep_start)
-            .ok()
-            .zip(usize::try_from(ep_end).ok())
-            .and_then(|(s, e)| tables.endpoints.get(s..e))
-            .ok_or_else(|| LayoutError::Endpoints {
+        let endpoints =
+            window(&tables.endpoints, ep_start, ep_end).ok_or_else(|| LayoutError::Endpoints {
                 key: key_name(k),
                 start: ep_start,
                 end: ep_end,
@@ -123,16 +126,12 @@ pub fn frontends(tables: &ServiceTables) -> Result<Vec<Frontend<'_>>, LayoutErro
         let maglev = if v.ready > 0 && v.maglev_size > 0 {
             let s = u64::from(v.maglev_base);
             let e = s + u64::from(v.maglev_size);
-            usize::try_from(s)
-                .ok()
-                .zip(usize::try_from(e).ok())
-                .and_then(|(s, e)| tables.maglev.get(s..e))
-                .ok_or_else(|| LayoutError::Maglev {
-                    key: key_name(k),
-                    start: s,
-                    end: e,
-                    len: tables.maglev.len(),
-                })?
+            window(&tables.maglev, s, e).ok_or_else(|| LayoutError::Maglev {
+                key: key_name(k),
+                start: s,
+                end: e,
+                len: tables.maglev.len(),
+            })?
         } else {
             &[]
         };
@@ -332,36 +331,27 @@ mod tests {
             endpoints: 10_000,
             maglev: 50 * 1024,
         };
-        let e = check(&n, &small).unwrap_err().to_string();
+        let refused = |sizes: MapSizes| check(&n, &sizes).unwrap_err().to_string();
+        let e = refused(small);
         assert!(e.contains("SLUICE_MAGLEV"), "{e}");
         assert!(e.contains("102400") && e.contains("51200"), "{e}");
         assert!(e.contains("--bpf-maglev-entries"), "{e}");
         assert!(e.contains("SLUICE_BPF_MAGLEV_ENTRIES"), "{e}");
 
-        let e = check(
-            &n,
-            &MapSizes {
-                services: 150,
-                ..small
-            },
-        )
-        .unwrap_err()
-        .to_string();
+        let e = refused(MapSizes {
+            services: 150,
+            ..small
+        });
         assert!(
             e.contains("200 keys") && e.contains("100 VIP markers"),
             "{e}"
         );
         assert!(e.contains("--bpf-service-entries"), "{e}");
 
-        let e = check(
-            &n,
-            &MapSizes {
-                endpoints: 1000,
-                ..small
-            },
-        )
-        .unwrap_err()
-        .to_string();
+        let e = refused(MapSizes {
+            endpoints: 1000,
+            ..small
+        });
         assert!(e.contains("1600 slots") && e.contains("holds 1000"), "{e}");
         assert!(e.contains("--bpf-endpoint-entries"), "{e}");
     }

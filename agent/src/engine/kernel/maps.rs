@@ -384,11 +384,7 @@ impl Writer {
             .copied()
             .collect();
         for k in gone {
-            maps.del_service(&k)
-                .with_context(|| format!("deleting {SERVICES} key {}", layout::key_name(&k)))?;
-            if let Some(l) = self.live.remove(&k) {
-                self.set_aside(&l);
-            }
+            self.remove_key(maps, &k)?;
             stats.deleted += 1;
         }
 
@@ -423,6 +419,16 @@ impl Writer {
         Ok(stats)
     }
 
+    /// Delete a key from the map and set its windows aside.
+    fn remove_key(&mut self, maps: &mut impl ServiceMaps, k: &ServiceKey) -> Result<()> {
+        maps.del_service(k)
+            .with_context(|| format!("deleting {SERVICES} key {}", layout::key_name(k)))?;
+        if let Some(l) = self.live.remove(k) {
+            self.set_aside(&l);
+        }
+        Ok(())
+    }
+
     /// Move a key to new windows. When there is no room for them beside
     /// its old ones (an array full to the last block, everything changing),
     /// the key is taken out first and its own windows reused: that one
@@ -443,12 +449,7 @@ impl Writer {
                     "no room to move the service atomically; removing it while its windows \
                      are rewritten"
                 );
-                maps.del_service(&f.key).with_context(|| {
-                    format!("deleting {SERVICES} key {}", layout::key_name(&f.key))
-                })?;
-                if let Some(l) = self.live.remove(&f.key) {
-                    self.set_aside(&l);
-                }
+                self.remove_key(maps, &f.key)?;
                 stats.removed_to_move += 1;
                 self.place_beside(maps, f, digest, stats)
             }
@@ -670,7 +671,7 @@ impl ServiceMaps for AyaMaps {
         Self::write_array(&mut self.batch, &mut self.endpoints, start, &values)
     }
     fn write_maglev(&mut self, start: u32, entries: &[u32]) -> Result<()> {
-        if start % MAGLEV_CHUNK != 0 {
+        if !start.is_multiple_of(MAGLEV_CHUNK) {
             return Err(anyhow!(
                 "a Maglev window at {start} does not start an element of {MAGLEV}"
             ));
@@ -795,6 +796,11 @@ mod tests {
         }
     }
 
+    fn copy_out<T: Clone>(v: &[T], start: u32, len: u32) -> Result<Vec<T>> {
+        let s = start as usize;
+        Ok(v.get(s..s + len as usize).context("index")?.to_vec())
+    }
+
     impl ServiceMaps for Mem {
         fn sizes(&self) -> MapSizes {
             self.sizes
@@ -845,20 +851,10 @@ mod tests {
             Ok(())
         }
         fn read_endpoints(&self, start: u32, len: u32) -> Result<Vec<Endpoint>> {
-            let s = start as usize;
-            Ok(self
-                .endpoints
-                .get(s..s + len as usize)
-                .context("index")?
-                .to_vec())
+            copy_out(&self.endpoints, start, len)
         }
         fn read_maglev(&self, start: u32, len: u32) -> Result<Vec<u32>> {
-            let s = start as usize;
-            Ok(self
-                .maglev
-                .get(s..s + len as usize)
-                .context("index")?
-                .to_vec())
+            copy_out(&self.maglev, start, len)
         }
         fn node(&self) -> Result<NodeConfig> {
             Ok(self.node)
@@ -897,6 +893,30 @@ mod tests {
             });
         }
         t
+    }
+
+    /// Services `ids`, each with the endpoints `f(id)`.
+    fn svcs(
+        ids: std::ops::RangeInclusive<u8>,
+        f: impl Fn(u8) -> Vec<Endpoint>,
+    ) -> Vec<(u8, Vec<Endpoint>)> {
+        ids.map(|i| (i, f(i))).collect()
+    }
+
+    /// Maps of `ep` slots and `mg` Maglev entries holding `first`, and the
+    /// writer that wrote them.
+    fn written(ep: u32, mg: u32, first: &[(u8, Vec<Endpoint>)]) -> (Mem, Writer) {
+        let mut m = Mem::new(ep, mg);
+        let (w, r) = adopt_and_apply(&mut m, first);
+        r.unwrap();
+        (m, w)
+    }
+
+    /// A writer adopting `m`, and its first apply of `svcs`.
+    fn adopt_and_apply(m: &mut Mem, svcs: &[(u8, Vec<Endpoint>)]) -> (Writer, Result<ApplyStats>) {
+        let mut w = Writer::adopt(m).unwrap();
+        let r = w.apply(m, &NodeConfig::default(), &tables(svcs));
+        (w, r)
     }
 
     /// What a packet would read for `k`: the endpoints behind its Maglev
@@ -972,15 +992,13 @@ mod tests {
 
     #[test]
     fn gone_services_are_deleted_and_their_windows_reused_after_the_grace() {
-        let mut m = Mem::new(8, 1024);
-        let mut w = Writer::adopt(&m).unwrap();
-        let n = NodeConfig::default();
         // Room for four one-endpoint services exactly.
-        let four: Vec<(u8, Vec<Endpoint>)> = (1..=4).map(|i| (i, vec![ep(i)])).collect();
-        w.apply(&mut m, &n, &tables(&four)).unwrap();
+        let (mut m, mut w) = written(8, 1024, &svcs(1..=4, |i| vec![ep(i)]));
         // Four others: each waits for the windows the previous ones left.
-        let other: Vec<(u8, Vec<Endpoint>)> = (5..=8).map(|i| (i, vec![ep(i)])).collect();
-        let s = w.apply(&mut m, &n, &tables(&other)).unwrap();
+        let other = svcs(5..=8, |i| vec![ep(i)]);
+        let s = w
+            .apply(&mut m, &NodeConfig::default(), &tables(&other))
+            .unwrap();
         assert_eq!(s.deleted, 8);
         assert_eq!(s.moved, 8);
         assert!(s.waits > 0, "had to wait for the grace");
@@ -994,14 +1012,9 @@ mod tests {
     fn an_update_of_everything_needs_room_for_one_more_service_not_two_copies() {
         // 12 two-endpoint services (509-entry tables in 512 blocks) in a
         // Maglev array of 13 blocks: live content plus one window.
-        let mut m = Mem::new(64, 13 * 512);
-        let mut w = Writer::adopt(&m).unwrap();
-        let n = NodeConfig::default();
-        let a: Vec<(u8, Vec<Endpoint>)> = (1..=12).map(|i| (i, vec![ep(i), ep(i + 50)])).collect();
-        w.apply(&mut m, &n, &tables(&a)).unwrap();
-        let b: Vec<(u8, Vec<Endpoint>)> = (1..=12).map(|i| (i, vec![ep(i), ep(i + 100)])).collect();
-        let t = tables(&b);
-        let s = w.apply(&mut m, &n, &t).unwrap();
+        let (mut m, mut w) = written(64, 13 * 512, &svcs(1..=12, |i| vec![ep(i), ep(i + 50)]));
+        let t = tables(&svcs(1..=12, |i| vec![ep(i), ep(i + 100)]));
+        let s = w.apply(&mut m, &NodeConfig::default(), &t).unwrap();
         assert_eq!(s.moved, 12);
         for i in 1..=12 {
             assert_eq!(resolve(&m, &key(i)).unwrap().0, vec![ep(i), ep(i + 100)]);
@@ -1013,13 +1026,11 @@ mod tests {
     fn an_array_full_to_the_last_block_still_takes_a_change_of_everything() {
         // Four one-endpoint services fill the Maglev array exactly; then
         // every one of them changes.
-        let mut m = Mem::new(64, 4 * 256);
-        let mut w = Writer::adopt(&m).unwrap();
-        let n = NodeConfig::default();
-        let a: Vec<(u8, Vec<Endpoint>)> = (1..=4).map(|i| (i, vec![ep(i)])).collect();
-        w.apply(&mut m, &n, &tables(&a)).unwrap();
-        let b: Vec<(u8, Vec<Endpoint>)> = (1..=4).map(|i| (i, vec![ep(i + 100)])).collect();
-        let s = w.apply(&mut m, &n, &tables(&b)).unwrap();
+        let (mut m, mut w) = written(64, 4 * 256, &svcs(1..=4, |i| vec![ep(i)]));
+        let b = svcs(1..=4, |i| vec![ep(i + 100)]);
+        let s = w
+            .apply(&mut m, &NodeConfig::default(), &tables(&b))
+            .unwrap();
         assert_eq!(s.removed_to_move, 4);
         for i in 1..=4 {
             assert_eq!(resolve(&m, &key(i)).unwrap().0, vec![ep(i + 100)]);
@@ -1029,25 +1040,14 @@ mod tests {
     #[test]
     fn content_too_big_is_refused_by_name_and_nothing_is_written() {
         let mut m = Mem::new(2, 16 * 1024);
-        let mut w = Writer::adopt(&m).unwrap();
-        let e = w
-            .apply(
-                &mut m,
-                &NodeConfig::default(),
-                &tables(&[(1, vec![ep(10), ep(11), ep(12)])]),
-            )
+        let e = adopt_and_apply(&mut m, &[(1, vec![ep(10), ep(11), ep(12)])])
+            .1
             .unwrap_err();
         assert!(format!("{e:#}").contains(ENDPOINTS), "{e:#}");
         assert!(format!("{e:#}").contains("--bpf-endpoint-entries"), "{e:#}");
         let mut m = Mem::new(100, 256);
-        let mut w = Writer::adopt(&m).unwrap();
-        let e = w
-            .apply(
-                &mut m,
-                &NodeConfig::default(),
-                &tables(&[(1, vec![ep(10)]), (2, vec![ep(11)])]),
-            )
-            .unwrap_err();
+        let (w, r) = adopt_and_apply(&mut m, &[(1, vec![ep(10)]), (2, vec![ep(11)])]);
+        let e = r.unwrap_err();
         assert!(format!("{e:#}").contains(MAGLEV), "{e:#}");
         assert!(w.check(&tables(&[(1, vec![ep(10)])])).is_ok());
         assert!(m.services.is_empty(), "nothing written");
@@ -1056,17 +1056,15 @@ mod tests {
 
     #[test]
     fn a_restarted_writer_adopts_windows_and_rewrites_nothing() {
-        let mut m = Mem::new(1024, 64 * 1024);
-        let mut w = Writer::adopt(&m).unwrap();
+        let twenty = svcs(1..=20, |i| vec![ep(i)]);
+        let (mut m, _) = written(1024, 64 * 1024, &twenty);
         let n = NodeConfig::default();
-        let svcs: Vec<(u8, Vec<Endpoint>)> = (1..=20).map(|i| (i, vec![ep(i)])).collect();
-        w.apply(&mut m, &n, &tables(&svcs)).unwrap();
         let (writes, puts) = (m.writes, m.puts);
         let mut w2 = Writer::adopt(&m).unwrap();
-        w2.apply(&mut m, &n, &tables(&svcs)).unwrap();
+        w2.apply(&mut m, &n, &tables(&twenty)).unwrap();
         assert_eq!((m.writes, m.puts), (writes, puts));
         // New windows stay clear of the adopted ones (Mem checks).
-        let more: Vec<(u8, Vec<Endpoint>)> = (1..=30).map(|i| (i, vec![ep(i)])).collect();
+        let more = svcs(1..=30, |i| vec![ep(i)]);
         let s = w2.apply(&mut m, &n, &tables(&more)).unwrap();
         assert_eq!(s.moved, 20, "ten services and their markers");
         for i in 1..=30 {
@@ -1089,13 +1087,8 @@ mod tests {
                 },
             );
         }
-        let mut w = Writer::adopt(&m).unwrap();
-        let s = w
-            .apply(
-                &mut m,
-                &NodeConfig::default(),
-                &tables(&[(1, vec![ep(1)]), (2, vec![ep(2)])]),
-            )
+        let s = adopt_and_apply(&mut m, &[(1, vec![ep(1)]), (2, vec![ep(2)])])
+            .1
             .unwrap();
         assert!(s.moved >= 1);
         assert_eq!(resolve(&m, &key(1)).unwrap().0, vec![ep(1)]);

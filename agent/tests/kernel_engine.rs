@@ -440,6 +440,8 @@ fn sample_keys(c: &MapContent, every: usize) -> Vec<ServiceKey> {
 }
 
 // Issue 8: the kernel engine holds what validation accepts.
+// spec: P1, P2 — every sampled frontend of a large state resolves, through
+// the kernel maps the program reads, to its Maglev table and endpoints.
 #[test]
 fn large_states_apply_and_freed_windows_are_reused() {
     if !can_run() {

@@ -69,6 +69,32 @@ pub struct Args {
     #[arg(long, env = "SLUICE_BPF_PIN_DIR")]
     pub bpf_pin_dir: Option<PathBuf>,
 
+    /// Kernel engine: keys of the services map (`SLUICE_SERVICES`), one per
+    /// Service port and VIP plus one per VIP. A preallocated hash map,
+    /// about 120 bytes of kernel memory a key (65 536: 7.5 MiB).
+    #[arg(long, env = "SLUICE_BPF_SERVICE_ENTRIES",
+          default_value_t = sluice_datapath::maps::SERVICES_MAX_ENTRIES,
+          value_parser = clap::value_parser!(u32).range(2..=4_194_304))]
+    pub bpf_service_entries: u32,
+
+    /// Kernel engine: endpoint slots (`SLUICE_ENDPOINTS`, 24 bytes each;
+    /// 524 288: 12 MiB). Each Service port's slots take a power-of-two
+    /// block (10 endpoints: 16 slots).
+    #[arg(long, env = "SLUICE_BPF_ENDPOINT_ENTRIES",
+          default_value_t = sluice_datapath::maps::ENDPOINTS_MAX_ENTRIES,
+          value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    pub bpf_endpoint_entries: u32,
+
+    /// Kernel engine: Maglev entries (`SLUICE_MAGLEV`, 4 bytes each;
+    /// 16 777 216: 64 MiB), rounded up to a multiple of 256. Each Service
+    /// port with ready endpoints takes a power-of-two block of at least 256
+    /// (its table: the smallest listed prime ≥ 100 × ready endpoints, 251
+    /// for 1 or 2, 1021 for 10).
+    #[arg(long, env = "SLUICE_BPF_MAGLEV_ENTRIES",
+          default_value_t = sluice_datapath::maps::MAGLEV_MAX_ENTRIES,
+          value_parser = clap::value_parser!(u32).range(256..=268_435_456))]
+    pub bpf_maglev_entries: u32,
+
     /// Written after every sync attempt (JSON: generation, synced, error).
     #[arg(long, env = "SLUICE_STATUS_FILE")]
     pub status_file: Option<PathBuf>,
@@ -324,6 +350,9 @@ mod tests {
         assert_eq!(a.poll_ms, 500);
         assert_eq!(a.datapath, DatapathMode::Emulated);
         assert_eq!(a.nic, "nic0", "defaults fill the rest");
+        assert_eq!(a.bpf_maglev_entries, 16_777_216);
+        assert_eq!(a.bpf_endpoint_entries, 524_288);
+        assert_eq!(a.bpf_service_entries, 65_536);
 
         let a = Args::load_from([
             "sluice-agent",
@@ -335,6 +364,20 @@ mod tests {
         .expect("flags too");
         assert_eq!(a.poll_ms, 50);
         assert_eq!(a.node_name, "node-b");
+        let a = Args::load_from([
+            "sluice-agent",
+            &f.arg(),
+            "--bpf-maglev-entries=33554432",
+            "--bpf-endpoint-entries",
+            "1048576",
+        ])
+        .expect("map sizes");
+        assert_eq!(a.bpf_maglev_entries, 33_554_432);
+        assert_eq!(a.bpf_endpoint_entries, 1_048_576);
+        assert!(
+            Args::load_from(["sluice-agent", &f.arg(), "--bpf-maglev-entries=100"]).is_err(),
+            "below one Maglev element"
+        );
         assert_eq!(a.state, PathBuf::from("/etc/sluice/state.yaml"));
     }
 

@@ -34,13 +34,20 @@ fn start_engine(args: &Args) -> Result<Box<dyn engine::Engine>> {
             Some(p) => p.clone(),
             None => engine::kernel::default_object()?,
         };
-        engine::start_kernel(&args.nic, &args.node_name, &object, &pin_dir).with_context(|| {
-            format!(
-                "starting the kernel datapath on {} with {}",
-                args.nic,
-                object.display()
-            )
-        })
+        let sizes = engine::kernel::MapSizes {
+            services: args.bpf_service_entries,
+            endpoints: args.bpf_endpoint_entries,
+            maglev: args.bpf_maglev_entries,
+        };
+        engine::start_kernel(&args.nic, &args.node_name, &object, &pin_dir, sizes).with_context(
+            || {
+                format!(
+                    "starting the kernel datapath on {} with {}",
+                    args.nic,
+                    object.display()
+                )
+            },
+        )
     };
     let emulated = || {
         engine::start_emulated(&args.nic, &args.node_name)

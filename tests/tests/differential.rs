@@ -27,9 +27,9 @@ use sluice_datapath::env::Clock;
 use sluice_datapath::host::{HostMaps, ServiceSpec, ServiceTables, VecPacket};
 use sluice_datapath::maps::{
     v4_mapped, Addr, AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink,
-    NodeConfig, ServiceKey, ServiceValue, MAP_AFFINITY, MAP_CT, MAP_ENDPOINTS, MAP_EVENTS,
-    MAP_LOCAL, MAP_MAGLEV, MAP_NODE, MAP_SERVICES, PROTO_TCP, PROTO_UDP, SVC_F_AFFINITY,
-    SVC_F_LOCAL,
+    MaglevChunk, NodeConfig, ServiceKey, ServiceValue, MAGLEV_CHUNK, MAP_AFFINITY, MAP_CT,
+    MAP_ENDPOINTS, MAP_EVENTS, MAP_LOCAL, MAP_MAGLEV, MAP_NODE, MAP_SERVICES, PROTO_TCP, PROTO_UDP,
+    SVC_F_AFFINITY, SVC_F_LOCAL,
 };
 use sluice_datapath::{process, Event, Hook, Verdict};
 
@@ -533,10 +533,14 @@ impl Kernel {
         for (i, e) in tables.endpoints.iter().enumerate() {
             endpoints.set(i as u32, P(*e), 0).expect("endpoint set");
         }
-        let mut maglev: Array<MapData, u32> =
+        // The kernel array packs MAGLEV_CHUNK entries per element; the
+        // host reads the same flat indices from a Vec.
+        let mut maglev: Array<MapData, MaglevChunk> =
             Array::try_from(bpf.take_map(MAP_MAGLEV).expect(MAP_MAGLEV)).unwrap();
-        for (i, m) in tables.maglev.iter().enumerate() {
-            maglev.set(i as u32, *m, 0).expect("maglev set");
+        for (i, part) in tables.maglev.chunks(MAGLEV_CHUNK as usize).enumerate() {
+            let mut chunk: MaglevChunk = [0; MAGLEV_CHUNK as usize];
+            chunk[..part.len()].copy_from_slice(part);
+            maglev.set(i as u32, chunk, 0).expect("maglev set");
         }
         let mut local: HashMap<MapData, P<LocalKey>, P<LocalLink>> =
             HashMap::try_from(bpf.take_map(MAP_LOCAL).expect(MAP_LOCAL)).unwrap();

@@ -45,13 +45,18 @@ pub fn start_emulated(nic: &str, node_name: &str) -> anyhow::Result<Box<dyn Engi
 
 /// Start the kernel engine on `nic` in the calling thread's network
 /// namespace: load the BPF `object`, pin its maps and links under `pin_dir`
-/// (adopting what a previous agent pinned there), attach to `nic`.
+/// (adopting what a previous agent pinned there), attach to `nic`. `sizes`:
+/// the service-side maps (`--bpf-*-entries`); a pinned map of another size
+/// is recreated.
 pub fn start_kernel(
     nic: &str,
     node_name: &str,
     object: &std::path::Path,
     pin_dir: &std::path::Path,
+    sizes: kernel::MapSizes,
 ) -> anyhow::Result<Box<dyn Engine>> {
     let _ = node_name;
-    Ok(Box::new(kernel::KernelEngine::start(nic, object, pin_dir)?))
+    Ok(Box::new(kernel::KernelEngine::start(
+        nic, object, pin_dir, sizes,
+    )?))
 }

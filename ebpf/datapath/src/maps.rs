@@ -21,7 +21,8 @@ use crate::Event;
 pub const MAP_SERVICES: &str = "SLUICE_SERVICES";
 /// Array: slot → [`Endpoint`].
 pub const MAP_ENDPOINTS: &str = "SLUICE_ENDPOINTS";
-/// Array: index → slot offset (`u32`).
+/// Array: chunk → [`MaglevChunk`] ([`MAGLEV_CHUNK`] slot offsets): entry
+/// `i` of the flat Maglev array is `chunk[i / MAGLEV_CHUNK][i % MAGLEV_CHUNK]`.
 pub const MAP_MAGLEV: &str = "SLUICE_MAGLEV";
 /// LRU hash: [`CtKey`] → [`CtValue`].
 pub const MAP_CT: &str = "SLUICE_CT";
@@ -35,12 +36,28 @@ pub const MAP_EVENTS: &str = "SLUICE_EVENTS";
 /// packets go straight to their link.
 pub const MAP_LOCAL: &str = "SLUICE_LOCAL";
 
-/// Frontends.
+// Service-side sizes: what the object declares and the agent's defaults
+// (`--bpf-service-entries`, `--bpf-endpoint-entries`,
+// `--bpf-maglev-entries` override them at load). Sized so 10 000 Services
+// of 10 endpoints, or 20 000 of one, fit with room for changes; see
+// docs/architecture.md, "Map sizes".
+
+/// Frontends and VIP markers (a hash map: 65 536 keys).
 pub const SERVICES_MAX_ENTRIES: u32 = 65_536;
-/// Endpoint slots, ready-first per service.
-pub const ENDPOINTS_MAX_ENTRIES: u32 = 262_144;
-/// The flat Maglev array (each service owns a prime-sized window).
-pub const MAGLEV_MAX_ENTRIES: u32 = 4_194_304;
+/// Endpoint slots, ready-first per service (24 B each: 12 MiB).
+pub const ENDPOINTS_MAX_ENTRIES: u32 = 524_288;
+/// Entries of the flat Maglev array (each service owns a prime-sized
+/// window; 4 B each, packed in chunks: 64 MiB).
+pub const MAGLEV_MAX_ENTRIES: u32 = 16_777_216;
+/// Maglev entries per element of `SLUICE_MAGLEV`. A kernel array rounds
+/// every value up to 8 bytes, so one `u32` per element would cost 8; 256
+/// per element cost exactly 4 each, and a service's window (at least 251
+/// entries) is written as a few whole elements instead of hundreds.
+pub const MAGLEV_CHUNK: u32 = 256;
+/// One element of `SLUICE_MAGLEV`.
+pub type MaglevChunk = [u32; MAGLEV_CHUNK as usize];
+/// Elements of `SLUICE_MAGLEV` the object declares.
+pub const MAGLEV_MAX_CHUNKS: u32 = MAGLEV_MAX_ENTRIES / MAGLEV_CHUNK;
 /// Conntrack entries (two per translated flow).
 pub const CT_MAX_ENTRIES: u32 = 262_144;
 /// Session affinity entries.
@@ -301,4 +318,7 @@ const _: () = {
     assert!(size_of::<AffinityValue>() == 32);
     assert!(size_of::<LocalKey>() == 16);
     assert!(size_of::<LocalLink>() == 16);
+    assert!(size_of::<MaglevChunk>() == 1024);
+    assert!(MAGLEV_MAX_ENTRIES.is_multiple_of(MAGLEV_CHUNK));
+    assert!(MAGLEV_CHUNK.is_power_of_two());
 };

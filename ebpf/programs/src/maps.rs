@@ -9,13 +9,17 @@
 //! | name | type | key → value | max entries |
 //! |---|---|---|---|
 //! | `SLUICE_SERVICES` | hash | `ServiceKey` → `ServiceValue` | 65 536 |
-//! | `SLUICE_ENDPOINTS` | array | slot → `Endpoint` | 262 144 |
-//! | `SLUICE_MAGLEV` | array | index → slot offset (`u32`) | 4 194 304 |
+//! | `SLUICE_ENDPOINTS` | array | slot → `Endpoint` | 524 288 |
+//! | `SLUICE_MAGLEV` | array | chunk → `MaglevChunk` (256 slot offsets) | 65 536 (16 777 216 entries) |
 //! | `SLUICE_CT` | LRU hash | `CtKey` → `CtValue` | 262 144 |
 //! | `SLUICE_AFFINITY` | LRU hash | `AffinityKey` → `AffinityValue` | 65 536 |
 //! | `SLUICE_NODE` | array | 0 → `NodeConfig` | 1 |
 //! | `SLUICE_EVENTS` | per-CPU array | `Event as u32` → count (`u64`) | `Event::COUNT` |
 //! | `SLUICE_LOCAL` | hash | `LocalKey` → `LocalLink` | 16 384 |
+//!
+//! The agent sets the sizes of the first three at load time
+//! (`--bpf-service-entries`, `--bpf-endpoint-entries`,
+//! `--bpf-maglev-entries`); these are the defaults.
 //!
 //! Kernel map names keep the first 15 bytes (`SLUICE_ENDPOINT` in
 //! `bpftool map`); aya finds maps by the full name above.
@@ -28,11 +32,11 @@ use aya_ebpf::{
 use sluice_datapath::{
     env::Maps,
     maps::{
-        AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink, NodeConfig,
-        ServiceKey, ServiceValue, AFFINITY_MAX_ENTRIES, CT_MAX_ENTRIES, ENDPOINTS_MAX_ENTRIES,
-        EVENTS_MAX_ENTRIES, LOCAL_MAX_ENTRIES, MAGLEV_MAX_ENTRIES, MAP_AFFINITY, MAP_CT,
-        MAP_ENDPOINTS, MAP_EVENTS, MAP_LOCAL, MAP_MAGLEV, MAP_NODE, MAP_SERVICES, NODE_MAX_ENTRIES,
-        SERVICES_MAX_ENTRIES,
+        AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink, MaglevChunk,
+        NodeConfig, ServiceKey, ServiceValue, AFFINITY_MAX_ENTRIES, CT_MAX_ENTRIES,
+        ENDPOINTS_MAX_ENTRIES, EVENTS_MAX_ENTRIES, LOCAL_MAX_ENTRIES, MAGLEV_CHUNK,
+        MAGLEV_MAX_CHUNKS, MAP_AFFINITY, MAP_CT, MAP_ENDPOINTS, MAP_EVENTS, MAP_LOCAL, MAP_MAGLEV,
+        MAP_NODE, MAP_SERVICES, NODE_MAX_ENTRIES, SERVICES_MAX_ENTRIES,
     },
 };
 
@@ -69,7 +73,7 @@ static SERVICES: HashMap<ServiceKey, ServiceValue> =
 static ENDPOINTS: Array<Endpoint> = Array::with_max_entries(ENDPOINTS_MAX_ENTRIES, 0);
 
 #[map(name = "SLUICE_MAGLEV")]
-static MAGLEV: Array<u32> = Array::with_max_entries(MAGLEV_MAX_ENTRIES, 0);
+static MAGLEV: Array<MaglevChunk> = Array::with_max_entries(MAGLEV_MAX_CHUNKS, 0);
 
 #[map(name = "SLUICE_CT")]
 static CT: LruHashMap<CtKey, CtValue> = LruHashMap::with_max_entries(CT_MAX_ENTRIES, 0);
@@ -131,7 +135,10 @@ impl Maps for AyaMaps {
 
     #[inline(always)]
     fn maglev(&self, slot: u32) -> Option<u32> {
-        MAGLEV.get(slot).map(read)
+        // Entry `slot` of the flat array: a chunk, then a word in it (the
+        // mask bounds the offset inside the 1 KiB value for the verifier).
+        let chunk = MAGLEV.get(slot / MAGLEV_CHUNK)?;
+        chunk.get((slot & (MAGLEV_CHUNK - 1)) as usize).map(read)
     }
 
     #[inline(always)]

@@ -1,50 +1,74 @@
 //! Writing the control-side maps of the kernel program without a half state
 //! visible to packets.
 //!
-//! # The double-buffer scheme
+//! # Windows
 //!
-//! `SLUICE_ENDPOINTS` and `SLUICE_MAGLEV` are each split into two halves of
-//! `max_entries / 2` (the agent creates them twice the size the object
-//! declares, so each half holds the datapath's advertised capacity). At any time the services in `SLUICE_SERVICES` point
-//! (`ep_base`, `maglev_base`) into one half, the *active* one. An apply:
+//! Each service key owns a *window* of endpoint slots in `SLUICE_ENDPOINTS`
+//! and one in the flat Maglev array (`SLUICE_MAGLEV`, [`MAGLEV_CHUNK`]
+//! entries per element), handed out by a buddy allocator ([`super::alloc`]);
+//! the key's value in `SLUICE_SERVICES` points at them (`ep_base`,
+//! `maglev_base`). An apply:
 //!
-//! 1. writes the new endpoint slots and Maglev windows into the *other*
-//!    half, which no service points at, so no packet reads it;
-//! 2. deletes the service keys the new content no longer has;
-//! 3. writes every new service value, its bases shifted into that half.
-//!    Each hash-map update replaces one value atomically (RCU), so a packet
-//!    sees either the old service (old half, still intact) or the new one
-//!    (new half, already complete) — never a mix;
-//! 4. makes that half the active one.
+//! 1. checks the content fits ([`layout::check`]); nothing is written
+//!    otherwise;
+//! 2. deletes the keys the content no longer has and sets their windows
+//!    aside;
+//! 3. for each key whose windows changed (by a digest of the slots and the
+//!    Maglev table): writes the new windows into free space (one batched
+//!    system call each), which no service points at, so no packet reads
+//!    them; then writes the key's value pointing there — one hash-map
+//!    update, atomic (RCU): a packet sees the old windows, still intact, or
+//!    the new ones, already complete, never a mix; then sets the old
+//!    windows aside;
+//! 4. rewrites only the value of a key whose windows are unchanged but
+//!    whose flags, counts or timeout changed.
+//!
+//! Windows set aside are reused only [`GRACE`] later: a packet that read a
+//! service value just before it moved may still read the old windows for
+//! the microseconds its program runs. When free space runs out in the
+//! middle of a large update the apply waits for the oldest set-aside
+//! windows and goes on, so an update needs room for what is live plus the
+//! windows of *one* changed service, not two copies of everything; changing
+//! one service among 10 000 writes that one service's windows.
+//!
+//! A restarted agent rebuilds its allocator and digests from the pinned
+//! services and the windows they point at ([`Writer::adopt`]), so its first
+//! apply rewrites only what changed meanwhile. A window that overlaps
+//! another's (not something this writer leaves) is not trusted: its key is
+//! rewritten into fresh space at the next apply, and the overlapping range
+//! is never handed out again by this agent.
 //!
 //! The node config (one array slot) is written only when it changes.
-//!
-//! A packet that looked a service up just before step 3 reads the old half
-//! for the microseconds it takes to finish; the old half is only overwritten
-//! by the *next* apply, a poll period later.
-//!
-//! A restarted agent finds the active half by looking at where the pinned
-//! services point ([`Writer::adopt`]). If an agent died between steps 2 and
-//! 3, services may point into both halves: the new content then goes to the
-//! half fewer services point at (logged).
-//!
-//! Writes are skipped where the half already holds the same value (a shadow
-//! of what this agent wrote there), so a resync that changes one service
-//! rewrites only its slots.
 
-use anyhow::{bail, Context, Result};
-use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hasher;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use aya::maps::{Array, HashMap as BpfHashMap, IterableMap, Map, MapData, PerCpuArray};
 use aya::Ebpf;
 use sluice_datapath::host::ServiceTables;
-use sluice_datapath::maps::{Endpoint, LocalKey, LocalLink, NodeConfig, ServiceKey, ServiceValue};
+use sluice_datapath::maps::{
+    Endpoint, LocalKey, LocalLink, MaglevChunk, NodeConfig, ServiceKey, ServiceValue, MAGLEV_CHUNK,
+};
 use sluice_datapath::{Event, Verdict};
 use tracing::warn;
+
+use super::alloc::{Buddy, Region};
+use super::batch;
+use super::layout::{self, Frontend, MapSizes, EP_MIN_BLOCK, MG_MIN_BLOCK};
 
 /// Map names: the contract with `ebpf/programs`, kept in the datapath.
 pub use sluice_datapath::maps::{
     MAP_AFFINITY as AFFINITY, MAP_CT as CT, MAP_ENDPOINTS as ENDPOINTS, MAP_EVENTS as EVENTS,
     MAP_LOCAL as LOCAL, MAP_MAGLEV as MAGLEV, MAP_NODE as NODE, MAP_SERVICES as SERVICES,
 };
+
+/// How long windows a service stopped pointing at are kept before reuse.
+/// A TC program runs for microseconds, inside one RCU read section; this is
+/// thousands of times that.
+pub const GRACE: Duration = Duration::from_millis(20);
 
 /// Every map of the object, with the key and value sizes the agent's types
 /// have: the object must agree, or the two were built from different
@@ -55,7 +79,7 @@ pub fn expected_layout() -> [(&'static str, usize, usize); 8] {
     [
         (SERVICES, size_of::<ServiceKey>(), size_of::<ServiceValue>()),
         (ENDPOINTS, 4, size_of::<Endpoint>()),
-        (MAGLEV, 4, 4),
+        (MAGLEV, 4, size_of::<MaglevChunk>()),
         (CT, size_of::<CtKey>(), size_of::<CtValue>()),
         (
             AFFINITY,
@@ -91,155 +115,411 @@ unsafe impl aya::Pod for P<LocalLink> {}
 /// The operations an apply needs; over the kernel maps ([`AyaMaps`]) and,
 /// in tests, memory.
 pub trait ServiceMaps {
-    fn services_max(&self) -> u32;
-    fn endpoints_max(&self) -> u32;
-    fn maglev_max(&self) -> u32;
+    /// The maps' capacities as created.
+    fn sizes(&self) -> MapSizes;
     fn services(&self) -> Result<Vec<(ServiceKey, ServiceValue)>>;
     fn put_service(&mut self, k: &ServiceKey, v: &ServiceValue) -> Result<()>;
     fn del_service(&mut self, k: &ServiceKey) -> Result<()>;
-    fn set_endpoint(&mut self, i: u32, e: &Endpoint) -> Result<()>;
-    fn set_maglev(&mut self, i: u32, v: u32) -> Result<()>;
+    /// Slots `start .. start + eps.len()`.
+    fn write_endpoints(&mut self, start: u32, eps: &[Endpoint]) -> Result<()>;
+    /// Maglev entries `start ..` (`start` a multiple of [`MAGLEV_CHUNK`]);
+    /// the rest of the last element is written as zeros.
+    fn write_maglev(&mut self, start: u32, entries: &[u32]) -> Result<()>;
+    fn read_endpoints(&self, start: u32, len: u32) -> Result<Vec<Endpoint>>;
+    fn read_maglev(&self, start: u32, len: u32) -> Result<Vec<u32>>;
     fn node(&self) -> Result<NodeConfig>;
     fn set_node(&mut self, n: &NodeConfig) -> Result<()>;
 }
 
-/// Which half a service value points into, if it points anywhere.
-fn half_of(v: &ServiceValue, ep_half: u32, mg_half: u32) -> Option<usize> {
-    if v.ready + v.terminating > 0 {
-        Some(usize::from(v.ep_base >= ep_half))
-    } else if v.ready > 0 && v.maglev_size > 0 {
-        Some(usize::from(v.maglev_base >= mg_half))
-    } else {
-        None
+/// A digest of what a key's windows hold (slots and Maglev table). 64-bit
+/// SipHash: two different contents of one key colliding is a 2^-64 event.
+fn windows_digest(eps: &[Endpoint], maglev: &[u32]) -> u64 {
+    let mut h = DefaultHasher::new();
+    h.write_usize(eps.len());
+    for e in eps {
+        h.write(&e.addr);
+        h.write_u16(e.port);
+        h.write_u16(e.flags);
+    }
+    h.write_usize(maglev.len());
+    // In blocks: one `write` per 256 entries, not one per entry (every
+    // apply digests every table).
+    let mut buf = [0u8; 4 * MAGLEV_CHUNK as usize];
+    for part in maglev.chunks(MAGLEV_CHUNK as usize) {
+        for (b, m) in buf.chunks_exact_mut(4).zip(part) {
+            b.copy_from_slice(&m.to_le_bytes());
+        }
+        h.write(&buf[..4 * part.len()]);
+    }
+    h.finish()
+}
+
+/// The value with its bases at `ep_base` / `maglev_base`.
+fn placed(v: &ServiceValue, ep: Option<Region>, mg: Option<Region>) -> ServiceValue {
+    ServiceValue {
+        ep_base: ep.map_or(0, |r| r.start),
+        maglev_base: mg.map_or(0, |r| r.start),
+        ..*v
     }
 }
 
-#[derive(Debug, Default)]
+/// The Maglev elements a window `start .. start + len` touches, as entries.
+fn chunk_region(start: u32, len: u32) -> Region {
+    let first = start / MAGLEV_CHUNK * MAGLEV_CHUNK;
+    let end = (u64::from(start) + u64::from(len)).div_ceil(u64::from(MAGLEV_CHUNK))
+        * u64::from(MAGLEV_CHUNK);
+    Region {
+        start: first,
+        len: u32::try_from(end - u64::from(first)).unwrap_or(u32::MAX),
+    }
+}
+
+/// A key as this writer last wrote or found it.
+#[derive(Clone, Debug)]
+struct Live {
+    /// As in the map (bases included).
+    value: ServiceValue,
+    /// The windows it owns (freed when it moves or goes).
+    ep: Option<Region>,
+    mg: Option<Region>,
+    /// Of what the windows hold; `None`: unknown, rewrite at the next apply.
+    digest: Option<u64>,
+}
+
+/// Windows no service points at any more, reusable from `at + GRACE`.
+#[derive(Clone, Copy, Debug)]
+struct SetAside {
+    at: Instant,
+    ep: Option<Region>,
+    mg: Option<Region>,
+}
+
+/// No free window, and none set aside to wait for.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct NoRoom(String);
+
+/// What an apply wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ApplyStats {
+    /// Keys whose windows were (re)written.
+    pub moved: usize,
+    /// Keys whose value only was rewritten.
+    pub updated: usize,
+    pub deleted: usize,
+    pub unchanged: usize,
+    pub endpoint_slots: u64,
+    pub maglev_entries: u64,
+    /// Times the apply waited for set-aside windows.
+    pub waits: usize,
+    /// Keys taken out while they moved, for want of room beside them.
+    pub removed_to_move: usize,
+}
+
+#[derive(Debug)]
 pub struct Writer {
-    /// The half the services point into; `None`: no service points anywhere.
-    active: Option<usize>,
-    /// What this agent last wrote into each half.
-    shadow: [Option<(Vec<Endpoint>, Vec<u32>)>; 2],
+    sizes: MapSizes,
+    ep: Buddy,
+    mg: Buddy,
+    live: HashMap<ServiceKey, Live>,
+    aside: VecDeque<SetAside>,
 }
 
 impl Writer {
     /// Start from whatever the (possibly pinned) maps hold.
     pub fn adopt(maps: &impl ServiceMaps) -> Result<Writer> {
-        let (ep_half, mg_half) = (maps.endpoints_max() / 2, maps.maglev_max() / 2);
-        let mut uses = [0usize; 2];
-        for (_, v) in maps.services()? {
-            if let Some(h) = half_of(&v, ep_half, mg_half) {
-                uses[h] += 1;
-            }
-        }
-        let active = match uses {
-            [0, 0] => None,
-            [_, 0] => Some(0),
-            [0, _] => Some(1),
-            [a, b] => {
-                warn!(
-                    lower = a,
-                    upper = b,
-                    "the pinned services point into both halves (an agent died mid-apply); \
-                     the next apply overwrites the less used half"
-                );
-                Some(usize::from(a < b))
-            }
+        let sizes = maps.sizes();
+        let mut w = Writer {
+            sizes,
+            ep: Buddy::new(sizes.endpoints, EP_MIN_BLOCK),
+            mg: Buddy::new(sizes.maglev, MG_MIN_BLOCK),
+            live: HashMap::new(),
+            aside: VecDeque::new(),
         };
-        Ok(Writer {
-            active,
-            shadow: [None, None],
-        })
+        let mut distrusted = 0usize;
+        for (k, v) in maps.services()? {
+            let n_ep = v.ready.saturating_add(v.terminating);
+            let ep = (n_ep > 0).then_some(Region {
+                start: v.ep_base,
+                len: n_ep,
+            });
+            let mg = (v.ready > 0 && v.maglev_size > 0)
+                .then(|| chunk_region(v.maglev_base, v.maglev_size));
+            let ep_ok = ep.is_none_or(|r| w.ep.reserve(r).is_ok());
+            let mg_ok = mg.is_none_or(|r| w.mg.reserve(r).is_ok());
+            // What the windows hold, read back, so the first apply rewrites
+            // only what changed while no agent ran.
+            let digest = if ep_ok && mg_ok {
+                let eps = match ep {
+                    Some(r) => maps.read_endpoints(r.start, r.len).ok(),
+                    None => Some(Vec::new()),
+                };
+                let table = if mg.is_some() {
+                    maps.read_maglev(v.maglev_base, v.maglev_size).ok()
+                } else {
+                    Some(Vec::new())
+                };
+                eps.zip(table).map(|(e, t)| windows_digest(&e, &t))
+            } else {
+                distrusted += 1;
+                None
+            };
+            w.live.insert(
+                k,
+                Live {
+                    value: v,
+                    // Only what was reserved is ours to free.
+                    ep: ep.filter(|_| ep_ok),
+                    mg: mg.filter(|_| mg_ok),
+                    digest,
+                },
+            );
+        }
+        if distrusted > 0 {
+            warn!(
+                services = distrusted,
+                "pinned services point at windows that overlap others; they are rewritten \
+                 into fresh space at the next apply"
+            );
+        }
+        Ok(w)
     }
 
-    /// The half the next apply writes.
-    pub fn target(&self) -> usize {
-        match self.active {
-            Some(h) => 1 - h,
-            None => 0,
+    pub fn sizes(&self) -> MapSizes {
+        self.sizes
+    }
+
+    /// Whether `tables` (markers or not) fits the maps.
+    pub fn check(&self, tables: &ServiceTables) -> Result<()> {
+        let fronts = layout::frontends(tables).context("checking the map content")?;
+        layout::check(&layout::need(&fronts), &self.sizes)?;
+        Ok(())
+    }
+
+    /// Make windows set aside at least [`GRACE`] ago reusable.
+    fn release(&mut self, now: Instant) {
+        while let Some(a) = self.aside.front() {
+            if now.duration_since(a.at) < GRACE {
+                break;
+            }
+            if let Some(r) = a.ep {
+                self.ep.free(r);
+            }
+            if let Some(r) = a.mg {
+                self.mg.free(r);
+            }
+            self.aside.pop_front();
         }
     }
 
-    /// Write `tables` (already checked, markers included) and `node`.
+    fn set_aside(&mut self, l: &Live) {
+        if l.ep.is_some() || l.mg.is_some() {
+            self.aside.push_back(SetAside {
+                at: Instant::now(),
+                ep: l.ep,
+                mg: l.mg,
+            });
+        }
+    }
+
+    /// A window of `len` in the endpoint (`maglev` false) or Maglev array,
+    /// waiting for set-aside windows when nothing fits.
+    fn alloc(&mut self, maglev: bool, len: u32, stats: &mut ApplyStats) -> Result<Region> {
+        loop {
+            let b = if maglev { &mut self.mg } else { &mut self.ep };
+            if let Some(r) = b.alloc(len) {
+                return Ok(r);
+            }
+            let Some(oldest) = self.aside.front().map(|a| a.at) else {
+                // The capacity check passed, so the space is there but cut
+                // up by windows of other sizes.
+                let (name, flag) = if maglev {
+                    (MAGLEV, "--bpf-maglev-entries")
+                } else {
+                    (ENDPOINTS, "--bpf-endpoint-entries")
+                };
+                return Err(NoRoom(format!(
+                    "no free window of {len} in {name}: {} of {} entries are free but the \
+                     largest free block holds {}; raise {flag}",
+                    b.free_total(),
+                    b.capacity(),
+                    b.largest_free()
+                ))
+                .into());
+            };
+            let wait = (oldest + GRACE).saturating_duration_since(Instant::now());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
+            stats.waits += 1;
+            self.release(Instant::now());
+        }
+    }
+
+    /// Write `tables` (markers added here if missing) and `node`.
     pub fn apply(
         &mut self,
         maps: &mut impl ServiceMaps,
         node: &NodeConfig,
         tables: &ServiceTables,
-    ) -> Result<()> {
-        let (ep_half, mg_half) = (maps.endpoints_max() / 2, maps.maglev_max() / 2);
-        if tables.endpoints.len() as u64 > u64::from(ep_half) {
-            bail!(
-                "{} endpoint slots do not fit {ENDPOINTS}: max_entries {} holds two \
-                 generations of {ep_half}",
-                tables.endpoints.len(),
-                maps.endpoints_max()
-            );
-        }
-        if tables.maglev.len() as u64 > u64::from(mg_half) {
-            bail!(
-                "{} Maglev entries do not fit {MAGLEV}: max_entries {} holds two \
-                 generations of {mg_half}",
-                tables.maglev.len(),
-                maps.maglev_max()
-            );
-        }
-        if tables.services.len() as u64 > u64::from(maps.services_max()) {
-            bail!(
-                "{} service keys (frontends and VIP markers) do not fit {SERVICES}: \
-                 max_entries {}",
-                tables.services.len(),
-                maps.services_max()
-            );
-        }
-
-        let target = self.target();
-        let ep_off = target as u32 * ep_half;
-        let mg_off = target as u32 * mg_half;
-
-        // 1. The unused half.
-        let old = self.shadow[target].take();
-        let (old_ep, old_mg): (&[Endpoint], &[u32]) = match &old {
-            Some((e, m)) => (e, m),
-            None => (&[], &[]),
-        };
-        for (i, e) in tables.endpoints.iter().enumerate() {
-            if old_ep.get(i) != Some(e) {
-                maps.set_endpoint(ep_off + i as u32, e)
-                    .with_context(|| format!("writing {ENDPOINTS}[{}]", ep_off + i as u32))?;
-            }
-        }
-        for (i, m) in tables.maglev.iter().enumerate() {
-            if old_mg.get(i) != Some(m) {
-                maps.set_maglev(mg_off + i as u32, *m)
-                    .with_context(|| format!("writing {MAGLEV}[{}]", mg_off + i as u32))?;
-            }
-        }
-        self.shadow[target] = Some((tables.endpoints.clone(), tables.maglev.clone()));
+    ) -> Result<ApplyStats> {
+        // 1. Nothing is written for a content that cannot fit.
+        let fronts = layout::frontends(tables).context("checking the map content")?;
+        layout::check(&layout::need(&fronts), &self.sizes)?;
+        let mut stats = ApplyStats::default();
+        self.release(Instant::now());
 
         if maps.node().ok().as_ref() != Some(node) {
             maps.set_node(node)
                 .with_context(|| format!("writing {NODE}[0]"))?;
         }
 
-        // 2. Frontends that are gone (first, so the map never has to hold
-        // old and new keys at once).
-        for (k, _) in maps.services()? {
-            if !tables.services.contains_key(&k) {
-                maps.del_service(&k)
-                    .with_context(|| format!("deleting {SERVICES} key {k:?}"))?;
+        // 2. Keys that are gone (first: their keys and windows make room).
+        let wanted: HashMap<ServiceKey, usize> =
+            fronts.iter().enumerate().map(|(i, f)| (f.key, i)).collect();
+        let gone: Vec<ServiceKey> = self
+            .live
+            .keys()
+            .filter(|k| !wanted.contains_key(*k))
+            .copied()
+            .collect();
+        for k in gone {
+            self.remove_key(maps, &k)?;
+            stats.deleted += 1;
+        }
+
+        // 3. and 4.
+        let mut moving: Vec<(&Frontend<'_>, u64)> = Vec::new();
+        for f in &fronts {
+            let digest = windows_digest(f.endpoints, f.maglev);
+            match self.live.get(&f.key) {
+                Some(l) if l.digest == Some(digest) => {
+                    let v = placed(&f.value, l.ep, l.mg);
+                    if v == l.value {
+                        stats.unchanged += 1;
+                        continue;
+                    }
+                    maps.put_service(&f.key, &v).with_context(|| {
+                        format!("writing {SERVICES} key {}", layout::key_name(&f.key))
+                    })?;
+                    if let Some(l) = self.live.get_mut(&f.key) {
+                        l.value = v;
+                    }
+                    stats.updated += 1;
+                }
+                _ => moving.push((f, digest)),
             }
         }
-        // 3. Every frontend, pointing into the freshly written half.
-        for (k, v) in &tables.services {
-            let mut v = *v;
-            v.ep_base += ep_off;
-            v.maglev_base += mg_off;
-            maps.put_service(k, &v)
-                .with_context(|| format!("writing {SERVICES} key {k:?}"))?;
+        // Largest windows first: power-of-two blocks placed in decreasing
+        // size never leave a hole a later one needed.
+        moving.sort_by_key(|(f, _)| std::cmp::Reverse((f.maglev.len(), f.endpoints.len())));
+        for (f, digest) in moving {
+            self.place(maps, f, digest, &mut stats)?;
         }
-        // 4.
-        self.active = Some(target);
+        Ok(stats)
+    }
+
+    /// Delete a key from the map and set its windows aside.
+    fn remove_key(&mut self, maps: &mut impl ServiceMaps, k: &ServiceKey) -> Result<()> {
+        maps.del_service(k)
+            .with_context(|| format!("deleting {SERVICES} key {}", layout::key_name(k)))?;
+        if let Some(l) = self.live.remove(k) {
+            self.set_aside(&l);
+        }
+        Ok(())
+    }
+
+    /// Move a key to new windows. When there is no room for them beside
+    /// its old ones (an array full to the last block, everything changing),
+    /// the key is taken out first and its own windows reused: that one
+    /// frontend is briefly absent (its packets pass to the node), which is
+    /// logged, rather than the update failing on every retry.
+    fn place(
+        &mut self,
+        maps: &mut impl ServiceMaps,
+        f: &Frontend<'_>,
+        digest: u64,
+        stats: &mut ApplyStats,
+    ) -> Result<()> {
+        match self.place_beside(maps, f, digest, stats) {
+            Err(e) if e.is::<NoRoom>() && self.live.contains_key(&f.key) => {
+                warn!(
+                    service = %layout::key_name(&f.key),
+                    reason = %e,
+                    "no room to move the service atomically; removing it while its windows \
+                     are rewritten"
+                );
+                self.remove_key(maps, &f.key)?;
+                stats.removed_to_move += 1;
+                self.place_beside(maps, f, digest, stats)
+            }
+            r => r,
+        }
+    }
+
+    /// Write a key's windows into free space, then point its value there.
+    fn place_beside(
+        &mut self,
+        maps: &mut impl ServiceMaps,
+        f: &Frontend<'_>,
+        digest: u64,
+        stats: &mut ApplyStats,
+    ) -> Result<()> {
+        let len = |n: usize| u32::try_from(n).context("a window longer than u32");
+        let ep = match f.endpoints.len() {
+            0 => None,
+            n => Some(self.alloc(false, len(n)?, stats)?),
+        };
+        let mg = match f.maglev.len() {
+            0 => None,
+            n => match self.alloc(true, len(n)?, stats) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    // Not published: free at once.
+                    if let Some(r) = ep {
+                        self.ep.free(r);
+                    }
+                    return Err(e);
+                }
+            },
+        };
+        let v = placed(&f.value, ep, mg);
+        let written = (|| -> Result<()> {
+            if let Some(r) = ep {
+                maps.write_endpoints(r.start, f.endpoints)
+                    .with_context(|| format!("writing {ENDPOINTS}[{}..]", r.start))?;
+            }
+            if let Some(r) = mg {
+                maps.write_maglev(r.start, f.maglev)
+                    .with_context(|| format!("writing {MAGLEV}[{}..]", r.start))?;
+            }
+            maps.put_service(&f.key, &v)
+                .with_context(|| format!("writing {SERVICES} key {}", layout::key_name(&f.key)))
+        })();
+        if let Err(e) = written {
+            // A failed map update leaves the old value (each is atomic), so
+            // no packet was sent to the new windows: they are free again,
+            // and the key keeps its old, intact ones.
+            if let Some(r) = ep {
+                self.ep.free(r);
+            }
+            if let Some(r) = mg {
+                self.mg.free(r);
+            }
+            return Err(e);
+        }
+        let new = Live {
+            value: v,
+            ep,
+            mg,
+            digest: Some(digest),
+        };
+        if let Some(old) = self.live.insert(f.key, new) {
+            self.set_aside(&old);
+        }
+        stats.moved += 1;
+        stats.endpoint_slots += f.endpoints.len() as u64;
+        stats.maglev_entries += f.maglev.len() as u64;
         Ok(())
     }
 }
@@ -248,11 +528,14 @@ impl Writer {
 pub struct AyaMaps {
     services: BpfHashMap<MapData, P<ServiceKey>, P<ServiceValue>>,
     endpoints: Array<MapData, P<Endpoint>>,
-    maglev: Array<MapData, u32>,
+    maglev: Array<MapData, MaglevChunk>,
     node: Array<MapData, P<NodeConfig>>,
     events: PerCpuArray<MapData, u64>,
     local: BpfHashMap<MapData, P<LocalKey>, P<LocalLink>>,
     services_max: u32,
+    /// `BPF_MAP_UPDATE_BATCH` works here (cleared at its first refusal:
+    /// kernels before 5.6).
+    batch: bool,
 }
 
 fn take(ebpf: &mut Ebpf, name: &str) -> Result<Map> {
@@ -266,7 +549,6 @@ impl AyaMaps {
             BpfHashMap::try_from(take(ebpf, SERVICES)?)
                 .with_context(|| format!("opening {SERVICES}"))?;
         let services_max = {
-            use aya::maps::IterableMap;
             services
                 .map()
                 .info()
@@ -285,6 +567,7 @@ impl AyaMaps {
             local: BpfHashMap::try_from(take(ebpf, LOCAL)?)
                 .with_context(|| format!("opening {LOCAL}"))?,
             services_max,
+            batch: true,
         })
     }
 
@@ -330,15 +613,40 @@ impl AyaMaps {
     }
 }
 
+impl AyaMaps {
+    /// Write `values` at `start ..` of `arr` in one batched call, or slot by
+    /// slot where the kernel has no batch operations.
+    fn write_array<V: aya::Pod>(
+        batch_ok: &mut bool,
+        arr: &mut Array<MapData, V>,
+        start: u32,
+        values: &[V],
+    ) -> Result<()> {
+        if *batch_ok {
+            use std::os::fd::AsFd;
+            match batch::update_array(arr.map().fd().as_fd(), start, values) {
+                Ok(()) => return Ok(()),
+                Err(e) if batch::unsupported(&e) => {
+                    warn!(error = %e, "BPF_MAP_UPDATE_BATCH refused; writing slot by slot");
+                    *batch_ok = false;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for (i, v) in (start..).zip(values) {
+            arr.set(i, *v, 0)?;
+        }
+        Ok(())
+    }
+}
+
 impl ServiceMaps for AyaMaps {
-    fn services_max(&self) -> u32 {
-        self.services_max
-    }
-    fn endpoints_max(&self) -> u32 {
-        self.endpoints.len()
-    }
-    fn maglev_max(&self) -> u32 {
-        self.maglev.len()
+    fn sizes(&self) -> MapSizes {
+        MapSizes {
+            services: self.services_max,
+            endpoints: self.endpoints.len(),
+            maglev: self.maglev.len().saturating_mul(MAGLEV_CHUNK),
+        }
     }
     fn services(&self) -> Result<Vec<(ServiceKey, ServiceValue)>> {
         let mut out = Vec::new();
@@ -358,13 +666,44 @@ impl ServiceMaps for AyaMaps {
             Err(e) => Err(e.into()),
         }
     }
-    fn set_endpoint(&mut self, i: u32, e: &Endpoint) -> Result<()> {
-        self.endpoints.set(i, P(*e), 0)?;
-        Ok(())
+    fn write_endpoints(&mut self, start: u32, eps: &[Endpoint]) -> Result<()> {
+        let values: Vec<P<Endpoint>> = eps.iter().copied().map(P).collect();
+        Self::write_array(&mut self.batch, &mut self.endpoints, start, &values)
     }
-    fn set_maglev(&mut self, i: u32, v: u32) -> Result<()> {
-        self.maglev.set(i, v, 0)?;
-        Ok(())
+    fn write_maglev(&mut self, start: u32, entries: &[u32]) -> Result<()> {
+        if !start.is_multiple_of(MAGLEV_CHUNK) {
+            return Err(anyhow!(
+                "a Maglev window at {start} does not start an element of {MAGLEV}"
+            ));
+        }
+        let chunks: Vec<MaglevChunk> = entries
+            .chunks(MAGLEV_CHUNK as usize)
+            .map(|part| {
+                let mut c: MaglevChunk = [0; MAGLEV_CHUNK as usize];
+                c[..part.len()].copy_from_slice(part);
+                c
+            })
+            .collect();
+        Self::write_array(
+            &mut self.batch,
+            &mut self.maglev,
+            start / MAGLEV_CHUNK,
+            &chunks,
+        )
+    }
+    fn read_endpoints(&self, start: u32, len: u32) -> Result<Vec<Endpoint>> {
+        (start..start.saturating_add(len))
+            .map(|i| Ok(self.endpoints.get(&i, 0)?.0))
+            .collect()
+    }
+    fn read_maglev(&self, start: u32, len: u32) -> Result<Vec<u32>> {
+        let r = chunk_region(start, len);
+        let mut out = Vec::with_capacity(r.len as usize);
+        for c in (r.start / MAGLEV_CHUNK)..(r.start / MAGLEV_CHUNK + r.len / MAGLEV_CHUNK) {
+            out.extend_from_slice(&self.maglev.get(&c, 0)?);
+        }
+        let skip = (start - r.start) as usize;
+        Ok(out.into_iter().skip(skip).take(len as usize).collect())
     }
     fn node(&self) -> Result<NodeConfig> {
         Ok(self.node.get(&0, 0)?.0)
@@ -380,59 +719,142 @@ mod tests {
     use super::*;
     use sluice_datapath::host::ServiceSpec;
     use sluice_datapath::maps::{v4_mapped, PROTO_TCP};
-    use std::collections::HashMap;
 
-    /// Memory maps that also check, on every service write, that the value
-    /// points at slots already holding what the new content says.
-    #[derive(Default)]
+    /// Memory maps that check what packets could see: no write lands in a
+    /// window a service points at, or pointed at less than [`GRACE`] ago.
     struct Mem {
+        sizes: MapSizes,
         services: HashMap<ServiceKey, ServiceValue>,
         endpoints: Vec<Endpoint>,
         maglev: Vec<u32>,
         node: NodeConfig,
+        /// Windows services stopped pointing at, and when.
+        retired: Vec<(Instant, bool, Region)>,
         writes: usize,
+        puts: usize,
     }
 
     impl Mem {
         fn new(ep: u32, mg: u32) -> Mem {
             Mem {
+                sizes: MapSizes {
+                    services: 1024,
+                    endpoints: ep,
+                    maglev: mg,
+                },
+                services: HashMap::new(),
                 endpoints: vec![Endpoint::default(); ep as usize],
                 maglev: vec![0; mg as usize],
-                ..Default::default()
+                node: NodeConfig::default(),
+                retired: Vec::new(),
+                writes: 0,
+                puts: 0,
+            }
+        }
+
+        fn windows(v: &ServiceValue) -> [(bool, Option<Region>); 2] {
+            let n = v.ready + v.terminating;
+            [
+                (
+                    false,
+                    (n > 0).then_some(Region {
+                        start: v.ep_base,
+                        len: n,
+                    }),
+                ),
+                (
+                    true,
+                    (v.ready > 0 && v.maglev_size > 0)
+                        .then(|| chunk_region(v.maglev_base, v.maglev_size)),
+                ),
+            ]
+        }
+
+        fn retire(&mut self, v: &ServiceValue) {
+            for (mg, r) in Self::windows(v) {
+                if let Some(r) = r {
+                    self.retired.push((Instant::now(), mg, r));
+                }
+            }
+        }
+
+        /// Panics when writing `w` could change what a packet reads.
+        fn check_write(&self, maglev: bool, w: Region) {
+            let hits = |r: &Region| u64::from(w.start) < r.end() && u64::from(r.start) < w.end();
+            for v in self.services.values() {
+                for (mg, r) in Self::windows(v) {
+                    if let Some(r) = r.filter(|r| mg == maglev && hits(r)) {
+                        panic!("write {w:?} into the live window {r:?}");
+                    }
+                }
+            }
+            for (at, mg, r) in &self.retired {
+                if *mg == maglev && hits(r) && at.elapsed() < GRACE {
+                    panic!("write {w:?} into {r:?}, retired {:?} ago", at.elapsed());
+                }
             }
         }
     }
 
+    fn copy_out<T: Clone>(v: &[T], start: u32, len: u32) -> Result<Vec<T>> {
+        let s = start as usize;
+        Ok(v.get(s..s + len as usize).context("index")?.to_vec())
+    }
+
     impl ServiceMaps for Mem {
-        fn services_max(&self) -> u32 {
-            64
-        }
-        fn endpoints_max(&self) -> u32 {
-            self.endpoints.len() as u32
-        }
-        fn maglev_max(&self) -> u32 {
-            self.maglev.len() as u32
+        fn sizes(&self) -> MapSizes {
+            self.sizes
         }
         fn services(&self) -> Result<Vec<(ServiceKey, ServiceValue)>> {
             Ok(self.services.iter().map(|(k, v)| (*k, *v)).collect())
         }
         fn put_service(&mut self, k: &ServiceKey, v: &ServiceValue) -> Result<()> {
-            self.services.insert(*k, *v);
+            self.puts += 1;
+            if let Some(old) = self.services.insert(*k, *v) {
+                self.retire(&old);
+            }
             Ok(())
         }
         fn del_service(&mut self, k: &ServiceKey) -> Result<()> {
-            self.services.remove(k);
+            if let Some(old) = self.services.remove(k) {
+                self.retire(&old);
+            }
             Ok(())
         }
-        fn set_endpoint(&mut self, i: u32, e: &Endpoint) -> Result<()> {
-            self.writes += 1;
-            *self.endpoints.get_mut(i as usize).context("index")? = *e;
+        fn write_endpoints(&mut self, start: u32, eps: &[Endpoint]) -> Result<()> {
+            self.check_write(
+                false,
+                Region {
+                    start,
+                    len: eps.len() as u32,
+                },
+            );
+            self.writes += eps.len();
+            let s = start as usize;
+            self.endpoints
+                .get_mut(s..s + eps.len())
+                .context("index")?
+                .copy_from_slice(eps);
             Ok(())
         }
-        fn set_maglev(&mut self, i: u32, v: u32) -> Result<()> {
-            self.writes += 1;
-            *self.maglev.get_mut(i as usize).context("index")? = v;
+        fn write_maglev(&mut self, start: u32, entries: &[u32]) -> Result<()> {
+            assert_eq!(start % MAGLEV_CHUNK, 0);
+            let r = chunk_region(start, entries.len() as u32);
+            self.check_write(true, r);
+            self.writes += entries.len();
+            let dst = self
+                .maglev
+                .get_mut(r.start as usize..r.end() as usize)
+                .context("index")?;
+            dst.fill(0);
+            dst[..entries.len()].copy_from_slice(entries);
             Ok(())
+        }
+        fn read_endpoints(&self, start: u32, len: u32) -> Result<Vec<Endpoint>> {
+            copy_out(&self.endpoints, start, len)
+        }
+        fn read_maglev(&self, start: u32, len: u32) -> Result<Vec<u32>> {
+            copy_out(&self.maglev, start, len)
         }
         fn node(&self) -> Result<NodeConfig> {
             Ok(self.node)
@@ -462,119 +884,238 @@ mod tests {
     }
 
     fn tables(svcs: &[(u8, Vec<Endpoint>)]) -> ServiceTables {
-        let specs: Vec<ServiceSpec> = svcs
-            .iter()
-            .map(|(n, eps)| ServiceSpec {
+        let mut t = ServiceTables::new();
+        for (n, eps) in svcs {
+            t.add(&ServiceSpec {
                 key: key(*n),
                 ready: eps.clone(),
                 ..Default::default()
-            })
-            .collect();
-        ServiceTables::build(&specs)
+            });
+        }
+        t
+    }
+
+    /// Services `ids`, each with the endpoints `f(id)`.
+    fn svcs(
+        ids: std::ops::RangeInclusive<u8>,
+        f: impl Fn(u8) -> Vec<Endpoint>,
+    ) -> Vec<(u8, Vec<Endpoint>)> {
+        ids.map(|i| (i, f(i))).collect()
+    }
+
+    /// Maps of `ep` slots and `mg` Maglev entries holding `first`, and the
+    /// writer that wrote them.
+    fn written(ep: u32, mg: u32, first: &[(u8, Vec<Endpoint>)]) -> (Mem, Writer) {
+        let mut m = Mem::new(ep, mg);
+        let (w, r) = adopt_and_apply(&mut m, first);
+        r.unwrap();
+        (m, w)
+    }
+
+    /// A writer adopting `m`, and its first apply of `svcs`.
+    fn adopt_and_apply(m: &mut Mem, svcs: &[(u8, Vec<Endpoint>)]) -> (Writer, Result<ApplyStats>) {
+        let mut w = Writer::adopt(m).unwrap();
+        let r = w.apply(m, &NodeConfig::default(), &tables(svcs));
+        (w, r)
     }
 
     /// What a packet would read for `k`: the endpoints behind its Maglev
-    /// window, resolved through the maps.
-    fn resolve(m: &Mem, k: &ServiceKey) -> Option<Vec<Endpoint>> {
+    /// window, and the whole table, resolved through the maps.
+    fn resolve(m: &Mem, k: &ServiceKey) -> Option<(Vec<Endpoint>, Vec<u32>)> {
         let v = m.services.get(k)?;
-        let mut out: Vec<Endpoint> = (0..v.maglev_size)
-            .map(|i| {
-                let off = m.maglev[(v.maglev_base + i) as usize];
-                m.endpoints[(v.ep_base + off) as usize]
-            })
+        let table: Vec<u32> = (0..v.maglev_size)
+            .map(|i| m.maglev[(v.maglev_base + i) as usize])
             .collect();
-        out.sort_by_key(|e| e.addr);
-        out.dedup();
-        Some(out)
+        let mut eps: Vec<Endpoint> = table
+            .iter()
+            .map(|off| m.endpoints[(v.ep_base + off) as usize])
+            .collect();
+        eps.sort_by_key(|e| e.addr);
+        eps.dedup();
+        Some((eps, table))
+    }
+
+    fn table_of(t: &ServiceTables, k: &ServiceKey) -> Vec<u32> {
+        let v = t.services[k];
+        t.maglev[v.maglev_base as usize..(v.maglev_base + v.maglev_size) as usize].to_vec()
     }
 
     #[test]
-    fn applies_alternate_halves_and_resolve_to_the_content() {
-        let mut m = Mem::new(1000, 20_000);
+    fn every_service_resolves_to_its_content_with_a_marker_per_vip() {
+        let mut m = Mem::new(1024, 16 * 1024);
         let mut w = Writer::adopt(&m).unwrap();
-        assert_eq!(w.target(), 0);
         let n = NodeConfig {
             snat_port_min: 1,
             ..Default::default()
         };
-        w.apply(
-            &mut m,
-            &n,
-            &tables(&[(1, vec![ep(10), ep(11)]), (2, vec![ep(12)])]),
-        )
-        .unwrap();
+        let t = tables(&[(1, vec![ep(10), ep(11)]), (2, vec![ep(12)])]);
+        let s = w.apply(&mut m, &n, &t).unwrap();
+        assert_eq!(s.moved, 4, "two services, two VIP markers");
         assert_eq!(m.node, n);
-        assert_eq!(resolve(&m, &key(1)), Some(vec![ep(10), ep(11)]));
-        assert!(m.services[&key(1)].ep_base < 500);
-        assert_eq!(w.target(), 1);
-
-        // Service 2 goes, service 1 changes: the new content lands in the
-        // upper half, service 2's key is removed (and its marker).
-        w.apply(&mut m, &n, &tables(&[(1, vec![ep(11)])])).unwrap();
-        assert_eq!(resolve(&m, &key(1)), Some(vec![ep(11)]));
-        assert!(m.services[&key(1)].ep_base >= 500);
-        assert!(m.services[&key(1)].maglev_base >= 10_000);
-        assert!(!m.services.contains_key(&key(2)));
-        assert_eq!(m.services.len(), 2, "service 1 and its VIP marker");
-
-        // A restarted agent finds the upper half active and writes the lower.
-        let w2 = Writer::adopt(&m).unwrap();
-        assert_eq!(w2.target(), 0);
+        let (eps, table) = resolve(&m, &key(1)).unwrap();
+        assert_eq!(eps, vec![ep(10), ep(11)]);
+        assert_eq!(table, table_of(&t, &key(1)));
+        assert_eq!(resolve(&m, &key(2)).unwrap().0, vec![ep(12)]);
+        assert_eq!(m.services.len(), 4);
+        for v in m.services.values() {
+            assert_eq!(v.maglev_base % MAGLEV_CHUNK, 0, "windows start an element");
+        }
     }
 
     #[test]
-    fn unchanged_content_rewrites_nothing_in_a_half_it_wrote() {
-        let mut m = Mem::new(1000, 20_000);
+    fn one_changed_service_rewrites_only_its_windows() {
+        let mut m = Mem::new(4096, 256 * 1024);
         let mut w = Writer::adopt(&m).unwrap();
-        let t = tables(&[(1, vec![ep(10), ep(11)])]);
         let n = NodeConfig::default();
-        w.apply(&mut m, &n, &t).unwrap();
-        w.apply(&mut m, &n, &t).unwrap();
-        let before = m.writes;
-        w.apply(&mut m, &n, &t).unwrap();
-        w.apply(&mut m, &n, &t).unwrap();
-        assert_eq!(m.writes, before, "both halves already hold the content");
-        assert_eq!(resolve(&m, &key(1)), Some(vec![ep(10), ep(11)]));
+        let mut svcs: Vec<(u8, Vec<Endpoint>)> =
+            (1..=100).map(|i| (i, vec![ep(i), ep(i + 100)])).collect();
+        w.apply(&mut m, &n, &tables(&svcs)).unwrap();
+        let (writes, puts) = (m.writes, m.puts);
+
+        let s = w.apply(&mut m, &n, &tables(&svcs)).unwrap();
+        assert_eq!(
+            (m.writes, m.puts),
+            (writes, puts),
+            "the same content writes nothing"
+        );
+        assert_eq!(s.unchanged, 200);
+
+        svcs[41].1.push(ep(250));
+        let t = tables(&svcs);
+        let s = w.apply(&mut m, &n, &t).unwrap();
+        assert_eq!((s.moved, s.unchanged, s.deleted), (1, 199, 0));
+        assert_eq!(m.puts, puts + 1, "one services-map update");
+        assert_eq!(m.writes - writes, 3 + 509, "its slots and its Maglev table");
+        assert_eq!(resolve(&m, &key(42)).unwrap().0.len(), 3);
+        assert_eq!(resolve(&m, &key(42)).unwrap().1, table_of(&t, &key(42)));
     }
 
     #[test]
-    fn content_too_big_for_a_half_is_refused_by_name() {
-        let mut m = Mem::new(2, 20_000);
-        let mut w = Writer::adopt(&m).unwrap();
-        let e = w
-            .apply(
-                &mut m,
-                &NodeConfig::default(),
-                &tables(&[(1, vec![ep(10), ep(11)])]),
-            )
+    fn gone_services_are_deleted_and_their_windows_reused_after_the_grace() {
+        // Room for four one-endpoint services exactly.
+        let (mut m, mut w) = written(8, 1024, &svcs(1..=4, |i| vec![ep(i)]));
+        // Four others: each waits for the windows the previous ones left.
+        let other = svcs(5..=8, |i| vec![ep(i)]);
+        let s = w
+            .apply(&mut m, &NodeConfig::default(), &tables(&other))
+            .unwrap();
+        assert_eq!(s.deleted, 8);
+        assert_eq!(s.moved, 8);
+        assert!(s.waits > 0, "had to wait for the grace");
+        for i in 5..=8 {
+            assert_eq!(resolve(&m, &key(i)).unwrap().0, vec![ep(i)]);
+        }
+        assert!(!m.services.contains_key(&key(1)));
+    }
+
+    #[test]
+    fn an_update_of_everything_needs_room_for_one_more_service_not_two_copies() {
+        // 12 two-endpoint services (509-entry tables in 512 blocks) in a
+        // Maglev array of 13 blocks: live content plus one window.
+        let (mut m, mut w) = written(64, 13 * 512, &svcs(1..=12, |i| vec![ep(i), ep(i + 50)]));
+        let t = tables(&svcs(1..=12, |i| vec![ep(i), ep(i + 100)]));
+        let s = w.apply(&mut m, &NodeConfig::default(), &t).unwrap();
+        assert_eq!(s.moved, 12);
+        for i in 1..=12 {
+            assert_eq!(resolve(&m, &key(i)).unwrap().0, vec![ep(i), ep(i + 100)]);
+            assert_eq!(resolve(&m, &key(i)).unwrap().1, table_of(&t, &key(i)));
+        }
+    }
+
+    #[test]
+    fn an_array_full_to_the_last_block_still_takes_a_change_of_everything() {
+        // Four one-endpoint services fill the Maglev array exactly; then
+        // every one of them changes.
+        let (mut m, mut w) = written(64, 4 * 256, &svcs(1..=4, |i| vec![ep(i)]));
+        let b = svcs(1..=4, |i| vec![ep(i + 100)]);
+        let s = w
+            .apply(&mut m, &NodeConfig::default(), &tables(&b))
+            .unwrap();
+        assert_eq!(s.removed_to_move, 4);
+        for i in 1..=4 {
+            assert_eq!(resolve(&m, &key(i)).unwrap().0, vec![ep(i + 100)]);
+        }
+    }
+
+    #[test]
+    fn content_too_big_is_refused_by_name_and_nothing_is_written() {
+        let mut m = Mem::new(2, 16 * 1024);
+        let e = adopt_and_apply(&mut m, &[(1, vec![ep(10), ep(11), ep(12)])])
+            .1
             .unwrap_err();
         assert!(format!("{e:#}").contains(ENDPOINTS), "{e:#}");
-        let mut m = Mem::new(100, 100);
-        let e = w
-            .apply(
-                &mut m,
-                &NodeConfig::default(),
-                &tables(&[(1, vec![ep(10)])]),
-            )
-            .unwrap_err();
+        assert!(format!("{e:#}").contains("--bpf-endpoint-entries"), "{e:#}");
+        let mut m = Mem::new(100, 256);
+        let (w, r) = adopt_and_apply(&mut m, &[(1, vec![ep(10)]), (2, vec![ep(11)])]);
+        let e = r.unwrap_err();
         assert!(format!("{e:#}").contains(MAGLEV), "{e:#}");
+        assert!(w.check(&tables(&[(1, vec![ep(10)])])).is_ok());
         assert!(m.services.is_empty(), "nothing written");
+        assert_eq!(m.writes, 0);
     }
 
     #[test]
-    fn adopt_after_a_death_mid_apply_picks_the_less_used_half() {
-        let mut m = Mem::new(1000, 20_000);
-        for (n, base) in [(1u8, 0u32), (2, 0), (3, 600)] {
+    fn a_restarted_writer_adopts_windows_and_rewrites_nothing() {
+        let twenty = svcs(1..=20, |i| vec![ep(i)]);
+        let (mut m, _) = written(1024, 64 * 1024, &twenty);
+        let n = NodeConfig::default();
+        let (writes, puts) = (m.writes, m.puts);
+        let mut w2 = Writer::adopt(&m).unwrap();
+        w2.apply(&mut m, &n, &tables(&twenty)).unwrap();
+        assert_eq!((m.writes, m.puts), (writes, puts));
+        // New windows stay clear of the adopted ones (Mem checks).
+        let more = svcs(1..=30, |i| vec![ep(i)]);
+        let s = w2.apply(&mut m, &n, &tables(&more)).unwrap();
+        assert_eq!(s.moved, 20, "ten services and their markers");
+        for i in 1..=30 {
+            assert_eq!(resolve(&m, &key(i)).unwrap().0, vec![ep(i)]);
+        }
+    }
+
+    #[test]
+    fn overlapping_pinned_windows_are_rewritten_into_fresh_space() {
+        let mut m = Mem::new(1024, 16 * 1024);
+        for (n, base) in [(1u8, 0u32), (2, 0)] {
             m.services.insert(
                 key(n),
                 ServiceValue {
                     ep_base: base,
                     ready: 1,
-                    maglev_size: 101,
+                    maglev_base: 0,
+                    maglev_size: 251,
                     ..Default::default()
                 },
             );
         }
-        assert_eq!(Writer::adopt(&m).unwrap().target(), 1);
+        let s = adopt_and_apply(&mut m, &[(1, vec![ep(1)]), (2, vec![ep(2)])])
+            .1
+            .unwrap();
+        assert!(s.moved >= 1);
+        assert_eq!(resolve(&m, &key(1)).unwrap().0, vec![ep(1)]);
+        assert_eq!(resolve(&m, &key(2)).unwrap().0, vec![ep(2)]);
+        assert_ne!(m.services[&key(1)].ep_base, m.services[&key(2)].ep_base);
+    }
+
+    #[test]
+    fn a_value_change_alone_keeps_the_windows() {
+        let mut m = Mem::new(64, 4096);
+        let mut w = Writer::adopt(&m).unwrap();
+        let n = NodeConfig::default();
+        let mut t = tables(&[(1, vec![ep(1)])]);
+        w.apply(&mut m, &n, &t).unwrap();
+        let before = m.services[&key(1)];
+        let writes = m.writes;
+        if let Some(v) = t.services.get_mut(&key(1)) {
+            v.affinity_timeout_s = 30;
+        }
+        let s = w.apply(&mut m, &n, &t).unwrap();
+        assert_eq!((s.updated, s.moved), (1, 0));
+        assert_eq!(m.writes, writes);
+        let after = m.services[&key(1)];
+        assert_eq!(after.affinity_timeout_s, 30);
+        assert_eq!(
+            (after.ep_base, after.maglev_base),
+            (before.ep_base, before.maglev_base)
+        );
     }
 }

@@ -23,6 +23,9 @@
 //! program running and the next agent adopts everything. Only
 //! [`Engine::shutdown`] (or a failed first start) removes it all.
 
+pub mod alloc;
+mod batch;
+pub mod layout;
 pub mod maps;
 pub mod pins;
 
@@ -37,6 +40,7 @@ use tracing::{info, warn};
 use super::podnet::{self, sanitize};
 use super::{Engine, MapContent, PodLink};
 use crate::netlink::{sysctl, Netns};
+pub use layout::MapSizes;
 use maps::{AyaMaps, Writer};
 use pins::AttachMode;
 
@@ -131,18 +135,14 @@ fn check_object(obj: &aya_obj::Object) -> Result<()> {
     Ok(())
 }
 
-/// The sizes the agent gives maps, where they differ from the object's:
-/// the endpoint and Maglev arrays get two generations of the program's
-/// capacity, so the double-buffered writes ([`maps`]) never halve what the
-/// datapath advertises (`*_MAX_ENTRIES` in `sluice_datapath::maps`).
-fn map_sizes(obj: &aya_obj::Object) -> Vec<(&'static str, u32)> {
-    [maps::ENDPOINTS, maps::MAGLEV]
-        .into_iter()
-        .filter_map(|n| {
-            let def = obj.maps.get(n)?;
-            Some((n, def.max_entries().saturating_mul(2)))
-        })
-        .collect()
+/// The sizes the agent gives the service-side maps (`max_entries`, in
+/// elements: `SLUICE_MAGLEV` holds `MAGLEV_CHUNK` entries per element).
+fn map_sizes(sizes: &MapSizes) -> Vec<(&'static str, u32)> {
+    vec![
+        (maps::SERVICES, sizes.services),
+        (maps::ENDPOINTS, sizes.endpoints),
+        (maps::MAGLEV, sizes.maglev_chunks()),
+    ]
 }
 
 fn classifier<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut SchedClassifier> {
@@ -205,8 +205,10 @@ fn sweep_records() {
 }
 
 impl KernelEngine {
-    /// Load `object` and take over `nic` in the calling thread's namespace.
-    pub fn start(nic: &str, object: &Path, pin_dir: &Path) -> Result<Self> {
+    /// Load `object` and take over `nic` in the calling thread's namespace,
+    /// with the service-side maps of `sizes`.
+    pub fn start(nic: &str, object: &Path, pin_dir: &Path, sizes: MapSizes) -> Result<Self> {
+        let sizes = sizes.normalized();
         let node = Netns::current().context("opening the node network namespace")?;
         crate::netlink::link_index(nic).with_context(|| format!("the uplink {nic}"))?;
         let data = std::fs::read(object)
@@ -217,7 +219,7 @@ impl KernelEngine {
 
         pins::ensure_pin_dir(pin_dir)?;
         let adopted = pins::has_pins(pin_dir);
-        let started = Self::load(nic, node, &data, &obj, pin_dir, adopted);
+        let started = Self::load(nic, node, &data, &obj, pin_dir, adopted, &sizes);
         match started {
             Ok(e) => {
                 info!(
@@ -225,6 +227,7 @@ impl KernelEngine {
                     pin_dir = %pin_dir.display(),
                     mode = ?e.mode,
                     adopted,
+                    maps = %e.writer.sizes(),
                     "kernel datapath started"
                 );
                 Ok(e)
@@ -247,8 +250,9 @@ impl KernelEngine {
         obj: &aya_obj::Object,
         pin_dir: &Path,
         adopted: bool,
+        sizes: &MapSizes,
     ) -> Result<Self> {
-        let sizes = map_sizes(obj);
+        let sizes = map_sizes(sizes);
         pins::drop_incompatible_maps(pin_dir, obj, &sizes)?;
         let names: Vec<String> = obj.maps.keys().cloned().collect();
         let mut loader = EbpfLoader::new();
@@ -599,10 +603,29 @@ impl Engine for KernelEngine {
     }
 
     fn apply(&mut self, content: &MapContent) -> Result<()> {
-        let tables = podnet::checked_tables(content).context("checking the map content")?;
-        self.writer
-            .apply(&mut self.maps, &content.node, &tables)
-            .context("writing the kernel maps")
+        let started = std::time::Instant::now();
+        // The writer checks the layout and the capacity before it writes,
+        // and adds the VIP markers.
+        let stats = self
+            .writer
+            .apply(&mut self.maps, &content.node, &content.tables)
+            .context("writing the kernel maps")?;
+        info!(
+            moved = stats.moved,
+            updated = stats.updated,
+            deleted = stats.deleted,
+            unchanged = stats.unchanged,
+            endpoint_slots = stats.endpoint_slots,
+            maglev_entries = stats.maglev_entries,
+            waits = stats.waits,
+            ms = started.elapsed().as_millis() as u64,
+            "kernel maps written"
+        );
+        Ok(())
+    }
+
+    fn check_capacity(&self, content: &MapContent) -> Result<()> {
+        self.writer.check(&content.tables)
     }
 
     fn plug_pod(&mut self, pod: &PodLink) -> Result<()> {

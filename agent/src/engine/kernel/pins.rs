@@ -102,11 +102,18 @@ pub fn has_pins(pin_dir: &Path) -> bool {
 /// definition of the same name: aya would otherwise reuse them as they are.
 /// Their content (conntrack, say) is lost, which is logged.
 /// `sizes` overrides the object's `max_entries` (what the loader is told).
+///
+/// When the endpoint or Maglev array is recreated (a new size, say), the
+/// services map goes too: its values point into the old arrays, and
+/// packets must not follow them into fresh, zeroed ones. The first apply
+/// fills all three again.
 pub fn drop_incompatible_maps(
     pin_dir: &Path,
     obj: &aya_obj::Object,
     sizes: &[(&str, u32)],
 ) -> Result<()> {
+    use sluice_datapath::maps::{MAP_ENDPOINTS, MAP_MAGLEV, MAP_SERVICES};
+    let mut windows_gone = false;
     for (name, def) in &obj.maps {
         let path = pin_dir.join(name);
         if !path.exists() {
@@ -133,7 +140,18 @@ pub fn drop_incompatible_maps(
             );
             std::fs::remove_file(&path)
                 .with_context(|| format!("removing the stale pin {}", path.display()))?;
+            windows_gone |= name == MAP_ENDPOINTS || name == MAP_MAGLEV;
         }
+    }
+    let services = pin_dir.join(MAP_SERVICES);
+    if windows_gone && services.exists() {
+        warn!(
+            pin = %services.display(),
+            "the endpoint or Maglev array was recreated; recreating the services map too \
+             (VIP traffic is passed on until the first apply fills it)"
+        );
+        std::fs::remove_file(&services)
+            .with_context(|| format!("removing the stale pin {}", services.display()))?;
     }
     Ok(())
 }

@@ -666,3 +666,22 @@ fn deep_nesting_is_refused_before_the_parser_runs() {
         assert!(err.to_string().contains(&want), "{err}");
     }
 }
+
+#[test]
+fn alias_bombs_are_refused_not_expanded() {
+    // "Billion laughs": nine levels of nine aliases would expand to 387
+    // million nodes; the parser's repetition limit refuses it.
+    let mut text = String::from(
+        "---\nkind: Service\nmetadata: {name: x}\na0: &a0 [x, x, x, x, x, x, x, x, x]\n",
+    );
+    for i in 1..10 {
+        let p = i - 1;
+        text.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    let err = parse_state(&format!("{NODES}{text}")).expect_err("alias bomb");
+    let msg = err.to_string();
+    assert!(msg.starts_with("document 3: not valid YAML"), "{msg}");
+    assert!(msg.contains("repetition limit"), "{msg}");
+}

@@ -220,3 +220,29 @@ fn content_hash(bytes: &[u8]) -> u64 {
     h.write(bytes);
     h.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_over_the_limit_is_refused_without_reading_it() {
+        let dir = std::env::temp_dir().join(format!("sluice-source-{}-big", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let path = dir.join("state.yaml");
+        // Sparse: no 64 MiB written to disk.
+        let f = File::create(&path).expect("create");
+        f.set_len(MAX_STATE_BYTES + 1).expect("grow");
+        let mut s = FileSource::new(&path);
+        let got = s.check();
+        let _ = std::fs::remove_dir_all(&dir);
+        match got {
+            Update::Rejected(e) => {
+                assert!(e.contains(&(MAX_STATE_BYTES + 1).to_string()), "{e}");
+                assert!(e.contains("at most"), "{e}");
+            }
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+        assert_eq!(s.reads(), 0);
+    }
+}

@@ -146,8 +146,8 @@ pub enum AcceptError {
     /// before it was taken): take the next one at once.
     ConnectionGone,
     /// Out of file descriptors (process or system) or socket memory: free
-    /// one by shedding, and back off briefly so the listener, still
-    /// readable, does not spin.
+    /// one by shedding, or else back off so the listener, still readable,
+    /// does not spin.
     Descriptors,
     /// Anything else: back off, don't spin.
     Other,
@@ -191,11 +191,11 @@ pub fn classify_accept_error(errno: Option<i32>) -> AcceptError {
     }
 }
 
-/// Pause after the `failures`-th consecutive failed accept (0-based): 5 ms,
-/// doubling to 160 ms. Short, because a shed connection frees its
-/// descriptor as soon as the runtime drops its task, and probes wait in the
-/// backlog meanwhile; bounded, so a lasting shortage costs a few wake-ups a
-/// second rather than a core.
+/// Pause after the `failures`-th consecutive failed accept (0-based) that
+/// shedding could not cure: 5 ms, doubling to 160 ms. Short at first because
+/// probes wait in the backlog meanwhile (descriptors held elsewhere in the
+/// agent may come back soon); bounded, so a lasting shortage costs a few
+/// wake-ups a second rather than a core.
 pub fn accept_backoff(failures: u32) -> Duration {
     Duration::from_millis(5 << failures.min(5))
 }

@@ -110,12 +110,20 @@ pub(super) async fn accept_loop(
                         continue;
                     }
                     // The pending connection stays queued and the listener
-                    // readable: without a pause this loop would spin. Out of
-                    // descriptors, an old connection of this listener gives
-                    // its own back (closed when the runtime drops its task,
-                    // during the pause).
-                    let shed = kind == AcceptError::Descriptors && budget.shed_one();
-                    debug!(error = %e, shed, "accept failed");
+                    // readable: retrying at once would spin. Out of
+                    // descriptors, the longest-waiting connection of this
+                    // listener gives its own back: its socket closes when
+                    // the runtime drops its aborted task, which yielding
+                    // lets it do, and the next accept can succeed. With
+                    // nobody to shed (or another error), pause, longer each
+                    // time, so a lasting shortage costs a few wake-ups a
+                    // second rather than a core.
+                    if kind == AcceptError::Descriptors && budget.shed_one() {
+                        debug!(error = %e, "accept failed; shed a connection");
+                        tokio::task::yield_now().await;
+                        continue;
+                    }
+                    debug!(error = %e, "accept failed; backing off");
                     tokio::time::sleep(accept_backoff(failures)).await;
                     failures = failures.saturating_add(1);
                 }

@@ -75,7 +75,11 @@ struct Held {
 fn closed(mut s: &TcpStream) -> bool {
     let mut b = [0u8; 256];
     match s.read(&mut b) {
-        Ok(_) => true,
+        // EOF: closed.
+        Ok(0) => true,
+        // The agent answers an incomplete head only to refuse it (a 4xx),
+        // then closes; anything else would be read again next sweep.
+        Ok(n) => b[..n].starts_with(b"HTTP/"),
         Err(e) => e.kind() != ErrorKind::WouldBlock,
     }
 }

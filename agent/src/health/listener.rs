@@ -84,7 +84,7 @@ pub(super) async fn accept_loop(
     };
     // Dropping the set (task aborted) aborts every connection of this server.
     let mut conns = JoinSet::new();
-    // Consecutive accepts that failed for want of resources.
+    // Consecutive back-offs, reset by the next accept that succeeds.
     let mut failures = 0u32;
     loop {
         tokio::select! {

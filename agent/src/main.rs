@@ -78,6 +78,41 @@ fn start_engine(args: &Args) -> Result<Box<dyn engine::Engine>> {
     }
 }
 
+/// Raises the soft limit on open files to the hard limit, as Go programs
+/// (kube-proxy among them) do at start. Each health listener may hold 1024
+/// connections, besides pods' links, probes and the packet sockets; the
+/// usual soft limit of 1024 would have `accept` fail with EMFILE long before
+/// a flood fills one budget. Failing to raise it is not fatal: the health
+/// servers still shed connections and back off when descriptors run out.
+fn raise_nofile_limit() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid, writable rlimit for the call's duration.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        warn!(error = %std::io::Error::last_os_error(), "reading RLIMIT_NOFILE");
+        return;
+    }
+    if r.rlim_cur >= r.rlim_max {
+        return;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: r.rlim_max,
+        rlim_max: r.rlim_max,
+    };
+    // SAFETY: `raised` is a valid rlimit; the call only reads it.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        warn!(error = %std::io::Error::last_os_error(), soft = r.rlim_cur, "raising RLIMIT_NOFILE");
+        return;
+    }
+    info!(
+        from = r.rlim_cur,
+        to = r.rlim_max,
+        "raised the open-file limit"
+    );
+}
+
 fn start_health(args: &Args) -> Result<HealthHandle> {
     let mut cfg = HealthConfig::new(Duration::from_secs(args.sync_period_s));
     cfg.node_addrs = vec![args.healthz_bind_address];
@@ -100,6 +135,7 @@ async fn main() -> Result<()> {
         }
     };
     init_logging(args.log_format);
+    raise_nofile_limit();
 
     sluice_agent::pods::set_netns_prefix(&args.pod_netns_prefix)
         .map_err(|e| anyhow::anyhow!("--pod-netns-prefix: {e}"))?;

@@ -11,9 +11,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tracing::{debug, warn};
 
+use crate::health::budget::AcceptError;
 use crate::health::http::{parse_head, write_response, ConnHeader, Head, Response, CT_TEXT};
 use crate::health::time::{http_date, unix_secs};
-use crate::health::HealthCounters;
+use crate::health::{Deadline, HealthCounters, ListenerCounters, ShedReason};
 
 /// kube-proxy's metrics port.
 pub const DEFAULT_METRICS_PORT: u16 = 10249;
@@ -188,6 +189,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
             );
         }
     }
+    render_health_connections(&mut o, &m.health);
     header(
         &mut o,
         "sluice_health_port_conflicts",
@@ -200,6 +202,111 @@ pub fn render(m: &MetricsSnapshot) -> String {
         m.health_port_conflicts
     );
     o
+}
+
+fn listener_labels(l: &ListenerCounters) -> String {
+    format!("listener=\"{}\",port=\"{}\"", l.listener.as_str(), l.port)
+}
+
+/// One sample per health listener.
+fn per_listener(
+    o: &mut String,
+    h: &HealthCounters,
+    (name, kind, help): (&str, &str, &str),
+    value: impl Fn(&ListenerCounters) -> u64,
+) {
+    header(o, name, kind, help);
+    for l in &h.listeners {
+        let _ = writeln!(o, "{name}{{{}}} {}", listener_labels(l), value(l));
+    }
+}
+
+/// Connection counters of every health listener, labelled
+/// `listener="node"|"service"` and `port`.
+fn render_health_connections(o: &mut String, h: &HealthCounters) {
+    per_listener(
+        o,
+        h,
+        (
+            "sluice_health_connections_open",
+            "gauge",
+            "Open connections per health listener.",
+        ),
+        |l| l.open,
+    );
+    per_listener(
+        o,
+        h,
+        (
+            "sluice_health_connections_accepted_total",
+            "counter",
+            "Connections accepted per health listener.",
+        ),
+        |l| l.accepted,
+    );
+    per_listener(
+        o,
+        h,
+        (
+            "sluice_health_connections_refused_total",
+            "counter",
+            "Connections closed at once: the listener's budget was full and every connection in it was answering.",
+        ),
+        |l| l.refused,
+    );
+    header(
+        o,
+        "sluice_health_connections_shed_total",
+        "counter",
+        "Connections dropped to make room (budget full, or descriptors exhausted), by what they were doing.",
+    );
+    for l in &h.listeners {
+        for r in ShedReason::ALL {
+            let _ = writeln!(
+                o,
+                "sluice_health_connections_shed_total{{{},reason=\"{}\"}} {}",
+                listener_labels(l),
+                r.as_str(),
+                l.shed(r)
+            );
+        }
+    }
+    header(
+        o,
+        "sluice_health_connections_timed_out_total",
+        "counter",
+        "Connections closed by a deadline: request head (the first counted from the accept), keep-alive idle, or write.",
+    );
+    for l in &h.listeners {
+        for d in Deadline::ALL {
+            let _ = writeln!(
+                o,
+                "sluice_health_connections_timed_out_total{{{},deadline=\"{}\"}} {}",
+                listener_labels(l),
+                d.as_str(),
+                l.timed_out(d)
+            );
+        }
+    }
+    header(
+        o,
+        "sluice_health_accept_errors_total",
+        "counter",
+        "Failed accepts per health listener: out of descriptors or socket memory, or another error.",
+    );
+    for l in &h.listeners {
+        for (kind, v) in [
+            (AcceptError::Descriptors, l.accept_descriptors),
+            (AcceptError::Other, l.accept_other),
+        ] {
+            let _ = writeln!(
+                o,
+                "sluice_health_accept_errors_total{{{},kind=\"{}\"}} {v}",
+                listener_labels(l),
+                kind.as_str()
+            );
+        }
+    }
 }
 
 const MAX_HEAD: usize = 8192;
@@ -281,6 +388,7 @@ pub async fn serve(addr: SocketAddr, snapshot: Arc<Mutex<MetricsSnapshot>>) -> s
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::health::ListenerKind;
 
     #[test]
     fn renders_prometheus_text_with_every_family() {
@@ -292,6 +400,20 @@ mod tests {
             endpoints_terminating: 1,
             packets: vec![("verdict_pass".into(), 10), ("reset".into(), 2)],
             health_port_conflicts: 1,
+            health: HealthCounters {
+                listeners: vec![ListenerCounters {
+                    listener: ListenerKind::Service,
+                    port: 30123,
+                    open: 7,
+                    accepted: 9,
+                    refused: 1,
+                    shed: [4, 3, 2],
+                    timed_out: [5, 6, 0],
+                    accept_descriptors: 8,
+                    accept_other: 0,
+                }],
+                ..HealthCounters::default()
+            },
             ..MetricsSnapshot::default()
         };
         let text = render(&m);
@@ -305,6 +427,15 @@ mod tests {
             "sluice_packet_events_total{event=\"reset\"} 2",
             "sluice_health_requests_total{path=\"/healthz\",code=\"200\"} 0",
             "sluice_health_port_conflicts 1",
+            "sluice_health_connections_open{listener=\"service\",port=\"30123\"} 7",
+            "sluice_health_connections_accepted_total{listener=\"service\",port=\"30123\"} 9",
+            "sluice_health_connections_refused_total{listener=\"service\",port=\"30123\"} 1",
+            "sluice_health_connections_shed_total{listener=\"service\",port=\"30123\",reason=\"idle\"} 4",
+            "sluice_health_connections_shed_total{listener=\"service\",port=\"30123\",reason=\"partial_request\"} 3",
+            "sluice_health_connections_shed_total{listener=\"service\",port=\"30123\",reason=\"stalled_write\"} 2",
+            "sluice_health_connections_timed_out_total{listener=\"service\",port=\"30123\",deadline=\"head\"} 5",
+            "sluice_health_connections_timed_out_total{listener=\"service\",port=\"30123\",deadline=\"idle\"} 6",
+            "sluice_health_accept_errors_total{listener=\"service\",port=\"30123\",kind=\"descriptors\"} 8",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use sluice_agent::health::{
-    service_health_entries, HealthConfig, HealthHandle, Limits, ManualClock, ServiceHealthEntry,
-    TO_BE_DELETED_TAINT,
+    service_health_entries, Deadline, HealthConfig, HealthHandle, Limits, ListenerCounters,
+    ListenerKind, ManualClock, ServiceHealthEntry, ShedReason, TO_BE_DELETED_TAINT,
 };
 use sluice_agent::state::{DesiredState, EndpointInfo, ServiceInfo, TrafficPolicy};
 
@@ -630,7 +630,8 @@ fn slow_clients_do_not_block_others() {
     for c in &mut slow {
         assert!(c.closed_by_server());
     }
-    assert!(h.counters().node.timeouts >= 50);
+    let l = node_listener(&h);
+    assert!(l.timed_out(Deadline::Head) >= 50, "{l:?}");
 }
 
 // Keep-alive: many requests on one connection, sequential and pipelined;
@@ -677,36 +678,27 @@ fn keep_alive_and_pipelining() {
     assert!(h.counters().node.healthz_200 >= 1000);
 }
 
-// Connections beyond the cap are closed at once; a slot frees when one ends.
+// spec: H1, H4 — a full budget drops the connection that has waited longest
+// for a request, not the newcomer: whoever opened sockets first cannot lock
+// the load balancer's probes out.
 #[test]
-fn connection_cap() {
+fn a_full_budget_sheds_the_longest_waiting_connection() {
     let (h, _clock) = start_with(Limits {
         max_connections: 2,
         ..Limits::default()
     });
     let a = node_addr(&h);
     let mut c1 = Client::connect(a);
-    let mut c2 = Client::connect(a);
     assert_eq!(c1.get("/healthz").status, 200);
+    let mut c2 = Client::connect(a);
     assert_eq!(c2.get("/healthz").status, 200);
     let mut c3 = Client::connect(a);
-    assert!(c3.closed_by_server(), "third connection shed");
-    drop(c1);
-    // The freed slot is taken back asynchronously: retry a bounded number of times.
-    let mut ok = false;
-    for _ in 0..200 {
-        let mut c = Client::connect(a);
-        c.send(b"GET /healthz HTTP/1.1\r\nHost: n\r\n\r\n");
-        if let Some(r) = c.response(false) {
-            assert_eq!(r.status, 200);
-            ok = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(ok, "a slot came back");
-    assert!(h.counters().node.connections_refused >= 1);
+    assert_eq!(c3.get("/healthz").status, 200, "the newcomer is served");
+    assert!(c1.closed_by_server(), "the longest idle one gave way");
     assert_eq!(c2.get("/livez").status, 200);
+    assert_eq!(c3.get("/livez").status, 200);
+    let l = node_listener(&h);
+    assert_eq!((l.shed(ShedReason::Idle), l.refused), (1, 0), "{l:?}");
 }
 
 // Shutdown releases every port before it returns.
@@ -723,35 +715,81 @@ fn shutdown_releases_ports() {
     TcpListener::bind((LOOPBACK, p)).expect("service port free again");
 }
 
-// Idle keep-alive connections cannot hold every slot: while slots are scarce
-// they are closed after `request_timeout` instead of `idle_timeout`, until
-// the pressure is off.
+// spec: H1, H4 — slowloris sockets (a head that never completes) cannot
+// hold a budget either, however long the head deadline: each probe takes the
+// place of the oldest of them.
 #[test]
-fn idle_connections_are_reclaimed_under_pressure() {
+fn slowloris_connections_give_way_to_probes() {
     let (h, _clock) = start_with(Limits {
         max_connections: 4,
-        request_timeout: Duration::from_millis(200),
+        request_timeout: Duration::from_secs(3600),
         idle_timeout: Duration::from_secs(3600),
         ..Limits::default()
     });
     let a = node_addr(&h);
-    let mut idle: Vec<Client> = (0..4).map(|_| Client::connect(a)).collect();
-    for c in &mut idle {
-        assert_eq!(c.get("/healthz").status, 200);
-    }
-    // Every slot is held by an idle connection; a new client gets in once
-    // one of them is reclaimed, long before the hour-long idle timeout.
-    let mut ok = false;
-    for _ in 0..500 {
+    let mut slow: Vec<Client> = (0..4)
+        .map(|_| {
+            let mut c = Client::connect(a);
+            c.send(b"GET /healthz HTTP/1.1\r\nX-Slow: ");
+            c
+        })
+        .collect();
+    // The probes stay open, so every one of them needs room: each takes the
+    // place of the oldest waiting connection, a slowloris every time (a
+    // probe waits from its answer on, later than any slowloris' accept).
+    let mut probes: Vec<Client> = Vec::new();
+    for _ in 0..4 {
         let mut c = Client::connect(a);
-        c.send(b"GET /healthz HTTP/1.1\r\nHost: n\r\n\r\n");
-        if let Some(r) = c.response(false) {
-            assert_eq!(r.status, 200);
-            ok = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(c.get("/healthz").status, 200);
+        probes.push(c);
     }
-    assert!(ok, "an idle connection was reclaimed");
-    assert!(h.counters().node.timeouts >= 1);
+    for c in &mut slow {
+        assert!(c.closed_by_server());
+    }
+    let l = node_listener(&h);
+    assert_eq!((l.shed_total(), l.refused, l.open), (4, 0, 4), "{l:?}");
+}
+
+// spec: H1, H3 — every listener has a budget of its own: connections held on
+// the node port take no room from a Service's port, and the other way round.
+#[test]
+fn each_listener_has_its_own_budget() {
+    let (h, _clock) = start_with(Limits {
+        max_connections: 4,
+        ..Limits::default()
+    });
+    let node = node_addr(&h);
+    let port = free_port();
+    h.set_services(&[entry("ns", "s", Some(port), 1)]);
+    let svc = SocketAddr::new(LOOPBACK, port);
+    let mut held: Vec<Client> = Vec::new();
+    for a in [node, svc] {
+        for _ in 0..4 {
+            let mut c = Client::connect(a);
+            assert_eq!(c.get("/healthz").status, 200);
+            held.push(c);
+        }
+    }
+    // Eight open, four per listener: nobody had to give way.
+    for c in &mut held {
+        assert_eq!(c.get("/livez").status, 200, "still open");
+    }
+    let counters = h.counters();
+    for kind_port in [
+        (ListenerKind::Node, node.port()),
+        (ListenerKind::Service, port),
+    ] {
+        let l = counters
+            .listener(kind_port.0, kind_port.1)
+            .expect("listener");
+        assert_eq!((l.open, l.accepted, l.shed_total()), (4, 4, 0), "{l:?}");
+    }
+}
+
+fn node_listener(h: &HealthHandle) -> ListenerCounters {
+    let port = node_addr(h).port();
+    h.counters()
+        .listener(ListenerKind::Node, port)
+        .cloned()
+        .expect("node listener counters")
 }

@@ -22,21 +22,27 @@
 //!
 //! Layout: [`logic`] is the pure decision code (clock passed in), [`entries`]
 //! turns a [`crate::state::DesiredState`] into per-Service entries, [`http`]
-//! is a small HTTP/1.1 reader/writer, [`server`] runs the listeners on a
-//! dedicated thread so a slow sync loop never delays a health answer.
+//! is a small HTTP/1.1 reader/writer, [`requests`] routes a parsed request to
+//! its answer and holds the state answers read, [`budget`] is each
+//! listener's connection budget and the pure choice of which connection
+//! gives way, [`listener`] accepts and serves connections, and [`handle`]
+//! runs it all on a dedicated thread (so a slow sync loop never delays a
+//! health answer) and opens and closes the per-Service servers.
 
+pub mod budget;
 pub mod entries;
+pub mod handle;
 pub mod http;
+mod listener;
 pub mod logic;
-pub mod server;
+mod requests;
 pub mod time;
 
+pub use budget::{Deadline, ListenerCounters, ListenerKind, ShedReason};
 pub use entries::{local_endpoint_count, service_health_entries, ServiceHealthEntry};
+pub use handle::{HealthConfig, HealthCounters, HealthHandle, Limits, SetServicesReport};
 pub use logic::{
     node_eligible, Clock, IpFamily, ManualClock, ProxierHealth, SystemClock,
     DEFAULT_NODE_HEALTH_PORT, TO_BE_DELETED_TAINT,
 };
-pub use server::{
-    HealthConfig, HealthCounters, HealthHandle, Limits, NodeCounters, ServiceCounters,
-    SetServicesReport,
-};
+pub use requests::{NodeCounters, ServiceCounters};

@@ -1,6 +1,6 @@
 //! What a map content needs of the kernel maps, and whether it fits. Pure
 //! logic, no I/O: the kernel engine's `check_capacity` and its writer
-//! ([`super::maps::Writer`]) both count with it, so what is accepted is
+//! ([`super::writer::Writer`]) both count with it, so what is accepted is
 //! what the writer can place.
 
 use std::collections::HashSet;

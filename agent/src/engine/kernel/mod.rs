@@ -28,6 +28,7 @@ mod batch;
 pub mod layout;
 pub mod maps;
 pub mod pins;
+pub mod writer;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,8 +42,9 @@ use super::podnet::{self, sanitize};
 use super::{Engine, MapContent, PodLink};
 use crate::netlink::{sysctl, Netns};
 pub use layout::MapSizes;
-use maps::{AyaMaps, Writer};
+use maps::AyaMaps;
 use pins::AttachMode;
+use writer::Writer;
 
 pub const PROG_WIRE_INGRESS: &str = "sluice_wire_ingress";
 pub const PROG_WIRE_EGRESS: &str = "sluice_wire_egress";

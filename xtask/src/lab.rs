@@ -16,6 +16,7 @@ use sluice_tests::{
     TcpOutcome,
 };
 
+mod bad_state;
 mod health;
 
 /// Requests per VIP, family and entry node.
@@ -137,7 +138,9 @@ pub fn run(opts: LabOpts) -> Result<()> {
     let mut cluster = Cluster::start_with("lab", engine, spec, Some(agent))?;
     print_topology(&cluster);
 
-    let result = demo(&mut cluster).and_then(|f| Ok(f + health::demo(&mut cluster)?));
+    let result = demo(&mut cluster)
+        .and_then(|f| Ok(f + health::demo(&mut cluster)?))
+        .and_then(|f| Ok(f + bad_state::demo(&mut cluster)?));
 
     if opts.keep && !interrupted() {
         print_hints(&cluster);

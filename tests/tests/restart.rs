@@ -21,8 +21,12 @@ use std::time::{Duration, Instant};
 
 use sluice_tests::{
     tcp_request, Cluster, ClusterSpec, EndpointSpec, Engine, Family, Policy, ServiceSpec, TcpConn,
-    TcpOutcome,
+    TcpOutcome, Traffic,
 };
+
+#[path = "../../agent/tests/common/manifests.rs"]
+#[allow(dead_code)]
+mod manifests;
 
 /// Connections kept open through the restart (at least).
 const CONNS: usize = 8;
@@ -238,7 +242,76 @@ fn kill9_keeps_connections(f: Family) {
     assert_eq!(seen.len(), 2, "both pods answer new connections: {seen:?}");
 }
 
+/// `kill -9` in the middle of a change, three times: while a large state (2 000
+/// Services × 10 endpoints beside the served one) is read and applied, and
+/// while it is replaced by the small one again. New connections to the VIP
+/// loop throughout; the pinned program serves them while no agent runs,
+/// each restarted agent adopts what the maps hold and applies the file as
+/// it is, and nothing is lost or half applied.
+fn kill9_mid_change(f: Family) {
+    let tag = match f {
+        Family::V4 => "k9c4",
+        Family::V6 => "k9c6",
+    };
+    let mut c = Cluster::start(
+        tag,
+        Engine::Kernel,
+        ClusterSpec::new(1)
+            .pod("web-1", 1)
+            .service(
+                ServiceSpec::lb("web", 1)
+                    .tcp("http", 80, 8080)
+                    .endpoint(EndpointSpec::ready("web-1")),
+            )
+            .via(1),
+    )
+    .expect("cluster");
+    let vip = c.vip("web", f, 80).expect("vip");
+    let small = c.manifests(1).expect("manifests");
+    let large = format!("{small}{}", manifests::many_services(2_000, 10));
+    let traffic = Traffic::start(c.client_ns(), vip);
+
+    // Kill points: soon after the write (reading or parsing), later (the
+    // apply), and after the shrink.
+    for (text, after) in [
+        (&large, Duration::from_millis(300)),
+        (&large, Duration::from_millis(1500)),
+        (&small, Duration::from_millis(200)),
+    ] {
+        c.write_state_raw(1, Some(text)).expect("write");
+        thread::sleep(after);
+        c.kill_agent(1).expect("kill -9");
+        thread::sleep(Duration::from_millis(500));
+        let st = c.restart_agent(1).unwrap_or_else(|e| {
+            panic!(
+                "the agent restarts and applies the file: {e:#}\n{}",
+                c.agent_log(1)
+            )
+        });
+        assert!(st.error.is_none(), "{st:?}");
+        assert_eq!(st.pods, 1, "the pod's link is adopted: {st:?}");
+    }
+    let answered_before = traffic.answered();
+    thread::sleep(Duration::from_millis(500));
+    let (answered, failed, errors) = traffic.finish();
+    assert!(
+        answered > answered_before,
+        "still answering after the last restart"
+    );
+    assert_eq!(
+        failed,
+        0,
+        "new connections failed across kill -9 mid-change: {errors:?}\n{}",
+        c.agent_log(1)
+    );
+}
+
 mod kernel {
+    #[test]
+    fn kill9_mid_change_v4() {
+        crate::kill9_mid_change(crate::Family::V4)
+    }
+
     #[test]
     fn kill9_keeps_connections_v4() {
         crate::kill9_keeps_connections(crate::Family::V4)

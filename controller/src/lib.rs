@@ -1,0 +1,7 @@
+//! The Sluice controller: a small Kubernetes that the real `kubectl` talks
+//! to (issue 9 and on). Today: `init`, the cluster's credentials.
+
+pub mod identity;
+pub mod init;
+pub mod kubeconfig;
+pub mod pki;

@@ -1,7 +1,10 @@
 //! The Sluice controller: a small Kubernetes that the real `kubectl` talks
-//! to (issue 9 and on). Today: `init`, the cluster's credentials.
+//! to (issue 9 and on). Today: `init` (the cluster's credentials) and
+//! `serve` (HTTPS, bearer tokens, discovery).
 
+pub mod api;
 pub mod identity;
 pub mod init;
 pub mod kubeconfig;
 pub mod pki;
+pub mod serve;

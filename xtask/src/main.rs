@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod ebpf;
+mod kubectl;
 mod lab;
 mod setup;
 mod state_bench;

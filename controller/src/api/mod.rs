@@ -4,6 +4,7 @@ pub mod auth;
 pub mod discovery;
 pub mod path;
 pub mod resources;
+pub mod selector;
 pub mod status;
 
 use axum::http::Uri;

@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod discovery;
+pub mod meta;
 pub mod path;
 pub mod resources;
 pub mod selector;

@@ -1,0 +1,357 @@
+//! Object metadata as the API server owns it, decided without I/O: what a
+//! create fills in (uid, creationTimestamp, a name from `generateName`),
+//! what an update may not change, and the `Invalid` errors that name the
+//! field. The caller passes the clock's reading and the random parts.
+
+use axum::http::StatusCode;
+use serde_json::{json, Map, Value};
+
+use super::path::Target;
+use super::status::ApiError;
+use crate::identity::is_dns_subdomain;
+
+/// The kind's `apiVersion`: `v1` for core, `<group>/<version>` otherwise.
+pub fn api_version(t: &Target) -> String {
+    let r = t.resource;
+    if r.group.is_empty() {
+        r.version.to_string()
+    } else {
+        format!("{}/{}", r.group, r.version)
+    }
+}
+
+/// A 422 `Invalid` naming the object and the field.
+pub fn invalid(t: &Target, name: &str, field: &str, message: &str) -> ApiError {
+    let kind = t.resource.kind;
+    let mut e = ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Invalid",
+        format!("{kind} {name:?} is invalid: {field}: {message}"),
+    );
+    e.details = Some(json!({
+        "name": name,
+        "group": t.resource.group,
+        "kind": kind,
+        "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}],
+    }));
+    e
+}
+
+fn meta_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
+    let o = obj.as_object_mut()?;
+    o.entry("metadata")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+}
+
+/// Check `obj` against the path it was sent to and fill in what the
+/// server owns. `suffix` is five random lowercase alphanumerics for
+/// `generateName`, `uid` a fresh UUID, `now` RFC 3339.
+pub fn prepare_create(
+    t: &Target,
+    mut obj: Value,
+    suffix: &str,
+    uid: &str,
+    now: &str,
+) -> Result<Value, ApiError> {
+    let kind = t.resource.kind;
+    let av = api_version(t);
+    if !obj.is_object() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!("the body must be a {kind} object"),
+        ));
+    }
+    // Defaulted when absent, refused when it names another kind.
+    for (field, want) in [("kind", kind.to_string()), ("apiVersion", av.clone())] {
+        match obj.get(field) {
+            None | Some(Value::Null) => {
+                obj[field] = json!(want);
+            }
+            Some(Value::String(s)) if *s == want => {}
+            Some(other) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    format!("{field} {other} does not match the path: expected {want:?}"),
+                ))
+            }
+        }
+    }
+    let Some(meta) = meta_mut(&mut obj) else {
+        return Err(invalid(t, "", "metadata", "must be an object"));
+    };
+    let name = match (
+        meta.get("name").and_then(Value::as_str),
+        meta.get("generateName").and_then(Value::as_str),
+    ) {
+        (Some(n), _) if !n.is_empty() => n.to_string(),
+        (_, Some(g)) if !g.is_empty() => format!("{g}{suffix}"),
+        _ => {
+            return Err(invalid(
+                t,
+                "",
+                "metadata.name",
+                "name or generateName is required",
+            ));
+        }
+    };
+    if !is_dns_subdomain(&name) {
+        return Err(invalid(
+            t,
+            &name,
+            "metadata.name",
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+        ));
+    }
+    meta.insert("name".into(), json!(name));
+    match (&t.namespace, meta.get("namespace").and_then(Value::as_str)) {
+        (Some(ns), Some(m)) if m != ns => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("the namespace of the provided object ({m}) does not match the namespace sent on the request ({ns})"),
+            ))
+        }
+        (Some(ns), _) => {
+            meta.insert("namespace".into(), json!(ns));
+        }
+        (None, _) => {
+            meta.remove("namespace");
+        }
+    }
+    meta.insert("uid".into(), json!(uid));
+    meta.insert("creationTimestamp".into(), json!(now));
+    meta.remove("resourceVersion");
+    meta.remove("deletionTimestamp");
+    meta.insert("generation".into(), json!(1));
+    Ok(obj)
+}
+
+/// Set `metadata.resourceVersion` (stored objects carry none: the store's
+/// revision is the truth).
+pub fn with_resource_version(mut obj: Value, rev: i64) -> Value {
+    if let Some(m) = meta_mut(&mut obj) {
+        m.insert("resourceVersion".into(), json!(rev.to_string()));
+    }
+    obj
+}
+
+/// The resourceVersion an update was made against, if it says.
+pub fn sent_resource_version(obj: &Value) -> Result<Option<i64>, String> {
+    match obj.pointer("/metadata/resourceVersion") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) => s
+            .parse::<i64>()
+            .map(Some)
+            .map_err(|_| format!("metadata.resourceVersion: {s:?} is not a resource version")),
+        Some(other) => Err(format!(
+            "metadata.resourceVersion: {other} must be a string"
+        )),
+    }
+}
+
+/// An update of `old` (as stored) to `new`: the path's name and namespace,
+/// the server-owned fields kept; `generation` grows when the spec changed.
+pub fn prepare_update(t: &Target, old: &Value, mut new: Value) -> Result<Value, ApiError> {
+    let name = t.name.clone().unwrap_or_default();
+    if new.pointer("/metadata/name").and_then(Value::as_str) != Some(name.as_str()) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                new.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+            ),
+        ));
+    }
+    let kind = t.resource.kind;
+    if new
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k != kind)
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!("kind must be {kind}"),
+        ));
+    }
+    new["kind"] = json!(kind);
+    new["apiVersion"] = json!(api_version(t));
+    let spec_changed = old.get("spec") != new.get("spec");
+    let Some(meta) = meta_mut(&mut new) else {
+        return Err(invalid(t, &name, "metadata", "must be an object"));
+    };
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "namespace",
+        "generation",
+    ] {
+        match old.pointer(&format!("/metadata/{field}")) {
+            Some(v) => {
+                meta.insert(field.into(), v.clone());
+            }
+            None => {
+                meta.remove(field);
+            }
+        }
+    }
+    if spec_changed {
+        let g = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        meta.insert("generation".into(), json!(g + 1));
+    }
+    meta.remove("resourceVersion");
+    Ok(new)
+}
+
+/// RFC 7386 JSON merge patch (what `kubectl label`, `annotate` and
+/// `patch --type merge` send; strategic merge patches of the fields those
+/// commands touch are the same document).
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            if let Some(t) = target.as_object_mut() {
+                for (k, v) in p {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else {
+                        merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                    }
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+/// A name suffix for `generateName` from random bytes (kube-apiserver's
+/// alphabet: no vowels, no look-alikes).
+pub fn name_suffix(random: &[u8; 5]) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    random
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
+}
+
+/// A version-4 UUID from 16 random bytes.
+pub fn uuid(mut b: [u8; 16]) -> String {
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::path::resolve;
+
+    #[test]
+    fn create_fills_what_the_server_owns_and_checks_the_rest() {
+        let t = resolve("/api/v1/namespaces/default/pods").expect("path");
+        let o = prepare_create(
+            &t,
+            json!({"metadata": {"generateName": "web-", "resourceVersion": "9"}}),
+            "x7k2q",
+            "u-1",
+            "2026-11-23T10:00:00Z",
+        )
+        .expect("create");
+        assert_eq!(o["kind"], "Pod");
+        assert_eq!(o["apiVersion"], "v1");
+        assert_eq!(o["metadata"]["name"], "web-x7k2q");
+        assert_eq!(o["metadata"]["namespace"], "default");
+        assert_eq!(o["metadata"]["uid"], "u-1");
+        assert!(o["metadata"].get("resourceVersion").is_none());
+
+        let e = prepare_create(
+            &t,
+            json!({"metadata": {"name": "Bad_Name"}}),
+            "x",
+            "u",
+            "now",
+        )
+        .expect_err("name");
+        assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(e.body()["details"]["causes"][0]["field"], "metadata.name");
+        let e = prepare_create(
+            &t,
+            json!({"metadata": {"name": "a", "namespace": "other"}}),
+            "x",
+            "u",
+            "now",
+        )
+        .expect_err("ns");
+        assert!(
+            e.message.contains("does not match the namespace"),
+            "{}",
+            e.message
+        );
+        let e = prepare_create(
+            &t,
+            json!({"kind": "Service", "metadata": {"name": "a"}}),
+            "x",
+            "u",
+            "now",
+        )
+        .expect_err("kind");
+        assert_eq!(e.code, StatusCode::BAD_REQUEST);
+        assert!(prepare_create(&t, json!([1]), "x", "u", "now").is_err());
+        assert!(prepare_create(&t, json!({"metadata": {}}), "x", "u", "now").is_err());
+    }
+
+    #[test]
+    fn updates_keep_server_fields_and_count_spec_generations() {
+        let t = resolve("/apis/apps/v1/namespaces/d/deployments/web").expect("path");
+        let old = json!({"metadata": {"name": "web", "namespace": "d", "uid": "u", "generation": 3}, "spec": {"replicas": 1}});
+        let new = json!({"metadata": {"name": "web", "uid": "forged", "resourceVersion": "5"}, "spec": {"replicas": 2}});
+        let u = prepare_update(&t, &old, new).expect("update");
+        assert_eq!(u["metadata"]["uid"], "u");
+        assert_eq!(u["metadata"]["namespace"], "d");
+        assert_eq!(u["metadata"]["generation"], 4);
+        assert!(u["metadata"].get("resourceVersion").is_none());
+        let renamed = json!({"metadata": {"name": "other"}});
+        assert!(prepare_update(&t, &old, renamed).is_err());
+    }
+
+    #[test]
+    fn merge_patch_follows_rfc7386() {
+        let mut t = json!({"a": "b", "c": {"d": "e", "f": "g"}});
+        merge_patch(&mut t, &json!({"a": "z", "c": {"f": null}, "n": [1]}));
+        assert_eq!(t, json!({"a": "z", "c": {"d": "e"}, "n": [1]}));
+    }
+
+    #[test]
+    fn uuids_and_suffixes_have_their_shapes() {
+        let u = uuid([0xff; 16]);
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+        assert_eq!(name_suffix(&[0, 1, 2, 3, 200]).len(), 5);
+        assert_eq!(
+            sent_resource_version(&json!({"metadata": {"resourceVersion": "12"}})),
+            Ok(Some(12))
+        );
+        assert!(sent_resource_version(&json!({"metadata": {"resourceVersion": "x"}})).is_err());
+    }
+}

@@ -1,0 +1,232 @@
+//! The rules a `NodePool` satisfies on its own.
+
+use std::collections::BTreeSet;
+
+use super::{ErrorKind, Errors, FieldErrors, Path, SEVEN_DAYS};
+use crate::node_pool::{
+    BlueGreenSettings, NodeConfig, NodePool, NodePoolAutoscaling, UpgradeSettings, UpgradeStrategy,
+};
+
+pub fn validate_node_pool(pool: &NodePool) -> Result<(), FieldErrors> {
+    let mut errors = Errors::default();
+    let spec = &pool.spec;
+    let path = Path::root("spec");
+
+    let mut zones = BTreeSet::new();
+    for (i, zone) in spec.locations.iter().enumerate() {
+        let at = path.field("locations").index(i);
+        if zone.is_empty() {
+            errors.push(&at, ErrorKind::Required, "a zone name may not be empty");
+        } else if !zones.insert(zone) {
+            errors.push(
+                &at,
+                ErrorKind::Duplicate,
+                format!("zone {zone:?} is listed twice"),
+            );
+        }
+    }
+    errors.non_negative(&path.field("initialNodeCount"), spec.initial_node_count);
+    config(&mut errors, &path.field("config"), &spec.config);
+    let autoscaling_on = spec.autoscaling.as_ref().is_some_and(|a| a.enabled);
+    if let Some(a) = &spec.autoscaling {
+        autoscaling(&mut errors, &path.field("autoscaling"), a);
+    }
+    if let Some(u) = &spec.upgrade_settings {
+        upgrade_settings(
+            &mut errors,
+            &path.field("upgradeSettings"),
+            u,
+            autoscaling_on,
+        );
+    }
+    errors.into_result()
+}
+
+fn config(errors: &mut Errors, path: &Path, config: &NodeConfig) {
+    let capacity = path.field("capacity");
+    errors.positive_quantity(&capacity.field("cpu"), &config.capacity.cpu);
+    errors.positive_quantity(&capacity.field("memory"), &config.capacity.memory);
+    for (key, value) in &config.labels {
+        let at = path.field("labels").key(key);
+        errors.label_key(&at, key);
+        errors.label_value(&at, value);
+    }
+    let mut seen = BTreeSet::new();
+    for (i, taint) in config.taints.iter().enumerate() {
+        let at = path.field("taints").index(i);
+        errors.label_key(&at.field("key"), &taint.key);
+        errors.label_value(&at.field("value"), &taint.value);
+        // Kubernetes allows one taint per key and effect.
+        if !seen.insert((&taint.key, taint.effect)) {
+            errors.push(
+                &at,
+                ErrorKind::Duplicate,
+                format!(
+                    "taint {:?} with effect {:?} is listed twice",
+                    taint.key, taint.effect
+                ),
+            );
+        }
+    }
+}
+
+/// C1: per-zone limits or total limits, each pair ordered.
+fn autoscaling(errors: &mut Errors, path: &Path, a: &NodePoolAutoscaling) {
+    let fields = [
+        ("minNodeCount", a.min_node_count),
+        ("maxNodeCount", a.max_node_count),
+        ("totalMinNodeCount", a.total_min_node_count),
+        ("totalMaxNodeCount", a.total_max_node_count),
+    ];
+    for (name, value) in fields {
+        errors.non_negative(&path.field(name), value);
+    }
+    let per_zone = a.min_node_count.is_some() || a.max_node_count.is_some();
+    let total = a.total_min_node_count.is_some() || a.total_max_node_count.is_some();
+    if per_zone && total {
+        for (name, value) in &fields[2..] {
+            if value.is_some() {
+                errors.push(
+                    &path.field(name),
+                    ErrorKind::Forbidden,
+                    "per-zone limits (minNodeCount, maxNodeCount) and total limits \
+                     (totalMinNodeCount, totalMaxNodeCount) may not be mixed",
+                );
+            }
+        }
+    }
+    for (min_name, min, max_name, max) in [
+        (
+            "minNodeCount",
+            a.min_node_count,
+            "maxNodeCount",
+            a.max_node_count,
+        ),
+        (
+            "totalMinNodeCount",
+            a.total_min_node_count,
+            "totalMaxNodeCount",
+            a.total_max_node_count,
+        ),
+    ] {
+        if let (Some(min), Some(max)) = (min, max) {
+            if min > max {
+                errors.invalid(
+                    &path.field(min_name),
+                    format!("{min} is more than {max_name} ({max})"),
+                );
+            }
+        }
+    }
+    if a.enabled {
+        match a.max_node_count.or(a.total_max_node_count) {
+            None => errors.push(
+                &path.field("maxNodeCount"),
+                ErrorKind::Required,
+                "an enabled autoscaler needs maxNodeCount or totalMaxNodeCount",
+            ),
+            Some(0) => {
+                let name = if a.max_node_count.is_some() {
+                    "maxNodeCount"
+                } else {
+                    "totalMaxNodeCount"
+                };
+                errors.invalid(
+                    &path.field(name),
+                    "must be at least 1 when autoscaling is enabled",
+                );
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+fn upgrade_settings(errors: &mut Errors, path: &Path, u: &UpgradeSettings, autoscaling_on: bool) {
+    errors.non_negative(&path.field("maxSurge"), u.max_surge);
+    errors.non_negative(&path.field("maxUnavailable"), u.max_unavailable);
+    match u.strategy() {
+        UpgradeStrategy::Surge => {
+            // Nothing would ever be upgraded (U1, U2; Cluster API refuses it too).
+            if u.max_surge() == 0 && u.max_unavailable() == 0 {
+                errors.invalid(
+                    &path.field("maxSurge"),
+                    "maxSurge and maxUnavailable may not both be 0 (maxSurge defaults to 1, \
+                     maxUnavailable to 0)",
+                );
+            }
+        }
+        UpgradeStrategy::BlueGreen => {}
+        UpgradeStrategy::ShortLived => {
+            // A5: short-lived upgrades take no settings.
+            let set = [
+                ("maxSurge", u.max_surge.is_some()),
+                ("maxUnavailable", u.max_unavailable.is_some()),
+                ("blueGreenSettings", u.blue_green_settings.is_some()),
+            ];
+            for (name, _) in set.iter().filter(|(_, is_set)| *is_set) {
+                errors.push(
+                    &path.field(name),
+                    ErrorKind::Forbidden,
+                    "SHORT_LIVED upgrades take no settings",
+                );
+            }
+        }
+    }
+    if let Some(bg) = &u.blue_green_settings {
+        blue_green(errors, &path.field("blueGreenSettings"), bg, autoscaling_on);
+    }
+}
+
+fn blue_green(errors: &mut Errors, path: &Path, bg: &BlueGreenSettings, autoscaling_on: bool) {
+    errors.duration_within(
+        &path.field("nodePoolSoakDuration"),
+        bg.node_pool_soak_duration,
+        SEVEN_DAYS,
+    );
+    if let Some(standard) = &bg.standard_rollout_policy {
+        let at = path.field("standardRolloutPolicy");
+        if let Some(p) = standard.batch_percentage {
+            if !(0.0..=1.0).contains(&p) {
+                errors.invalid(
+                    &at.field("batchPercentage"),
+                    format!("must be a fraction from 0 to 1 (0.25 is 25 %), got {p}"),
+                );
+            }
+        }
+        errors.non_negative(&at.field("batchNodeCount"), standard.batch_node_count);
+        if standard.batch_percentage.is_some() && standard.batch_node_count.is_some() {
+            errors.push(
+                &at.field("batchNodeCount"),
+                ErrorKind::Forbidden,
+                "set either batchNodeCount or batchPercentage, not both",
+            );
+        }
+        errors.duration_within(
+            &at.field("batchSoakDuration"),
+            standard.batch_soak_duration,
+            SEVEN_DAYS,
+        );
+    }
+    if let Some(autoscaled) = &bg.autoscaled_rollout_policy {
+        let at = path.field("autoscaledRolloutPolicy");
+        if bg.standard_rollout_policy.is_some() {
+            errors.push(
+                &at,
+                ErrorKind::Forbidden,
+                "set either standardRolloutPolicy or autoscaledRolloutPolicy, not both",
+            );
+        }
+        if !autoscaling_on {
+            errors.push(
+                &at,
+                ErrorKind::Forbidden,
+                "an autoscaled blue-green upgrade needs spec.autoscaling.enabled",
+            );
+        }
+        errors.duration_within(
+            &at.field("waitForDrainDuration"),
+            autoscaled.wait_for_drain_duration,
+            SEVEN_DAYS,
+        );
+    }
+}

@@ -23,3 +23,6 @@ pub mod operation;
 pub mod validation;
 
 pub use k8s_openapi;
+
+#[cfg(test)]
+mod tests;

@@ -148,15 +148,19 @@ impl Errors {
         }
     }
 
-    /// A duration within `0..=max`, `what` naming the limit for the message.
+    /// A duration within `0..=max`.
     pub fn duration_within(&mut self, path: &Path, value: Option<Duration>, max: Duration) {
         match value {
             Some(d) if d.is_negative() => {
                 self.invalid(path, format!("must not be negative, got {d}"))
             }
-            Some(d) if d > max => {
-                self.invalid(path, format!("must be at most {max} (7 days), got {d}"))
-            }
+            Some(d) if d > max => self.invalid(
+                path,
+                format!(
+                    "must be at most {max} ({} days), got {d}",
+                    max.as_secs() / 86_400
+                ),
+            ),
             _ => {}
         }
     }

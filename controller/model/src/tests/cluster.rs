@@ -1,0 +1,266 @@
+use super::{assert_rule, assert_unknown_field, edited, round_trip, strict};
+use crate::cluster::*;
+use crate::k8s::Time;
+use crate::validation::ErrorKind;
+
+const FULL: &str = r#"
+apiVersion: sluice.dev/v1
+kind: Cluster
+metadata:
+  name: default
+spec:
+  maintenancePolicy:
+    window:
+      recurringWindow:
+        window:
+          startTime: 2026-01-03T02:00:00Z
+          endTime: 2026-01-03T08:00:00Z
+        recurrence: FREQ=WEEKLY;BYDAY=SA,SU
+      maintenanceExclusions:
+        holiday-minor:
+          startTime: 2026-09-30T00:00:00Z
+          endTime: 2027-01-15T00:00:00Z
+          maintenanceExclusionOptions:
+            scope: NO_MINOR_UPGRADES
+        black-friday:
+          startTime: 2026-11-19T00:00:00Z
+          endTime: 2026-12-04T00:00:00Z
+  releaseChannel:
+    channel: REGULAR
+  networkConfig:
+    enableL4ilbSubsetting: true
+  autoscaling:
+    autoscalingProfile: OPTIMIZE_UTILIZATION
+status:
+  currentMasterVersion: 1.33.2
+  statusMessage: running
+"#;
+
+fn exclusions(c: &mut Cluster) -> &mut std::collections::BTreeMap<String, TimeWindow> {
+    let policy = c
+        .spec
+        .maintenance_policy
+        .get_or_insert_with(Default::default);
+    &mut policy
+        .window
+        .get_or_insert_with(Default::default)
+        .maintenance_exclusions
+}
+
+fn at(s: &str) -> Time {
+    super::time(s)
+}
+
+fn exclusion(start: &str, end: &str, scope: Option<ExclusionScope>) -> TimeWindow {
+    TimeWindow {
+        start_time: at(start),
+        end_time: at(end),
+        maintenance_exclusion_options: scope
+            .map(|s| MaintenanceExclusionOptions { scope: Some(s) }),
+    }
+}
+
+const EXCLUSIONS: &str = "spec.maintenancePolicy.window.maintenanceExclusions";
+
+#[test]
+fn full_example_round_trips() {
+    let c: Cluster = round_trip(FULL);
+    assert!(c.spec.on_release_channel());
+    let excl = &c
+        .spec
+        .maintenance_policy
+        .and_then(|p| p.window)
+        .expect("window")
+        .maintenance_exclusions;
+    // spec: M4 — no scope means NO_UPGRADES.
+    assert_eq!(excl["black-friday"].scope(), ExclusionScope::NoUpgrades);
+    assert_eq!(
+        excl["holiday-minor"].scope(),
+        ExclusionScope::NoMinorUpgrades
+    );
+}
+
+#[test]
+fn times_with_an_offset_are_kept_in_utc() {
+    // spec: M2
+    let c: Cluster =
+        strict(&FULL.replace("2026-01-03T02:00:00Z", "2026-01-03T03:00:00+01:00")).expect("offset");
+    let encoded = serde_yaml::to_string(&c).expect("encode");
+    assert!(
+        encoded.contains("startTime: 2026-01-03T02:00:00Z"),
+        "{encoded}"
+    );
+}
+
+#[test]
+fn unknown_fields_are_refused_with_their_path() {
+    assert_unknown_field::<Cluster>(
+        &FULL.replace("enableL4ilbSubsetting", "enableL4IlbSubsetting"),
+        "spec.networkConfig.enableL4IlbSubsetting",
+    );
+    assert_unknown_field::<Cluster>(
+        &FULL.replace(
+            "scope: NO_MINOR_UPGRADES",
+            "scope: NO_MINOR_UPGRADES\n            reason: sales",
+        ),
+        &format!("{EXCLUSIONS}.holiday-minor.maintenanceExclusionOptions.reason"),
+    );
+}
+
+#[test]
+fn exclusions_end_after_they_start() {
+    // spec: M7 — refused with a clear error.
+    let c = edited(FULL, |c: &mut Cluster| {
+        exclusions(c).insert(
+            "backwards".into(),
+            exclusion("2026-12-10T00:00:00Z", "2026-12-09T00:00:00Z", None),
+        );
+    });
+    assert_rule(
+        &c,
+        &format!("{EXCLUSIONS}[backwards].endTime"),
+        ErrorKind::Invalid,
+        "after startTime",
+    );
+}
+
+#[test]
+fn at_most_three_no_upgrades_exclusions() {
+    // spec: M7
+    let c = edited(FULL, |c: &mut Cluster| {
+        for (i, day) in ["01", "05", "09"].iter().enumerate() {
+            let start = format!("2026-03-{day}T00:00:00Z");
+            let end = format!("2026-03-{day}T12:00:00Z");
+            exclusions(c).insert(
+                format!("x{i}"),
+                exclusion(&start, &end, Some(ExclusionScope::NoUpgrades)),
+            );
+        }
+    });
+    assert_rule(
+        &c,
+        EXCLUSIONS,
+        ErrorKind::TooMany,
+        "4 NO_UPGRADES exclusions; at most 3",
+    );
+}
+
+#[test]
+fn at_most_twenty_exclusions() {
+    // spec: M7
+    let c = edited(FULL, |c: &mut Cluster| {
+        for i in 0..19 {
+            let scope = Some(ExclusionScope::NoMinorOrNodeUpgrades);
+            exclusions(c).insert(
+                format!("x{i:02}"),
+                exclusion("2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z", scope),
+            );
+        }
+    });
+    assert_rule(
+        &c,
+        EXCLUSIONS,
+        ErrorKind::TooMany,
+        "21 exclusions; at most 20",
+    );
+}
+
+#[test]
+fn narrower_scopes_need_a_release_channel() {
+    // spec: M7
+    for channel in [
+        None,
+        Some(ReleaseChannel {
+            channel: Channel::Unspecified,
+        }),
+    ] {
+        let c = edited(FULL, |c: &mut Cluster| c.spec.release_channel = channel);
+        assert_rule(
+            &c,
+            &format!("{EXCLUSIONS}[holiday-minor].maintenanceExclusionOptions.scope"),
+            ErrorKind::Forbidden,
+            "needs a release channel",
+        );
+    }
+    // NO_UPGRADES alone is fine without one.
+    let c = edited(FULL, |c: &mut Cluster| {
+        c.spec.release_channel = None;
+        exclusions(c).remove("holiday-minor");
+    });
+    assert_eq!(crate::kind::SluiceKind::validate(&c), Ok(()));
+}
+
+#[test]
+fn no_upgrades_lasts_at_most_thirty_days() {
+    // spec: M7 (REFERENCE: NO_UPGRADES at most 30 days each)
+    let c = edited(FULL, |c: &mut Cluster| {
+        exclusions(c).insert(
+            "long".into(),
+            exclusion("2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z", None),
+        );
+    });
+    assert_rule(
+        &c,
+        &format!("{EXCLUSIONS}[long].endTime"),
+        ErrorKind::Invalid,
+        "30 days",
+    );
+}
+
+fn recurring(c: &mut Cluster) -> &mut RecurringTimeWindow {
+    let policy = c
+        .spec
+        .maintenance_policy
+        .get_or_insert_with(Default::default);
+    let window = policy.window.get_or_insert_with(Default::default);
+    window
+        .recurring_window
+        .get_or_insert_with(|| RecurringTimeWindow {
+            window: exclusion("2026-01-03T02:00:00Z", "2026-01-03T08:00:00Z", None),
+            recurrence: "FREQ=DAILY".into(),
+        })
+}
+
+#[test]
+fn recurring_window_rules() {
+    let at_window = "spec.maintenancePolicy.window.recurringWindow";
+    // REFERENCE (RRULE): FREQ=HOURLY, MINUTELY and SECONDLY are refused.
+    for freq in ["HOURLY", "MINUTELY", "SECONDLY"] {
+        let c = edited(FULL, |c: &mut Cluster| {
+            recurring(c).recurrence = format!("FREQ={freq};INTERVAL=4")
+        });
+        assert_rule(
+            &c,
+            &format!("{at_window}.recurrence"),
+            ErrorKind::Invalid,
+            "not allowed",
+        );
+    }
+    // spec: M1 — one window, which ends after it starts.
+    let c = edited(FULL, |c: &mut Cluster| {
+        recurring(c).window.end_time = at("2026-01-03T01:00:00Z")
+    });
+    assert_rule(
+        &c,
+        &format!("{at_window}.window.endTime"),
+        ErrorKind::Invalid,
+        "after startTime",
+    );
+    let c = edited(FULL, |c: &mut Cluster| {
+        recurring(c).window.maintenance_exclusion_options =
+            Some(MaintenanceExclusionOptions::default());
+    });
+    assert_rule(
+        &c,
+        &format!("{at_window}.window.maintenanceExclusionOptions"),
+        ErrorKind::Forbidden,
+        "only",
+    );
+}
+
+#[test]
+fn enum_values_are_gke_names() {
+    let err = strict::<Cluster>(&FULL.replace("OPTIMIZE_UTILIZATION", "optimize-utilization"))
+        .expect_err("cli spelling");
+    assert_eq!(err.field, "spec.autoscaling.autoscalingProfile");
+}

@@ -1,0 +1,469 @@
+use super::{assert_rule, assert_unknown_field, edited, round_trip, strict};
+use crate::decode::DecodeErrorKind;
+use crate::duration::Duration;
+use crate::k8s::Quantity;
+use crate::kind::SluiceKind;
+use crate::node_pool::*;
+use crate::validation::ErrorKind;
+
+/// Every field set once.
+const FULL: &str = r#"
+apiVersion: sluice.dev/v1
+kind: NodePool
+metadata:
+  name: pool-a
+  labels:
+    team: infra
+spec:
+  locations: [zone-a, zone-b]
+  initialNodeCount: 3
+  config:
+    capacity:
+      cpu: "4"
+      memory: 16Gi
+    labels:
+      cloud.google.com/gke-nodepool: pool-a
+    taints:
+      - key: dedicated
+        value: batch
+        effect: NO_SCHEDULE
+    spot: true
+  version: 1.33.2
+  autoscaling:
+    enabled: true
+    minNodeCount: 1
+    maxNodeCount: 5
+    locationPolicy: ANY
+  upgradeSettings:
+    maxSurge: 2
+    maxUnavailable: 1
+    strategy: BLUE_GREEN
+    blueGreenSettings:
+      standardRolloutPolicy:
+        batchPercentage: 0.25
+        batchSoakDuration: 120s
+      nodePoolSoakDuration: 3600s
+  management:
+    autoUpgrade: true
+    autoRepair: true
+status:
+  status: RUNNING
+  statusMessage: all nodes ready
+  version: 1.33.2
+  nodes: [pool-a-zone-a-1, pool-a-zone-b-1]
+"#;
+
+/// Just what is required.
+const MINIMAL: &str = r#"
+apiVersion: sluice.dev/v1
+kind: NodePool
+metadata: {name: pool-b}
+spec:
+  config:
+    capacity: {cpu: "2", memory: 4Gi}
+"#;
+
+#[test]
+fn full_example_round_trips() {
+    let pool: NodePool = round_trip(FULL);
+    let bg = pool
+        .spec
+        .upgrade_settings
+        .as_ref()
+        .and_then(|u| u.blue_green_settings.as_ref());
+    assert_eq!(
+        bg.map(|b| b.node_pool_soak_duration()),
+        Some(Duration::from_secs(3600))
+    );
+    assert_eq!(pool.spec.config.taints[0].effect.kubernetes(), "NoSchedule");
+    assert_eq!(
+        pool.status.map(|s| s.status),
+        Some(Some(NodePoolPhase::Running))
+    );
+}
+
+#[test]
+fn minimal_example_has_gke_defaults() {
+    let pool: NodePool = round_trip(MINIMAL);
+    let u = pool.spec.upgrade_settings.unwrap_or_default();
+    // spec: U1, U2 — maxSurge 1, maxUnavailable 0, strategy SURGE.
+    assert_eq!(
+        (u.max_surge(), u.max_unavailable(), u.strategy()),
+        (1, 0, UpgradeStrategy::Surge)
+    );
+    // spec: B4 — nodePoolSoakDuration defaults to 3600 s.
+    assert_eq!(
+        BlueGreenSettings::default().node_pool_soak_duration(),
+        Duration::from_secs(3600)
+    );
+}
+
+#[test]
+fn new_fills_type_meta() {
+    let pool = NodePool::new("p", NodePoolSpec::default());
+    assert_eq!(pool.type_meta(), ("sluice.dev/v1", "NodePool"));
+    assert_eq!(pool.metadata.name.as_deref(), Some("p"));
+}
+
+#[test]
+fn unknown_fields_are_refused_with_their_path() {
+    let typo = FULL.replace("maxSurge: 2", "maxSurges: 2");
+    assert_unknown_field::<NodePool>(&typo, "spec.upgradeSettings.maxSurges");
+    let in_list = FULL.replace(
+        "effect: NO_SCHEDULE",
+        "effect: NO_SCHEDULE\n        colour: red",
+    );
+    assert_unknown_field::<NodePool>(&in_list, "spec.config.taints[0].colour");
+    // Inside the upstream ObjectMeta too.
+    let in_meta = FULL.replace("  name: pool-a", "  name: pool-a\n  nmae: x");
+    assert_unknown_field::<NodePool>(&in_meta, "metadata.nmae");
+}
+
+#[test]
+fn type_errors_name_the_field() {
+    let err = strict::<NodePool>(&FULL.replace("initialNodeCount: 3", "initialNodeCount: three"))
+        .expect_err("a string count");
+    assert_eq!(
+        (err.field.as_str(), err.kind),
+        ("spec.initialNodeCount", DecodeErrorKind::Malformed)
+    );
+    let err = strict::<NodePool>(&FULL.replace("strategy: BLUE_GREEN", "strategy: ROLLING"))
+        .expect_err("unknown strategy");
+    assert_eq!(err.field, "spec.upgradeSettings.strategy");
+    let err = strict::<NodePool>(&FULL.replace("batchSoakDuration: 120s", "batchSoakDuration: 2m"))
+        .expect_err("not a GKE duration");
+    assert_eq!(
+        err.field,
+        "spec.upgradeSettings.blueGreenSettings.standardRolloutPolicy.batchSoakDuration"
+    );
+    assert!(err.message.contains("\"3600s\""), "{err}");
+    let err =
+        strict::<NodePool>(&FULL.replace("kind: NodePool", "kind: Cluster")).expect_err("kind");
+    assert_eq!(
+        (err.field.as_str(), err.kind),
+        ("kind", DecodeErrorKind::WrongKind)
+    );
+    let err =
+        strict::<NodePool>(&FULL.replace("sluice.dev/v1", "sluice.dev/v2")).expect_err("version");
+    assert_eq!(err.field, "apiVersion");
+}
+
+fn upgrade(pool: &mut NodePool) -> &mut UpgradeSettings {
+    pool.spec
+        .upgrade_settings
+        .get_or_insert_with(Default::default)
+}
+
+fn standard(pool: &mut NodePool) -> &mut StandardRolloutPolicy {
+    let bg = upgrade(pool)
+        .blue_green_settings
+        .get_or_insert_with(Default::default);
+    bg.standard_rollout_policy
+        .get_or_insert_with(Default::default)
+}
+
+fn autoscaling(pool: &mut NodePool) -> &mut NodePoolAutoscaling {
+    pool.spec.autoscaling.get_or_insert_with(Default::default)
+}
+
+#[test]
+fn surge_settings() {
+    // spec: U1 — maxSurge is a count of nodes.
+    let p = edited(FULL, |p: &mut NodePool| upgrade(p).max_surge = Some(-1));
+    assert_rule(
+        &p,
+        "spec.upgradeSettings.maxSurge",
+        ErrorKind::Invalid,
+        "0 or more",
+    );
+    // spec: U2 — so is maxUnavailable.
+    let p = edited(FULL, |p: &mut NodePool| {
+        upgrade(p).max_unavailable = Some(-2)
+    });
+    assert_rule(
+        &p,
+        "spec.upgradeSettings.maxUnavailable",
+        ErrorKind::Invalid,
+        "got -2",
+    );
+    // spec: U1, U2 — a surge upgrade with neither would never progress;
+    // maxSurge 0 alone is enough, since maxUnavailable defaults to 0.
+    let p = edited(MINIMAL, |p: &mut NodePool| upgrade(p).max_surge = Some(0));
+    assert_rule(
+        &p,
+        "spec.upgradeSettings.maxSurge",
+        ErrorKind::Invalid,
+        "both be 0",
+    );
+    // spec: U5 — the (0, 1) and (0, 20) profiles are fine.
+    let p = edited(MINIMAL, |p: &mut NodePool| {
+        upgrade(p).max_surge = Some(0);
+        upgrade(p).max_unavailable = Some(20);
+    });
+    assert_eq!(p.validate(), Ok(()));
+    // Blue-green does not use them: both 0 is fine there.
+    let p = edited(FULL, |p: &mut NodePool| {
+        upgrade(p).max_surge = Some(0);
+        upgrade(p).max_unavailable = Some(0);
+    });
+    assert_eq!(p.validate(), Ok(()));
+}
+
+#[test]
+fn blue_green_batches() {
+    let at = "spec.upgradeSettings.blueGreenSettings.standardRolloutPolicy";
+    // spec: B3 — batchPercentage is a fraction within 0–1.
+    for bad in [1.5, -0.1, f64::NAN] {
+        let p = edited(FULL, |p: &mut NodePool| {
+            standard(p).batch_percentage = Some(bad)
+        });
+        assert_rule(
+            &p,
+            &format!("{at}.batchPercentage"),
+            ErrorKind::Invalid,
+            "from 0 to 1",
+        );
+    }
+    // spec: B3 — 0 is allowed (it skips to the soak phase), so is 1.
+    for ok in [0.0, 1.0] {
+        let p = edited(FULL, |p: &mut NodePool| {
+            standard(p).batch_percentage = Some(ok)
+        });
+        assert_eq!(p.validate(), Ok(()));
+    }
+    // spec: B3 — batchNodeCount ≥ 0.
+    let p = edited(FULL, |p: &mut NodePool| {
+        standard(p).batch_percentage = None;
+        standard(p).batch_node_count = Some(-1);
+    });
+    assert_rule(
+        &p,
+        &format!("{at}.batchNodeCount"),
+        ErrorKind::Invalid,
+        "0 or more",
+    );
+    // spec: B3 — one of the two, not both.
+    let p = edited(FULL, |p: &mut NodePool| {
+        standard(p).batch_node_count = Some(2)
+    });
+    assert_rule(
+        &p,
+        &format!("{at}.batchNodeCount"),
+        ErrorKind::Forbidden,
+        "not both",
+    );
+}
+
+#[test]
+fn blue_green_soaks() {
+    let bg = "spec.upgradeSettings.blueGreenSettings";
+    // spec: B4 — soaks within 0–7 days; 7 days exactly is allowed.
+    let p = edited(FULL, |p: &mut NodePool| {
+        standard(p).batch_soak_duration = Some(Duration::from_secs(604_800))
+    });
+    assert_eq!(p.validate(), Ok(()));
+    let p = edited(FULL, |p: &mut NodePool| {
+        standard(p).batch_soak_duration = Some(Duration::from_secs(604_801))
+    });
+    assert_rule(
+        &p,
+        &format!("{bg}.standardRolloutPolicy.batchSoakDuration"),
+        ErrorKind::Invalid,
+        "at most 604800s",
+    );
+    let p = edited(FULL, |p: &mut NodePool| {
+        let bg = upgrade(p)
+            .blue_green_settings
+            .get_or_insert_with(Default::default);
+        bg.node_pool_soak_duration = Some(Duration::from_secs(-1));
+    });
+    assert_rule(
+        &p,
+        &format!("{bg}.nodePoolSoakDuration"),
+        ErrorKind::Invalid,
+        "negative",
+    );
+}
+
+#[test]
+fn autoscaled_blue_green() {
+    let at = "spec.upgradeSettings.blueGreenSettings.autoscaledRolloutPolicy";
+    let autoscaled = |wait: Option<Duration>| {
+        move |p: &mut NodePool| {
+            let bg = upgrade(p)
+                .blue_green_settings
+                .get_or_insert_with(Default::default);
+            bg.standard_rollout_policy = None;
+            bg.autoscaled_rollout_policy = Some(AutoscaledRolloutPolicy {
+                wait_for_drain_duration: wait,
+            });
+        }
+    };
+    let p = edited(FULL, autoscaled(Some(Duration::from_secs(3 * 86_400))));
+    assert_eq!(p.validate(), Ok(()));
+    // spec: A1 — the wait is 0–7 days.
+    let p = edited(FULL, autoscaled(Some(Duration::from_secs(8 * 86_400))));
+    assert_rule(
+        &p,
+        &format!("{at}.waitForDrainDuration"),
+        ErrorKind::Invalid,
+        "7 days",
+    );
+    // spec: A4 — it needs the autoscaler on the pool.
+    let p = edited(FULL, |p: &mut NodePool| {
+        autoscaled(None)(p);
+        autoscaling(p).enabled = false;
+    });
+    assert_rule(&p, at, ErrorKind::Forbidden, "spec.autoscaling.enabled");
+    // One rollout policy, not both (GKE's oneof).
+    let p = edited(FULL, |p: &mut NodePool| {
+        let bg = upgrade(p)
+            .blue_green_settings
+            .get_or_insert_with(Default::default);
+        bg.autoscaled_rollout_policy = Some(AutoscaledRolloutPolicy::default());
+    });
+    assert_rule(&p, at, ErrorKind::Forbidden, "not both");
+}
+
+#[test]
+fn short_lived_takes_no_settings() {
+    // spec: A5
+    let p = edited(FULL, |p: &mut NodePool| {
+        upgrade(p).strategy = Some(UpgradeStrategy::ShortLived)
+    });
+    let errors = p.validate().expect_err("settings with SHORT_LIVED");
+    for field in ["maxSurge", "maxUnavailable", "blueGreenSettings"] {
+        let e = errors
+            .at(&format!("spec.upgradeSettings.{field}"))
+            .expect(field);
+        assert_eq!(e.kind, ErrorKind::Forbidden);
+    }
+    let p = edited(MINIMAL, |p: &mut NodePool| {
+        upgrade(p).strategy = Some(UpgradeStrategy::ShortLived)
+    });
+    assert_eq!(p.validate(), Ok(()));
+}
+
+#[test]
+fn autoscaling_limits() {
+    // spec: C1 — min ≤ max, per zone and in total.
+    let p = edited(FULL, |p: &mut NodePool| {
+        autoscaling(p).min_node_count = Some(6)
+    });
+    assert_rule(
+        &p,
+        "spec.autoscaling.minNodeCount",
+        ErrorKind::Invalid,
+        "more than maxNodeCount (5)",
+    );
+    let p = edited(FULL, |p: &mut NodePool| {
+        let a = autoscaling(p);
+        (a.min_node_count, a.max_node_count) = (None, None);
+        (a.total_min_node_count, a.total_max_node_count) = (Some(9), Some(3));
+    });
+    assert_rule(
+        &p,
+        "spec.autoscaling.totalMinNodeCount",
+        ErrorKind::Invalid,
+        "more than totalMaxNodeCount (3)",
+    );
+    // spec: C1 — per-zone and total limits are not mixed.
+    let p = edited(FULL, |p: &mut NodePool| {
+        autoscaling(p).total_max_node_count = Some(10)
+    });
+    assert_rule(
+        &p,
+        "spec.autoscaling.totalMaxNodeCount",
+        ErrorKind::Forbidden,
+        "may not be mixed",
+    );
+    // spec: C1 — counts are not negative.
+    let p = edited(FULL, |p: &mut NodePool| {
+        autoscaling(p).min_node_count = Some(-1)
+    });
+    assert_rule(
+        &p,
+        "spec.autoscaling.minNodeCount",
+        ErrorKind::Invalid,
+        "0 or more",
+    );
+    // spec: C1 — an enabled autoscaler has an upper limit of at least 1
+    // (C6: it never scales above max).
+    let p = edited(FULL, |p: &mut NodePool| {
+        autoscaling(p).max_node_count = None
+    });
+    assert_rule(
+        &p,
+        "spec.autoscaling.maxNodeCount",
+        ErrorKind::Required,
+        "needs maxNodeCount",
+    );
+    let p = edited(FULL, |p: &mut NodePool| {
+        let a = autoscaling(p);
+        (a.min_node_count, a.max_node_count) = (Some(0), Some(0));
+    });
+    assert_rule(
+        &p,
+        "spec.autoscaling.maxNodeCount",
+        ErrorKind::Invalid,
+        "at least 1",
+    );
+    // spec: C7 — a pool may scale from and to 0 (min 0) as long as max ≥ 1.
+    let p = edited(FULL, |p: &mut NodePool| {
+        autoscaling(p).min_node_count = Some(0)
+    });
+    assert_eq!(p.validate(), Ok(()));
+}
+
+#[test]
+fn pool_shape() {
+    let p = edited(FULL, |p: &mut NodePool| {
+        p.spec.initial_node_count = Some(-3)
+    });
+    assert_rule(&p, "spec.initialNodeCount", ErrorKind::Invalid, "0 or more");
+    let p = edited(FULL, |p: &mut NodePool| {
+        p.spec.locations.push("zone-a".into())
+    });
+    assert_rule(&p, "spec.locations[2]", ErrorKind::Duplicate, "twice");
+    let p = edited(FULL, |p: &mut NodePool| {
+        p.spec.config.capacity.memory = Quantity("0".into())
+    });
+    assert_rule(
+        &p,
+        "spec.config.capacity.memory",
+        ErrorKind::Invalid,
+        "more than 0",
+    );
+    let p = edited(FULL, |p: &mut NodePool| {
+        p.spec.config.capacity.cpu = Quantity("four".into())
+    });
+    assert_rule(
+        &p,
+        "spec.config.capacity.cpu",
+        ErrorKind::Invalid,
+        "not a quantity",
+    );
+    let p = edited(FULL, |p: &mut NodePool| {
+        p.spec.config.labels.insert("bad key!".into(), "x".into());
+    });
+    assert_rule(
+        &p,
+        "spec.config.labels[bad key!]",
+        ErrorKind::Invalid,
+        "not a valid label key",
+    );
+    let p = edited(FULL, |p: &mut NodePool| {
+        p.spec.config.taints[0].value = "no spaces".into()
+    });
+    assert_rule(
+        &p,
+        "spec.config.taints[0].value",
+        ErrorKind::Invalid,
+        "label value",
+    );
+    let p = edited(FULL, |p: &mut NodePool| {
+        let again = p.spec.config.taints[0].clone();
+        p.spec.config.taints.push(again);
+    });
+    assert_rule(&p, "spec.config.taints[1]", ErrorKind::Duplicate, "twice");
+}

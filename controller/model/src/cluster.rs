@@ -17,6 +17,9 @@ use crate::kind::sluice_kind;
 pub struct Cluster {
     pub api_version: String,
     pub kind: String,
+    /// May be left out of a request body, like kube-apiserver allows; the
+    /// server then asks for `metadata.name` or `generateName` itself.
+    #[serde(default)]
     #[schemars(schema_with = "crate::openapi::object_meta")]
     pub metadata: ObjectMeta,
     pub spec: ClusterSpec,

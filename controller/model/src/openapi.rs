@@ -27,14 +27,14 @@ pub fn fragment<K: SluiceKind>() -> Map<String, Value> {
     let root = generator.root_schema_for::<K>();
     let mut out = Map::new();
     for (name, schema) in generator.take_definitions(true) {
-        out.insert(format!("{NAME_PREFIX}{name}"), prefix_refs(schema));
+        out.insert(format!("{NAME_PREFIX}{name}"), tidy(schema));
     }
-    let mut root = prefix_refs(root.to_value());
+    let mut root = tidy(root.to_value());
     if let Some(obj) = root.as_object_mut() {
-        // The generator's own keys make no sense inside a component.
+        // The generator's own keys make no sense inside a component: its
+        // copy of the definitions is already in `out`.
         obj.remove("$schema");
-        obj.remove("definitions");
-        obj.remove("$defs");
+        obj.remove("components");
         obj.insert(
             "x-kubernetes-group-version-kind".into(),
             json!([{ "group": GROUP, "version": VERSION, "kind": K::KIND }]),
@@ -62,11 +62,30 @@ pub fn components() -> Map<String, Value> {
     all
 }
 
-/// Rewrite `#/components/schemas/X` as `#/components/schemas/dev.sluice.v1.X`.
-fn prefix_refs(mut value: Value) -> Value {
+/// Rewrite `#/components/schemas/X` as `#/components/schemas/dev.sluice.v1.X`,
+/// and describe an optional field as its value's type: Kubernetes leaves
+/// absent fields out rather than writing `null`, so schemars' `nullable`
+/// and `anyOf: [X, null]` only get in a structural reader's way.
+fn tidy(mut value: Value) -> Value {
+    fn is_null(v: &Value) -> bool {
+        v.get("enum") == Some(&json!([null]))
+    }
     fn walk(v: &mut Value) {
         match v {
             Value::Object(map) => {
+                map.remove("nullable");
+                let optional = match map.get("anyOf") {
+                    Some(Value::Array(any)) if any.len() == 2 && is_null(&any[1]) => {
+                        Some(any[0].clone())
+                    }
+                    _ => None,
+                };
+                if let Some(Value::Object(inner)) = optional {
+                    map.remove("anyOf");
+                    for (k, x) in inner {
+                        map.entry(k).or_insert(x);
+                    }
+                }
                 for (k, child) in map.iter_mut() {
                     match child {
                         Value::String(s) if k == "$ref" => {

@@ -17,6 +17,10 @@ fn every_kind_carries_its_group_version_kind() {
             json!(["sluice.dev/v1"])
         );
         assert_eq!(schema["type"], "object");
+        assert!(
+            schema.get("components").is_none(),
+            "definitions are components, not nested"
+        );
     }
 }
 
@@ -64,4 +68,17 @@ fn a_fragment_holds_only_its_kind() {
     assert!(f.contains_key("dev.sluice.v1.Operation"));
     assert!(f.contains_key("dev.sluice.v1.OperationProgress"));
     assert!(!f.contains_key("dev.sluice.v1.NodePool"));
+}
+
+#[test]
+fn optional_fields_are_plain_not_nullable() {
+    let text = serde_json::to_string(&components()).expect("json");
+    assert!(!text.contains("nullable"), "{text}");
+    assert!(!text.contains("\"null\""), "{text}");
+    let bg =
+        &components()["dev.sluice.v1.BlueGreenSettings"]["properties"]["standardRolloutPolicy"];
+    assert_eq!(
+        bg["$ref"],
+        "#/components/schemas/dev.sluice.v1.StandardRolloutPolicy"
+    );
 }

@@ -8,31 +8,18 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::k8s::{ObjectMeta, Time};
+use crate::k8s::Time;
 use crate::kind::sluice_kind;
 
-/// The cluster as a Kubernetes object.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Cluster {
-    pub api_version: String,
-    pub kind: String,
-    /// May be left out of a request body, like kube-apiserver allows; the
-    /// server then asks for `metadata.name` or `generateName` itself.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::openapi::object_meta")]
-    pub metadata: ObjectMeta,
-    pub spec: ClusterSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<ClusterStatus>,
+sluice_kind! {
+    /// The cluster as a Kubernetes object.
+    Cluster {
+        spec: ClusterSpec,
+        status: ClusterStatus,
+        plural: "clusters",
+        validate: crate::validation::validate_cluster,
+    }
 }
-
-sluice_kind!(
-    Cluster,
-    ClusterSpec,
-    plural = "clusters",
-    validate = crate::validation::validate_cluster
-);
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -34,10 +34,38 @@ pub trait SluiceKind:
     fn validate(&self) -> Result<(), FieldErrors>;
 }
 
-/// The trait impls of one kind, whose struct has the fields `api_version`,
-/// `kind`, `metadata`, `spec` and `status`.
+/// One kind: the Kubernetes object envelope (`apiVersion`, `kind`,
+/// `metadata`, `spec`, `status`) around its spec and status types, and the
+/// trait impls that make it a [`SluiceKind`]. Written once here so the three
+/// kinds cannot drift apart in how they are encoded.
 macro_rules! sluice_kind {
-    ($ty:ident, $spec:ty, plural = $plural:literal, validate = $validate:path) => {
+    (
+        $(#[$doc:meta])*
+        $ty:ident {
+            spec: $spec:ty,
+            status: $status:ty,
+            plural: $plural:literal,
+            validate: $validate:path $(,)?
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+        #[serde(rename_all = "camelCase")]
+        pub struct $ty {
+            /// `sluice.dev/v1`.
+            pub api_version: String,
+            /// The kind's name.
+            pub kind: String,
+            /// May be left out of a request body, like kube-apiserver allows;
+            /// the server then asks for `metadata.name` or `generateName`.
+            #[serde(default)]
+            #[schemars(schema_with = "crate::openapi::object_meta")]
+            pub metadata: $crate::k8s::ObjectMeta,
+            pub spec: $spec,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub status: Option<$status>,
+        }
+
         impl $ty {
             /// A new object named `name` with `spec` and no status.
             pub fn new(name: &str, spec: $spec) -> Self {

@@ -8,31 +8,18 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::duration::Duration;
-use crate::k8s::{ObjectMeta, Quantity};
+use crate::k8s::Quantity;
 use crate::kind::sluice_kind;
 
-/// A node pool as a Kubernetes object.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NodePool {
-    pub api_version: String,
-    pub kind: String,
-    /// May be left out of a request body, like kube-apiserver allows; the
-    /// server then asks for `metadata.name` or `generateName` itself.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::openapi::object_meta")]
-    pub metadata: ObjectMeta,
-    pub spec: NodePoolSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<NodePoolStatus>,
+sluice_kind! {
+    /// A node pool as a Kubernetes object.
+    NodePool {
+        spec: NodePoolSpec,
+        status: NodePoolStatus,
+        plural: "nodepools",
+        validate: crate::validation::validate_node_pool,
+    }
 }
-
-sluice_kind!(
-    NodePool,
-    NodePoolSpec,
-    plural = "nodepools",
-    validate = crate::validation::validate_node_pool
-);
 
 /// What the user asks for.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

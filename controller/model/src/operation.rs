@@ -6,31 +6,18 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::k8s::{ObjectMeta, Time};
+use crate::k8s::Time;
 use crate::kind::sluice_kind;
 
-/// An operation as a Kubernetes object.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Operation {
-    pub api_version: String,
-    pub kind: String,
-    /// May be left out of a request body, like kube-apiserver allows; the
-    /// server then asks for `metadata.name` or `generateName` itself.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::openapi::object_meta")]
-    pub metadata: ObjectMeta,
-    pub spec: OperationSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<OperationStatus>,
+sluice_kind! {
+    /// An operation as a Kubernetes object.
+    Operation {
+        spec: OperationSpec,
+        status: OperationStatus,
+        plural: "operations",
+        validate: crate::validation::validate_operation,
+    }
 }
-
-sluice_kind!(
-    Operation,
-    OperationSpec,
-    plural = "operations",
-    validate = crate::validation::validate_operation
-);
 
 /// What the operation does, to what; fixed once created.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -1,4 +1,4 @@
-use super::{assert_rule, assert_unknown_field, edited, round_trip, strict};
+use super::{assert_unknown_field, breaks, edited, round_trip, strict};
 use crate::cluster::*;
 use crate::k8s::Time;
 use crate::validation::ErrorKind;
@@ -60,6 +60,19 @@ fn exclusion(start: &str, end: &str, scope: Option<ExclusionScope>) -> TimeWindo
     }
 }
 
+/// An edit that adds one exclusion.
+fn with_exclusion(
+    name: &str,
+    start: &str,
+    end: &str,
+    scope: Option<ExclusionScope>,
+) -> impl FnOnce(&mut Cluster) {
+    let (name, window) = (name.to_string(), exclusion(start, end, scope));
+    move |c: &mut Cluster| {
+        exclusions(c).insert(name, window);
+    }
+}
+
 const EXCLUSIONS: &str = "spec.maintenancePolicy.window.maintenanceExclusions";
 
 #[test]
@@ -110,14 +123,14 @@ fn unknown_fields_are_refused_with_their_path() {
 #[test]
 fn exclusions_end_after_they_start() {
     // spec: M7 — refused with a clear error.
-    let c = edited(FULL, |c: &mut Cluster| {
-        exclusions(c).insert(
-            "backwards".into(),
-            exclusion("2026-12-10T00:00:00Z", "2026-12-09T00:00:00Z", None),
-        );
-    });
-    assert_rule(
-        &c,
+    breaks(
+        FULL,
+        with_exclusion(
+            "backwards",
+            "2026-12-10T00:00:00Z",
+            "2026-12-09T00:00:00Z",
+            None,
+        ),
         &format!("{EXCLUSIONS}[backwards].endTime"),
         ErrorKind::Invalid,
         "after startTime",
@@ -127,18 +140,18 @@ fn exclusions_end_after_they_start() {
 #[test]
 fn at_most_three_no_upgrades_exclusions() {
     // spec: M7
-    let c = edited(FULL, |c: &mut Cluster| {
-        for (i, day) in ["01", "05", "09"].iter().enumerate() {
-            let start = format!("2026-03-{day}T00:00:00Z");
-            let end = format!("2026-03-{day}T12:00:00Z");
-            exclusions(c).insert(
-                format!("x{i}"),
-                exclusion(&start, &end, Some(ExclusionScope::NoUpgrades)),
-            );
-        }
-    });
-    assert_rule(
-        &c,
+    breaks(
+        FULL,
+        |c: &mut Cluster| {
+            for (i, day) in ["01", "05", "09"].iter().enumerate() {
+                let start = format!("2026-03-{day}T00:00:00Z");
+                let end = format!("2026-03-{day}T12:00:00Z");
+                exclusions(c).insert(
+                    format!("x{i}"),
+                    exclusion(&start, &end, Some(ExclusionScope::NoUpgrades)),
+                );
+            }
+        },
         EXCLUSIONS,
         ErrorKind::TooMany,
         "4 NO_UPGRADES exclusions; at most 3",
@@ -148,17 +161,17 @@ fn at_most_three_no_upgrades_exclusions() {
 #[test]
 fn at_most_twenty_exclusions() {
     // spec: M7
-    let c = edited(FULL, |c: &mut Cluster| {
-        for i in 0..19 {
-            let scope = Some(ExclusionScope::NoMinorOrNodeUpgrades);
-            exclusions(c).insert(
-                format!("x{i:02}"),
-                exclusion("2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z", scope),
-            );
-        }
-    });
-    assert_rule(
-        &c,
+    breaks(
+        FULL,
+        |c: &mut Cluster| {
+            for i in 0..19 {
+                let scope = Some(ExclusionScope::NoMinorOrNodeUpgrades);
+                exclusions(c).insert(
+                    format!("x{i:02}"),
+                    exclusion("2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z", scope),
+                );
+            }
+        },
         EXCLUSIONS,
         ErrorKind::TooMany,
         "21 exclusions; at most 20",
@@ -174,9 +187,9 @@ fn narrower_scopes_need_a_release_channel() {
             channel: Channel::Unspecified,
         }),
     ] {
-        let c = edited(FULL, |c: &mut Cluster| c.spec.release_channel = channel);
-        assert_rule(
-            &c,
+        breaks(
+            FULL,
+            |c: &mut Cluster| c.spec.release_channel = channel,
             &format!("{EXCLUSIONS}[holiday-minor].maintenanceExclusionOptions.scope"),
             ErrorKind::Forbidden,
             "needs a release channel",
@@ -193,14 +206,9 @@ fn narrower_scopes_need_a_release_channel() {
 #[test]
 fn no_upgrades_lasts_at_most_thirty_days() {
     // spec: M7 (REFERENCE: NO_UPGRADES at most 30 days each)
-    let c = edited(FULL, |c: &mut Cluster| {
-        exclusions(c).insert(
-            "long".into(),
-            exclusion("2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z", None),
-        );
-    });
-    assert_rule(
-        &c,
+    breaks(
+        FULL,
+        with_exclusion("long", "2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z", None),
         &format!("{EXCLUSIONS}[long].endTime"),
         ErrorKind::Invalid,
         "30 days",
@@ -226,32 +234,28 @@ fn recurring_window_rules() {
     let at_window = "spec.maintenancePolicy.window.recurringWindow";
     // REFERENCE (RRULE): FREQ=HOURLY, MINUTELY and SECONDLY are refused.
     for freq in ["HOURLY", "MINUTELY", "SECONDLY"] {
-        let c = edited(FULL, |c: &mut Cluster| {
-            recurring(c).recurrence = format!("FREQ={freq};INTERVAL=4")
-        });
-        assert_rule(
-            &c,
+        breaks(
+            FULL,
+            |c: &mut Cluster| recurring(c).recurrence = format!("FREQ={freq};INTERVAL=4"),
             &format!("{at_window}.recurrence"),
             ErrorKind::Invalid,
             "not allowed",
         );
     }
     // spec: M1 — one window, which ends after it starts.
-    let c = edited(FULL, |c: &mut Cluster| {
-        recurring(c).window.end_time = at("2026-01-03T01:00:00Z")
-    });
-    assert_rule(
-        &c,
+    breaks(
+        FULL,
+        |c: &mut Cluster| recurring(c).window.end_time = at("2026-01-03T01:00:00Z"),
         &format!("{at_window}.window.endTime"),
         ErrorKind::Invalid,
         "after startTime",
     );
-    let c = edited(FULL, |c: &mut Cluster| {
-        recurring(c).window.maintenance_exclusion_options =
-            Some(MaintenanceExclusionOptions::default());
-    });
-    assert_rule(
-        &c,
+    breaks(
+        FULL,
+        |c: &mut Cluster| {
+            recurring(c).window.maintenance_exclusion_options =
+                Some(MaintenanceExclusionOptions::default());
+        },
         &format!("{at_window}.window.maintenanceExclusionOptions"),
         ErrorKind::Forbidden,
         "only",

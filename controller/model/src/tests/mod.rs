@@ -76,3 +76,15 @@ pub fn edited<K: SluiceKind>(yaml: &str, edit: impl FnOnce(&mut K)) -> K {
 pub fn time(s: &str) -> crate::k8s::Time {
     crate::k8s::Time(s.parse().expect("timestamp"))
 }
+
+/// The example with `edit` applied breaks exactly one rule, as
+/// [`assert_rule`] checks.
+pub fn breaks<K: SluiceKind>(
+    yaml: &str,
+    edit: impl FnOnce(&mut K),
+    field: &str,
+    kind: ErrorKind,
+    words: &str,
+) {
+    assert_rule(&edited(yaml, edit), field, kind, words);
+}

@@ -1,4 +1,4 @@
-use super::{assert_rule, assert_unknown_field, edited, round_trip, strict};
+use super::{assert_unknown_field, breaks, edited, round_trip, strict};
 use crate::decode::DecodeErrorKind;
 use crate::duration::Duration;
 use crate::k8s::Quantity;
@@ -154,10 +154,13 @@ fn upgrade(pool: &mut NodePool) -> &mut UpgradeSettings {
         .get_or_insert_with(Default::default)
 }
 
+fn blue_green(pool: &mut NodePool) -> &mut BlueGreenSettings {
+    let u = upgrade(pool);
+    u.blue_green_settings.get_or_insert_with(Default::default)
+}
+
 fn standard(pool: &mut NodePool) -> &mut StandardRolloutPolicy {
-    let bg = upgrade(pool)
-        .blue_green_settings
-        .get_or_insert_with(Default::default);
+    let bg = blue_green(pool);
     bg.standard_rollout_policy
         .get_or_insert_with(Default::default)
 }
@@ -169,28 +172,26 @@ fn autoscaling(pool: &mut NodePool) -> &mut NodePoolAutoscaling {
 #[test]
 fn surge_settings() {
     // spec: U1 — maxSurge is a count of nodes.
-    let p = edited(FULL, |p: &mut NodePool| upgrade(p).max_surge = Some(-1));
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| upgrade(p).max_surge = Some(-1),
         "spec.upgradeSettings.maxSurge",
         ErrorKind::Invalid,
         "0 or more",
     );
     // spec: U2 — so is maxUnavailable.
-    let p = edited(FULL, |p: &mut NodePool| {
-        upgrade(p).max_unavailable = Some(-2)
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| upgrade(p).max_unavailable = Some(-2),
         "spec.upgradeSettings.maxUnavailable",
         ErrorKind::Invalid,
         "got -2",
     );
     // spec: U1, U2 — a surge upgrade with neither would never progress;
     // maxSurge 0 alone is enough, since maxUnavailable defaults to 0.
-    let p = edited(MINIMAL, |p: &mut NodePool| upgrade(p).max_surge = Some(0));
-    assert_rule(
-        &p,
+    breaks(
+        MINIMAL,
+        |p: &mut NodePool| upgrade(p).max_surge = Some(0),
         "spec.upgradeSettings.maxSurge",
         ErrorKind::Invalid,
         "both be 0",
@@ -214,11 +215,9 @@ fn blue_green_batches() {
     let at = "spec.upgradeSettings.blueGreenSettings.standardRolloutPolicy";
     // spec: B3 — batchPercentage is a fraction within 0–1.
     for bad in [1.5, -0.1, f64::NAN] {
-        let p = edited(FULL, |p: &mut NodePool| {
-            standard(p).batch_percentage = Some(bad)
-        });
-        assert_rule(
-            &p,
+        breaks(
+            FULL,
+            |p: &mut NodePool| standard(p).batch_percentage = Some(bad),
             &format!("{at}.batchPercentage"),
             ErrorKind::Invalid,
             "from 0 to 1",
@@ -232,22 +231,20 @@ fn blue_green_batches() {
         assert_eq!(p.validate(), Ok(()));
     }
     // spec: B3 — batchNodeCount ≥ 0.
-    let p = edited(FULL, |p: &mut NodePool| {
-        standard(p).batch_percentage = None;
-        standard(p).batch_node_count = Some(-1);
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| {
+            standard(p).batch_percentage = None;
+            standard(p).batch_node_count = Some(-1);
+        },
         &format!("{at}.batchNodeCount"),
         ErrorKind::Invalid,
         "0 or more",
     );
     // spec: B3 — one of the two, not both.
-    let p = edited(FULL, |p: &mut NodePool| {
-        standard(p).batch_node_count = Some(2)
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| standard(p).batch_node_count = Some(2),
         &format!("{at}.batchNodeCount"),
         ErrorKind::Forbidden,
         "not both",
@@ -262,23 +259,19 @@ fn blue_green_soaks() {
         standard(p).batch_soak_duration = Some(Duration::from_secs(604_800))
     });
     assert_eq!(p.validate(), Ok(()));
-    let p = edited(FULL, |p: &mut NodePool| {
-        standard(p).batch_soak_duration = Some(Duration::from_secs(604_801))
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| standard(p).batch_soak_duration = Some(Duration::from_secs(604_801)),
         &format!("{bg}.standardRolloutPolicy.batchSoakDuration"),
         ErrorKind::Invalid,
         "at most 604800s",
     );
-    let p = edited(FULL, |p: &mut NodePool| {
-        let bg = upgrade(p)
-            .blue_green_settings
-            .get_or_insert_with(Default::default);
-        bg.node_pool_soak_duration = Some(Duration::from_secs(-1));
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| {
+            let bg = blue_green(p);
+            bg.node_pool_soak_duration = Some(Duration::from_secs(-1));
+        },
         &format!("{bg}.nodePoolSoakDuration"),
         ErrorKind::Invalid,
         "negative",
@@ -290,9 +283,7 @@ fn autoscaled_blue_green() {
     let at = "spec.upgradeSettings.blueGreenSettings.autoscaledRolloutPolicy";
     let autoscaled = |wait: Option<Duration>| {
         move |p: &mut NodePool| {
-            let bg = upgrade(p)
-                .blue_green_settings
-                .get_or_insert_with(Default::default);
+            let bg = blue_green(p);
             bg.standard_rollout_policy = None;
             bg.autoscaled_rollout_policy = Some(AutoscaledRolloutPolicy {
                 wait_for_drain_duration: wait,
@@ -302,27 +293,35 @@ fn autoscaled_blue_green() {
     let p = edited(FULL, autoscaled(Some(Duration::from_secs(3 * 86_400))));
     assert_eq!(p.validate(), Ok(()));
     // spec: A1 — the wait is 0–7 days.
-    let p = edited(FULL, autoscaled(Some(Duration::from_secs(8 * 86_400))));
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        autoscaled(Some(Duration::from_secs(8 * 86_400))),
         &format!("{at}.waitForDrainDuration"),
         ErrorKind::Invalid,
         "7 days",
     );
     // spec: A4 — it needs the autoscaler on the pool.
-    let p = edited(FULL, |p: &mut NodePool| {
-        autoscaled(None)(p);
-        autoscaling(p).enabled = false;
-    });
-    assert_rule(&p, at, ErrorKind::Forbidden, "spec.autoscaling.enabled");
+    breaks(
+        FULL,
+        |p: &mut NodePool| {
+            autoscaled(None)(p);
+            autoscaling(p).enabled = false;
+        },
+        at,
+        ErrorKind::Forbidden,
+        "spec.autoscaling.enabled",
+    );
     // One rollout policy, not both (GKE's oneof).
-    let p = edited(FULL, |p: &mut NodePool| {
-        let bg = upgrade(p)
-            .blue_green_settings
-            .get_or_insert_with(Default::default);
-        bg.autoscaled_rollout_policy = Some(AutoscaledRolloutPolicy::default());
-    });
-    assert_rule(&p, at, ErrorKind::Forbidden, "not both");
+    breaks(
+        FULL,
+        |p: &mut NodePool| {
+            let bg = blue_green(p);
+            bg.autoscaled_rollout_policy = Some(AutoscaledRolloutPolicy::default());
+        },
+        at,
+        ErrorKind::Forbidden,
+        "not both",
+    );
 }
 
 #[test]
@@ -347,63 +346,55 @@ fn short_lived_takes_no_settings() {
 #[test]
 fn autoscaling_limits() {
     // spec: C1 — min ≤ max, per zone and in total.
-    let p = edited(FULL, |p: &mut NodePool| {
-        autoscaling(p).min_node_count = Some(6)
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| autoscaling(p).min_node_count = Some(6),
         "spec.autoscaling.minNodeCount",
         ErrorKind::Invalid,
         "more than maxNodeCount (5)",
     );
-    let p = edited(FULL, |p: &mut NodePool| {
-        let a = autoscaling(p);
-        (a.min_node_count, a.max_node_count) = (None, None);
-        (a.total_min_node_count, a.total_max_node_count) = (Some(9), Some(3));
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| {
+            let a = autoscaling(p);
+            (a.min_node_count, a.max_node_count) = (None, None);
+            (a.total_min_node_count, a.total_max_node_count) = (Some(9), Some(3));
+        },
         "spec.autoscaling.totalMinNodeCount",
         ErrorKind::Invalid,
         "more than totalMaxNodeCount (3)",
     );
     // spec: C1 — per-zone and total limits are not mixed.
-    let p = edited(FULL, |p: &mut NodePool| {
-        autoscaling(p).total_max_node_count = Some(10)
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| autoscaling(p).total_max_node_count = Some(10),
         "spec.autoscaling.totalMaxNodeCount",
         ErrorKind::Forbidden,
         "may not be mixed",
     );
     // spec: C1 — counts are not negative.
-    let p = edited(FULL, |p: &mut NodePool| {
-        autoscaling(p).min_node_count = Some(-1)
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| autoscaling(p).min_node_count = Some(-1),
         "spec.autoscaling.minNodeCount",
         ErrorKind::Invalid,
         "0 or more",
     );
     // spec: C1 — an enabled autoscaler has an upper limit of at least 1
     // (C6: it never scales above max).
-    let p = edited(FULL, |p: &mut NodePool| {
-        autoscaling(p).max_node_count = None
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| autoscaling(p).max_node_count = None,
         "spec.autoscaling.maxNodeCount",
         ErrorKind::Required,
         "needs maxNodeCount",
     );
-    let p = edited(FULL, |p: &mut NodePool| {
-        let a = autoscaling(p);
-        (a.min_node_count, a.max_node_count) = (Some(0), Some(0));
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| {
+            let a = autoscaling(p);
+            (a.min_node_count, a.max_node_count) = (Some(0), Some(0));
+        },
         "spec.autoscaling.maxNodeCount",
         ErrorKind::Invalid,
         "at least 1",
@@ -417,53 +408,58 @@ fn autoscaling_limits() {
 
 #[test]
 fn pool_shape() {
-    let p = edited(FULL, |p: &mut NodePool| {
-        p.spec.initial_node_count = Some(-3)
-    });
-    assert_rule(&p, "spec.initialNodeCount", ErrorKind::Invalid, "0 or more");
-    let p = edited(FULL, |p: &mut NodePool| {
-        p.spec.locations.push("zone-a".into())
-    });
-    assert_rule(&p, "spec.locations[2]", ErrorKind::Duplicate, "twice");
-    let p = edited(FULL, |p: &mut NodePool| {
-        p.spec.config.capacity.memory = Quantity("0".into())
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| p.spec.initial_node_count = Some(-3),
+        "spec.initialNodeCount",
+        ErrorKind::Invalid,
+        "0 or more",
+    );
+    breaks(
+        FULL,
+        |p: &mut NodePool| p.spec.locations.push("zone-a".into()),
+        "spec.locations[2]",
+        ErrorKind::Duplicate,
+        "twice",
+    );
+    breaks(
+        FULL,
+        |p: &mut NodePool| p.spec.config.capacity.memory = Quantity("0".into()),
         "spec.config.capacity.memory",
         ErrorKind::Invalid,
         "more than 0",
     );
-    let p = edited(FULL, |p: &mut NodePool| {
-        p.spec.config.capacity.cpu = Quantity("four".into())
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| p.spec.config.capacity.cpu = Quantity("four".into()),
         "spec.config.capacity.cpu",
         ErrorKind::Invalid,
         "not a quantity",
     );
-    let p = edited(FULL, |p: &mut NodePool| {
-        p.spec.config.labels.insert("bad key!".into(), "x".into());
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| {
+            p.spec.config.labels.insert("bad key!".into(), "x".into());
+        },
         "spec.config.labels[bad key!]",
         ErrorKind::Invalid,
         "not a valid label key",
     );
-    let p = edited(FULL, |p: &mut NodePool| {
-        p.spec.config.taints[0].value = "no spaces".into()
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |p: &mut NodePool| p.spec.config.taints[0].value = "no spaces".into(),
         "spec.config.taints[0].value",
         ErrorKind::Invalid,
         "label value",
     );
-    let p = edited(FULL, |p: &mut NodePool| {
-        let again = p.spec.config.taints[0].clone();
-        p.spec.config.taints.push(again);
-    });
-    assert_rule(&p, "spec.config.taints[1]", ErrorKind::Duplicate, "twice");
+    breaks(
+        FULL,
+        |p: &mut NodePool| {
+            let again = p.spec.config.taints[0].clone();
+            p.spec.config.taints.push(again);
+        },
+        "spec.config.taints[1]",
+        ErrorKind::Duplicate,
+        "twice",
+    );
 }

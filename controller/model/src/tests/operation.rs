@@ -1,4 +1,4 @@
-use super::{assert_rule, assert_unknown_field, edited, round_trip};
+use super::{assert_unknown_field, breaks, round_trip};
 use crate::operation::*;
 use crate::validation::ErrorKind;
 
@@ -58,25 +58,30 @@ fn unknown_fields_are_refused_with_their_path() {
 
 #[test]
 fn rules() {
-    let p = edited(FULL, |o: &mut Operation| o.spec.target_link.clear());
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |o: &mut Operation| o.spec.target_link.clear(),
         "spec.targetLink",
         ErrorKind::Required,
         "names the object",
     );
-    let p = edited(FULL, |o: &mut Operation| {
-        let status = o.status.get_or_insert_with(Default::default);
-        status.end_time = Some(super::time("2026-11-23T01:00:00Z"));
-    });
-    assert_rule(&p, "status.endTime", ErrorKind::Invalid, "before startTime");
-    let p = edited(FULL, |o: &mut Operation| {
-        let status = o.status.get_or_insert_with(Default::default);
-        let progress = status.progress.get_or_insert_with(Default::default);
-        progress.stages[1].metrics[0].int_value = Some(2);
-    });
-    assert_rule(
-        &p,
+    breaks(
+        FULL,
+        |o: &mut Operation| {
+            let status = o.status.get_or_insert_with(Default::default);
+            status.end_time = Some(super::time("2026-11-23T01:00:00Z"));
+        },
+        "status.endTime",
+        ErrorKind::Invalid,
+        "before startTime",
+    );
+    breaks(
+        FULL,
+        |o: &mut Operation| {
+            let status = o.status.get_or_insert_with(Default::default);
+            let progress = status.progress.get_or_insert_with(Default::default);
+            progress.stages[1].metrics[0].int_value = Some(2);
+        },
         "status.progress.stages[1].metrics[0]",
         ErrorKind::Invalid,
         "exactly one",

@@ -1,6 +1,6 @@
 //! The rules a `Cluster` satisfies on its own (M7's counting and scope
-//! limits, RRULE frequencies). See the module above for the M7 rules left
-//! to the maintenance evaluator.
+//! limits, RRULE frequencies). The M7 rules left to the maintenance
+//! evaluator are listed in `validation`'s own documentation.
 
 use super::{ErrorKind, Errors, FieldErrors, Path};
 use crate::cluster::{Cluster, ExclusionScope, MaintenanceWindow, RecurringTimeWindow, TimeWindow};

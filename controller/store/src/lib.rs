@@ -10,6 +10,7 @@ mod embedded;
 mod error;
 mod etcd;
 mod keys;
+pub mod leader;
 mod store;
 mod types;
 

@@ -53,7 +53,9 @@ pub trait Store: Send + Sync {
     async fn watch(&self, prefix: &str, from_rev: Revision) -> Result<WatchStream>;
 
     /// Forgets history before `rev`: lists at `rev` or later and watches
-    /// from `rev` or later keep working, older ones get `Compacted`.
-    /// Compacting to a revision already compacted is a no-op.
+    /// from `rev - 1` or later keep working (as in etcd); a list at an older
+    /// revision, or a watch from one, gets `Compacted`. Compacting to a
+    /// revision already compacted is a no-op; beyond the current one,
+    /// `FutureRevision`.
     async fn compact(&self, rev: Revision) -> Result<()>;
 }

@@ -9,8 +9,10 @@ use futures::Stream;
 use crate::error::Result;
 use crate::types::{Event, Kv, ListOptions, ListPage, Revision};
 
-/// Changes in revision order. A `Compacted` error (the watcher asked for,
-/// or fell behind into, history that is gone) is the stream's last item.
+/// Changes in revision order. An error is always the stream's last item:
+/// `Compacted` when the watcher asked for, or fell behind into, history
+/// that is gone (the API server's in-stream 410), or a backend error (etcd
+/// unreachable); either way the caller watches again or relists.
 pub type WatchStream = Pin<Box<dyn Stream<Item = Result<Event>> + Send>>;
 
 /// A key-value store with one global revision, compare-and-swap writes and

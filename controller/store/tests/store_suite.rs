@@ -364,41 +364,31 @@ async fn a_watcher_keeps_up_across_many_writes(s: Arc<dyn Store>) {
     }
 }
 
+/// One `#[tokio::test]` per behaviour and backend: `backend::behaviour`.
 macro_rules! suite {
-    ($backend:ident) => {
+    ([$($backend:ident),*] $behaviours:tt) => {
+        $(suite!(@backend $backend $behaviours);)*
+    };
+    (@backend $backend:ident [$($behaviour:ident),* $(,)?]) => {
         mod $backend {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn crud_and_conflicts() {
-                let (s, _b) = super::$backend().await;
-                super::crud_and_conflicts(s).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn list_pages_at_a_fixed_revision() {
-                let (s, _b) = super::$backend().await;
-                super::list_pages_at_a_fixed_revision(s).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn watch_replays_in_order_with_concurrent_writers() {
-                let (s, _b) = super::$backend().await;
-                super::watch_replays_in_order_with_concurrent_writers(s).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn compaction_refuses_old_revisions() {
-                let (s, _b) = super::$backend().await;
-                super::compaction_refuses_old_revisions(s).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn a_watcher_keeps_up_across_many_writes() {
-                let (s, _b) = super::$backend().await;
-                super::a_watcher_keeps_up_across_many_writes(s).await;
-            }
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $behaviour() {
+                    let (s, _backing) = super::$backend().await;
+                    super::$behaviour(s).await;
+                }
+            )*
         }
     };
 }
 
-suite!(redb);
-suite!(etcd);
+suite!(
+    [redb, etcd]
+    [
+        crud_and_conflicts,
+        list_pages_at_a_fixed_revision,
+        watch_replays_in_order_with_concurrent_writers,
+        compaction_refuses_old_revisions,
+        a_watcher_keeps_up_across_many_writes,
+    ]
+);

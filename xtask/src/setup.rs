@@ -38,6 +38,10 @@ pub const DEB_PACKAGES: &[&str] = &[
     "iperf3",
     "netcat-openbsd",
     "wrk",
+    // The controller's replicated store: tests start Debian's etcd on
+    // loopback, and the `etcd-client` crate needs `protoc` to build.
+    "etcd-server",
+    "protobuf-compiler",
 ];
 
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -332,6 +336,17 @@ fn bpf_linker(force: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn package_list_has_the_store_tools_once_each() {
+        for p in ["etcd-server", "protobuf-compiler"] {
+            assert!(DEB_PACKAGES.contains(&p), "{p}");
+        }
+        let mut sorted = DEB_PACKAGES.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), DEB_PACKAGES.len(), "a package listed twice");
+    }
 
     #[test]
     fn parses_rustc_vv() {

@@ -1,1 +1,24 @@
-//! The controller's store (issue 9).
+//! The controller's store (issue 9): keys and opaque values under one
+//! global revision that only grows (kube-apiserver's resourceVersion),
+//! compare-and-swap writes, consistent lists at a revision, watches from a
+//! revision, and compaction of the history.
+//!
+//! Two implementations of [`Store`]: [`RedbStore`], one embedded file (the
+//! default), and [`EtcdStore`], for controllers that run replicated.
+
+mod embedded;
+mod error;
+mod etcd;
+mod keys;
+pub mod leader;
+mod store;
+mod types;
+
+pub use embedded::{RedbOptions, RedbStore};
+pub use error::{Result, StoreError};
+pub use etcd::EtcdStore;
+pub use store::{Store, WatchStream};
+pub use types::{Event, EventKind, Kv, ListOptions, ListPage, Revision};
+
+#[cfg(feature = "testing")]
+pub mod testing;

@@ -1,0 +1,330 @@
+//! The store on etcd, for controllers that run replicated: etcd's revision
+//! is the revision, its transactions do the compare-and-swap, its watch
+//! feeds watchers. Keys are used as given (no prefix is added), so an
+//! etcd cluster serves one Sluice control plane.
+
+mod errors;
+
+use async_trait::async_trait;
+use etcd_client::{
+    Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse,
+    TxnResponse, WatchOptions,
+};
+use futures::StreamExt;
+
+use crate::error::{Result, StoreError};
+use crate::keys;
+use crate::store::{Store, WatchStream};
+use crate::types::{Event, EventKind, Kv, ListOptions, ListPage, Revision};
+use errors::RevisionRefusal;
+
+/// The store on an etcd cluster. Cheap to clone (the client is shared).
+#[derive(Clone)]
+pub struct EtcdStore {
+    client: Client,
+}
+
+impl EtcdStore {
+    pub async fn connect(endpoints: &[String]) -> Result<Self> {
+        let client = Client::connect(endpoints, None).await?;
+        Ok(EtcdStore { client })
+    }
+
+    pub fn from_client(client: Client) -> Self {
+        EtcdStore { client }
+    }
+
+    /// The etcd client, for what the store does not cover (leases).
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// Turns a refused read at `requested` into the store's error.
+    async fn revision_error(&self, err: etcd_client::Error, requested: Revision) -> StoreError {
+        match errors::revision_refusal(&err) {
+            Some(RevisionRefusal::Compacted) => StoreError::Compacted {
+                requested,
+                compacted: self.compacted_revision(requested).await,
+            },
+            Some(RevisionRefusal::Future) => StoreError::FutureRevision {
+                requested,
+                current: self.current_revision().await.unwrap_or(requested - 1),
+            },
+            None => err.into(),
+        }
+    }
+
+    /// etcd does not say where its history starts except to a watch that
+    /// asks for older history: ask one. Only on the error path.
+    async fn compacted_revision(&self, requested: Revision) -> Revision {
+        let probe = async {
+            let opts = WatchOptions::new().with_start_revision(requested.max(1));
+            let mut stream = self.client.clone().watch("\0", Some(opts)).await.ok()?;
+            while let Some(Ok(resp)) = stream.next().await {
+                if resp.compact_revision() > 0 {
+                    return Some(resp.compact_revision());
+                }
+                if resp.canceled() || !resp.events().is_empty() {
+                    return None;
+                }
+            }
+            None
+        };
+        let found = tokio::time::timeout(std::time::Duration::from_secs(5), probe).await;
+        // Unknown: at least the next revision is gone.
+        found.ok().flatten().unwrap_or(requested + 1)
+    }
+}
+
+fn header_revision(resp: &TxnResponse) -> Result<Revision> {
+    resp.header()
+        .map(|h| h.revision())
+        .ok_or_else(|| StoreError::Corrupt("etcd answered without a header".into()))
+}
+
+fn to_kv(kv: &KeyValue) -> Result<Kv> {
+    Ok(Kv {
+        key: key_str(kv)?,
+        value: kv.value().to_vec(),
+        create_rev: kv.create_revision(),
+        mod_rev: kv.mod_revision(),
+    })
+}
+
+fn key_str(kv: &KeyValue) -> Result<String> {
+    kv.key_str()
+        .map(str::to_owned)
+        .map_err(|_| StoreError::Corrupt("a key in etcd is not UTF-8".into()))
+}
+
+/// The key a failed compare-and-swap read back (its `or_else` get).
+fn read_back(resp: &TxnResponse) -> Option<KeyValue> {
+    resp.op_responses().into_iter().find_map(|op| match op {
+        TxnOpResponse::Get(g) => g.kvs().first().cloned(),
+        _ => None,
+    })
+}
+
+/// The range of keys under `prefix`: etcd's key and range_end. An empty
+/// key is not a key to etcd; `\0` as the end means "to the last key".
+fn range(prefix: &str, start: String) -> (Vec<u8>, Vec<u8>) {
+    let start = if start.is_empty() {
+        vec![0]
+    } else {
+        start.into_bytes()
+    };
+    let end = keys::prefix_end(prefix.as_bytes()).unwrap_or_else(|| vec![0]);
+    (start, end)
+}
+
+#[async_trait]
+impl Store for EtcdStore {
+    async fn get(&self, key: &str) -> Result<Option<Kv>> {
+        let resp = self.client.clone().get(key, None).await?;
+        resp.kvs().first().map(to_kv).transpose()
+    }
+
+    async fn list(&self, opts: ListOptions<'_>) -> Result<ListPage> {
+        let (start, end) = range(opts.prefix, keys::page_start(opts.prefix, opts.start_after));
+        let mut get = GetOptions::new().with_range(end);
+        if let Some(limit) = opts.limit.filter(|l| *l > 0) {
+            get = get.with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        }
+        if let Some(rev) = opts.at_revision {
+            get = get.with_revision(rev);
+        }
+        let resp = match self.client.clone().get(start, Some(get)).await {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(match opts.at_revision {
+                    Some(rev) => self.revision_error(e, rev).await,
+                    None => e.into(),
+                })
+            }
+        };
+        let current = resp.header().map(|h| h.revision()).unwrap_or_default();
+        Ok(ListPage {
+            items: resp.kvs().iter().map(to_kv).collect::<Result<_>>()?,
+            revision: opts.at_revision.unwrap_or(current),
+            more: resp.more(),
+        })
+    }
+
+    async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision> {
+        let txn = Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, value, None)]);
+        let resp = self.client.clone().txn(txn).await?;
+        if !resp.succeeded() {
+            return Err(StoreError::AlreadyExists {
+                key: key.to_owned(),
+            });
+        }
+        header_revision(&resp)
+    }
+
+    async fn update(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expected_mod_rev: Revision,
+    ) -> Result<Revision> {
+        // The key must exist: a missing key's mod_revision is 0 too.
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(key, CompareOp::Greater, 0),
+                Compare::mod_revision(key, CompareOp::Equal, expected_mod_rev),
+            ])
+            .and_then([TxnOp::put(key, value, None)])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.client.clone().txn(txn).await?;
+        if resp.succeeded() {
+            return header_revision(&resp);
+        }
+        Err(refused(key, expected_mod_rev, read_back(&resp)))
+    }
+
+    async fn delete(
+        &self,
+        key: &str,
+        expected_mod_rev: Option<Revision>,
+    ) -> Result<(Revision, Kv)> {
+        let mut when = vec![Compare::create_revision(key, CompareOp::Greater, 0)];
+        if let Some(expected) = expected_mod_rev {
+            when.push(Compare::mod_revision(key, CompareOp::Equal, expected));
+        }
+        let txn = Txn::new()
+            .when(when)
+            .and_then([TxnOp::delete(
+                key,
+                Some(DeleteOptions::new().with_prev_key()),
+            )])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.client.clone().txn(txn).await?;
+        if !resp.succeeded() {
+            return Err(refused(
+                key,
+                expected_mod_rev.unwrap_or(0),
+                read_back(&resp),
+            ));
+        }
+        let prev = resp.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Delete(d) => d.prev_kvs().first().cloned(),
+            _ => None,
+        });
+        let prev = prev.ok_or_else(|| {
+            StoreError::Corrupt(format!("etcd deleted {key} without its previous value"))
+        })?;
+        Ok((header_revision(&resp)?, to_kv(&prev)?))
+    }
+
+    async fn current_revision(&self) -> Result<Revision> {
+        let opts = GetOptions::new().with_count_only();
+        let resp = self.client.clone().get("\0", Some(opts)).await?;
+        resp.header()
+            .map(|h| h.revision())
+            .ok_or_else(|| StoreError::Corrupt("etcd answered without a header".into()))
+    }
+
+    async fn watch(&self, prefix: &str, from_rev: Revision) -> Result<WatchStream> {
+        let (key, end) = range(prefix, prefix.to_owned());
+        let opts = WatchOptions::new()
+            .with_range(end)
+            .with_start_revision(from_rev + 1)
+            .with_prev_key();
+        let stream = self.client.clone().watch(key, Some(opts)).await?;
+        Ok(Box::pin(watch_events(stream, from_rev)))
+    }
+
+    async fn compact(&self, rev: Revision) -> Result<()> {
+        let opts = etcd_client::CompactionOptions::new().with_physical();
+        match self.client.clone().compact(rev, Some(opts)).await {
+            Ok(_) => Ok(()),
+            Err(e) => match errors::revision_refusal(&e) {
+                // Already compacted there or further: nothing to do.
+                Some(RevisionRefusal::Compacted) => Ok(()),
+                Some(RevisionRefusal::Future) => Err(StoreError::FutureRevision {
+                    requested: rev,
+                    current: self.current_revision().await?,
+                }),
+                None => Err(e.into()),
+            },
+        }
+    }
+}
+
+/// Why a compare-and-swap failed, from the key as it was read back.
+fn refused(key: &str, expected: Revision, now: Option<KeyValue>) -> StoreError {
+    match now {
+        None => StoreError::NotFound {
+            key: key.to_owned(),
+        },
+        Some(kv) => StoreError::Conflict {
+            key: key.to_owned(),
+            expected,
+            current: kv.mod_revision(),
+        },
+    }
+}
+
+/// etcd's watch responses as the store's events; a compaction or a
+/// cancellation ends the stream with an error.
+fn watch_events(
+    stream: etcd_client::WatchStream,
+    from_rev: Revision,
+) -> impl futures::Stream<Item = Result<Event>> + Send {
+    let events = stream
+        .map(move |resp| -> Vec<Result<Event>> {
+            let resp = match resp {
+                Ok(r) => r,
+                Err(e) => return vec![Err(e.into())],
+            };
+            if resp.compact_revision() > 0 {
+                return vec![Err(StoreError::Compacted {
+                    requested: from_rev,
+                    compacted: resp.compact_revision(),
+                })];
+            }
+            if resp.canceled() {
+                return vec![Err(StoreError::Etcd(etcd_client::Error::WatchError(
+                    format!("watch canceled by etcd: {}", resp.cancel_reason()),
+                )))];
+            }
+            resp.events().iter().map(to_event).collect()
+        })
+        .flat_map(futures::stream::iter);
+    // End right after the first error, without waiting for etcd's next
+    // message: a broken watch has nothing more to say.
+    futures::stream::unfold(
+        (Box::pin(events), false),
+        |(mut events, failed)| async move {
+            if failed {
+                return None;
+            }
+            let item = events.next().await?;
+            let failed = item.is_err();
+            Some((item, (events, failed)))
+        },
+    )
+}
+
+fn to_event(e: &etcd_client::Event) -> Result<Event> {
+    let kv = e
+        .kv()
+        .ok_or_else(|| StoreError::Corrupt("etcd watch event without a key".into()))?;
+    let kind = match e.event_type() {
+        etcd_client::EventType::Put => EventKind::Put,
+        etcd_client::EventType::Delete => EventKind::Delete,
+    };
+    Ok(Event {
+        kind,
+        key: key_str(kv)?,
+        value: if kind == EventKind::Delete {
+            Vec::new()
+        } else {
+            kv.value().to_vec()
+        },
+        prev_value: e.prev_kv().map(|p| p.value().to_vec()),
+        mod_rev: kv.mod_revision(),
+    })
+}

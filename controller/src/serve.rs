@@ -14,8 +14,9 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
-use crate::api::{self, auth::Authenticator};
+use crate::api::{self, auth::Authenticator, objects::Objects};
 use crate::identity;
+use sluice_store::{EtcdStore, RedbOptions, RedbStore, Store};
 
 /// A client that opens a connection and sends nothing is dropped after
 /// this, so idle sockets cannot pile up before TLS.
@@ -29,6 +30,28 @@ pub struct ServeOptions {
     /// Where to listen (kube-apiserver's secure port is 6443).
     #[arg(long, default_value = "127.0.0.1:6443")]
     pub bind: SocketAddr,
+    /// Where the embedded store keeps its file (`store.redb`).
+    #[arg(long, default_value = "/var/lib/sluice/controller")]
+    pub data_dir: PathBuf,
+    /// Use etcd instead of the embedded store (comma-separated URLs), as
+    /// replicated controllers do.
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_endpoints: Vec<String>,
+}
+
+async fn open_store(opts: &ServeOptions) -> Result<Arc<dyn Store>> {
+    if !opts.etcd_endpoints.is_empty() {
+        let s = EtcdStore::connect(&opts.etcd_endpoints)
+            .await
+            .with_context(|| format!("connecting to etcd at {}", opts.etcd_endpoints.join(",")))?;
+        return Ok(Arc::new(s));
+    }
+    std::fs::create_dir_all(&opts.data_dir)
+        .with_context(|| format!("creating {}", opts.data_dir.display()))?;
+    let path = opts.data_dir.join("store.redb");
+    let s = RedbStore::open(&path, RedbOptions::default())
+        .with_context(|| format!("opening the store {}", path.display()))?;
+    Ok(Arc::new(s))
 }
 
 fn read(dir: &Path, name: &str) -> Result<Vec<u8>> {
@@ -68,7 +91,8 @@ pub async fn run(
         String::from_utf8(read(&opts.dir, "tokens.csv")?).context("tokens.csv: not UTF-8")?;
     let tokens = identity::parse(&tokens_text).context("tokens.csv")?;
     let acceptor = TlsAcceptor::from(Arc::new(tls_config(&opts.dir)?));
-    let app = api::router(Authenticator::new(&tokens));
+    let store = open_store(opts).await?;
+    let app = api::router(Authenticator::new(&tokens), Objects { store });
     let listener = TcpListener::bind(opts.bind)
         .await
         .with_context(|| format!("listening on {}", opts.bind))?;

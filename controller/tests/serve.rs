@@ -48,6 +48,8 @@ impl Server {
         let child = Command::new(BIN)
             .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--dir"])
             .arg(&dir)
+            .arg("--data-dir")
+            .arg(dir.join("data"))
             .stderr(std::fs::File::create(dir.join("serve.log")).expect("log"))
             .spawn()
             .expect("serve");

@@ -1,18 +1,22 @@
 //! The API server's HTTP side: one `Router` per concern, state given once.
 
 pub mod auth;
+pub mod authz;
 pub mod discovery;
 pub mod meta;
+pub mod objects;
 pub mod path;
 pub mod resources;
 pub mod selector;
 pub mod status;
+pub mod watch;
 
 use axum::http::Uri;
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::{middleware, Router};
 
 use auth::Authenticator;
+use objects::Objects;
 use status::ApiError;
 
 async fn ok() -> &'static str {
@@ -24,9 +28,14 @@ async fn not_found(uri: Uri) -> ApiError {
 }
 
 /// Everything the server answers, behind bearer-token authentication.
-pub fn router(auth: Authenticator) -> Router {
+pub fn router(auth: Authenticator, objects: Objects) -> Router {
+    let objects = Router::new()
+        .route("/api/v1/{*rest}", any(objects::handle))
+        .route("/apis/{group}/{version}/{*rest}", any(objects::handle))
+        .with_state(objects);
     Router::new()
         .merge(discovery::router())
+        .merge(objects)
         .route("/healthz", get(ok))
         .route("/livez", get(ok))
         .route("/readyz", get(ok))

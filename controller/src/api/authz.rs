@@ -1,0 +1,177 @@
+//! Who may do what: an admin everything; a node (`system:node:<name>`)
+//! what Kubernetes' Node authorizer and NodeRestriction admission let a
+//! kubelet do — read, and write only its own Node, its own Lease and the
+//! status of pods bound to it (plus Events, which kubelets report).
+
+use axum::http::Method;
+use serde_json::Value;
+
+use super::objects::{key, Objects};
+use super::path::Target;
+use super::status::ApiError;
+use crate::identity::Identity;
+
+/// The Kubernetes verb of a request.
+pub fn verb(method: &Method, t: &Target, watch: bool) -> &'static str {
+    match (method.as_str(), t.name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) if watch => "watch",
+        ("GET", false) => "list",
+        ("POST", false) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+/// The namespace kubelets' heartbeat Leases live in.
+pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Deny,
+    /// Allowed if the pod addressed is bound to this node.
+    IfPodOnNode(String),
+}
+
+/// The decision, without I/O.
+pub fn decide(who: &Identity, verb: &str, t: &Target) -> Decision {
+    let node = match who {
+        Identity::Admin { .. } => return Decision::Allow,
+        Identity::Node { name } => name,
+    };
+    if matches!(verb, "get" | "list" | "watch") {
+        return Decision::Allow;
+    }
+    let r = t.resource;
+    let own = t.name.as_deref() == Some(node.as_str());
+    let sub = t.subresource.map(|s| s.name);
+    let writes = matches!(verb, "update" | "patch");
+    match (r.group, r.name) {
+        // Its own Node object (registering it too) and its status.
+        ("", "nodes") if verb == "create" || (own && (writes || sub == Some("nodes/status"))) => {
+            Decision::Allow
+        }
+        ("coordination.k8s.io", "leases")
+            if t.namespace.as_deref() == Some(NODE_LEASE_NAMESPACE)
+                && (verb == "create" || (own && (writes || verb == "delete"))) =>
+        {
+            Decision::Allow
+        }
+        ("", "pods") if sub == Some("pods/status") && writes => Decision::IfPodOnNode(node.clone()),
+        ("", "events") if verb == "create" || verb == "patch" => Decision::Allow,
+        _ => Decision::Deny,
+    }
+}
+
+fn forbidden(who: &Identity, verb: &str, t: &Target) -> ApiError {
+    let r = t.subresource.unwrap_or(t.resource);
+    let scope = match &t.namespace {
+        Some(ns) => format!(" in the namespace \"{ns}\""),
+        None => " at the cluster scope".into(),
+    };
+    ApiError::forbidden(
+        &who.user(),
+        &format!(
+            "{verb} resource \"{}\" in API group \"{}\"{scope}",
+            r.name, r.group
+        ),
+    )
+}
+
+/// Allow or refuse with a 403 `Status`.
+pub async fn check(o: &Objects, who: &Identity, verb: &str, t: &Target) -> Result<(), ApiError> {
+    match decide(who, verb, t) {
+        Decision::Allow => Ok(()),
+        Decision::Deny => Err(forbidden(who, verb, t)),
+        Decision::IfPodOnNode(node) => {
+            let name = t.name.as_deref().unwrap_or_default();
+            let bound = match o.store.get(&key(t, Some(name))).await {
+                Ok(Some(kv)) => serde_json::from_slice::<Value>(&kv.value)
+                    .ok()
+                    .and_then(|p| {
+                        p.pointer("/spec/nodeName")
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                    }),
+                _ => None,
+            };
+            if bound.as_deref() == Some(node.as_str()) {
+                Ok(())
+            } else {
+                Err(forbidden(who, verb, t))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::path::resolve;
+
+    fn d(who: &Identity, verb: &str, path: &str) -> Decision {
+        decide(who, verb, &resolve(path).expect(path))
+    }
+
+    #[test]
+    fn nodes_read_and_write_only_their_own() {
+        let n1 = Identity::Node {
+            name: "node-1".into(),
+        };
+        assert_eq!(d(&n1, "list", "/api/v1/pods"), Decision::Allow);
+        assert_eq!(
+            d(&n1, "get", "/api/v1/namespaces/default/services/web"),
+            Decision::Allow
+        );
+        assert_eq!(
+            d(&n1, "update", "/api/v1/nodes/node-1/status"),
+            Decision::Allow
+        );
+        assert_eq!(d(&n1, "patch", "/api/v1/nodes/node-1"), Decision::Allow);
+        assert_eq!(
+            d(&n1, "update", "/api/v1/nodes/node-2/status"),
+            Decision::Deny
+        );
+        assert_eq!(d(&n1, "delete", "/api/v1/nodes/node-1"), Decision::Deny);
+        assert_eq!(
+            d(
+                &n1,
+                "update",
+                "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-1"
+            ),
+            Decision::Allow
+        );
+        assert_eq!(
+            d(
+                &n1,
+                "update",
+                "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-2"
+            ),
+            Decision::Deny
+        );
+        assert_eq!(
+            d(&n1, "update", "/api/v1/namespaces/default/pods/web/status"),
+            Decision::IfPodOnNode("node-1".into())
+        );
+        assert_eq!(
+            d(&n1, "update", "/api/v1/namespaces/default/pods/web"),
+            Decision::Deny
+        );
+        assert_eq!(
+            d(&n1, "create", "/api/v1/namespaces/default/services"),
+            Decision::Deny
+        );
+        assert_eq!(
+            d(&n1, "delete", "/apis/sluice.dev/v1/nodepools/p"),
+            Decision::Deny
+        );
+        let admin = Identity::Admin {
+            user: "admin".into(),
+        };
+        assert_eq!(d(&admin, "delete", "/api/v1/nodes/node-1"), Decision::Allow);
+    }
+}

@@ -1,0 +1,555 @@
+//! Reading and writing objects over the store: get, list (paged, label and
+//! field selectors), create, update with the resourceVersion check,
+//! patch, delete, and status subresources. Every resource of the table is
+//! served the same way; objects are stored as JSON under
+//! `/registry/<group>/<plural>/[<namespace>/]<name>` and carry the
+//! store's revision as their resourceVersion.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use sluice_store::{ListOptions, Store, StoreError};
+
+use super::meta::{self, api_version};
+use super::path::{resolve, Target};
+use super::selector::{FieldSelector, LabelSelector};
+use super::status::ApiError;
+use super::{authz, watch};
+use crate::identity::Identity;
+
+/// kube-apiserver's limit on a request body (3 MiB); larger is a 413.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+#[derive(Clone)]
+pub struct Objects {
+    pub store: Arc<dyn Store>,
+}
+
+/// The storage key of one object, or the prefix of a collection.
+pub fn key(t: &Target, name: Option<&str>) -> String {
+    let g = if t.resource.group.is_empty() {
+        "core"
+    } else {
+        t.resource.group
+    };
+    let mut k = format!("/registry/{g}/{}/", t.resource.name);
+    if let Some(ns) = &t.namespace {
+        k.push_str(ns);
+        k.push('/');
+    }
+    if let Some(n) = name {
+        k.push_str(n);
+    }
+    k
+}
+
+pub fn store_error(t: &Target, e: StoreError) -> ApiError {
+    let kind = t.resource.kind;
+    let name = t.name.clone().unwrap_or_default();
+    let plural = t.resource.name;
+    let details = json!({"name": name, "group": t.resource.group, "kind": plural});
+    let mut err = match e {
+        StoreError::NotFound { .. } => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("{plural} {name:?} not found"),
+        ),
+        StoreError::AlreadyExists { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "AlreadyExists",
+            format!("{plural} {name:?} already exists"),
+        ),
+        StoreError::Conflict { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {plural} {name:?}: the object has been modified; please apply your changes to the latest version and try again"),
+        ),
+        StoreError::Compacted { .. } => ApiError::new(
+            StatusCode::GONE,
+            "Expired",
+            format!("too old resource version: {e}"),
+        ),
+        StoreError::FutureRevision { .. } => ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "Timeout",
+            format!("Too large resource version: {e}"),
+        ),
+        other => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            format!("{kind}: storage: {other}"),
+        ),
+    };
+    err.details = Some(details);
+    err
+}
+
+fn bad_request(m: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "BadRequest", m)
+}
+
+/// The body, bounded, decoded from JSON or YAML.
+async fn read_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+    let limited = http_body_util::Limited::new(body, MAX_BODY);
+    let bytes: Bytes = match limited.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "RequestEntityTooLarge",
+                format!("the request body is larger than {MAX_BODY} bytes"),
+            ))
+        }
+        Err(e) => return Err(bad_request(format!("reading the request body: {e}"))),
+    };
+    if bytes.is_empty() {
+        return Err(bad_request("the request has no body"));
+    }
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    if ctype.contains("yaml") {
+        serde_yaml::from_slice(&bytes)
+            .map_err(|e| bad_request(format!("the body is not valid YAML: {e}")))
+    } else {
+        serde_json::from_slice(&bytes)
+            .map_err(|e| bad_request(format!("the body is not valid JSON: {e}")))
+    }
+}
+
+fn decode_stored(kv_value: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(kv_value).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            format!("stored object unreadable: {e}"),
+        )
+    })
+}
+
+fn encode(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+fn json_response(code: StatusCode, v: Value) -> Response {
+    (code, axum::Json(v)).into_response()
+}
+
+fn random<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    // getrandom only fails where the kernel has no entropy source at all.
+    let _ = getrandom::getrandom(&mut b);
+    b
+}
+
+fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    rfc3339(secs)
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDThh:mm:ssZ` (civil from days,
+/// proleptic Gregorian).
+pub fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn labels_of(v: &Value) -> BTreeMap<String, String> {
+    v.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `continue` tokens: the list's revision and the last key, opaque to
+/// clients (hex), checked on the way back in.
+fn encode_continue(rev: i64, last: &str) -> String {
+    format!("{rev}\n{last}")
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn decode_continue(s: &str) -> Result<(i64, String), ApiError> {
+    let bad = || bad_request("continue key is not valid: pass the one the previous page returned");
+    if !s.len().is_multiple_of(2) {
+        return Err(bad());
+    }
+    let bytes: Result<Vec<u8>, _> = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16))
+        .collect();
+    let text = String::from_utf8(bytes.map_err(|_| bad())?).map_err(|_| bad())?;
+    let (rev, key) = text.split_once('\n').ok_or_else(bad)?;
+    Ok((rev.parse().map_err(|_| bad())?, key.to_string()))
+}
+
+/// The selectors of a list or watch, parsed.
+pub struct Selectors {
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Selectors {
+    pub fn from_query(q: &HashMap<String, String>) -> Result<Self, ApiError> {
+        Ok(Selectors {
+            labels: LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))
+                .map_err(|e| bad_request(format!("labelSelector: {e}")))?,
+            fields: FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str))
+                .map_err(|e| bad_request(format!("fieldSelector: {e}")))?,
+        })
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.labels.matches(&labels_of(obj)) && self.fields.matches(obj)
+    }
+}
+
+async fn get(o: &Objects, t: &Target) -> Result<Response, ApiError> {
+    let name = t.name.as_deref().unwrap_or_default();
+    match o
+        .store
+        .get(&key(t, Some(name)))
+        .await
+        .map_err(|e| store_error(t, e))?
+    {
+        Some(kv) => Ok(json_response(
+            StatusCode::OK,
+            meta::with_resource_version(decode_stored(&kv.value)?, kv.mod_rev),
+        )),
+        None => Err(store_error(
+            t,
+            StoreError::NotFound {
+                key: name.to_string(),
+            },
+        )),
+    }
+}
+
+async fn list(o: &Objects, t: &Target, q: &HashMap<String, String>) -> Result<Response, ApiError> {
+    let sel = Selectors::from_query(q)?;
+    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
+        None | Some(Ok(0)) => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => return Err(bad_request("limit: expected a whole number")),
+    };
+    let (at, start) = match q.get("continue").filter(|c| !c.is_empty()) {
+        Some(c) => {
+            let (rev, k) = decode_continue(c)?;
+            (Some(rev), Some(k))
+        }
+        None => (None, None),
+    };
+    let prefix = key(t, None);
+    let mut items = Vec::new();
+    let mut cursor = start;
+    let mut at = at;
+    // Selectors filter after the store's page, so keep paging (at the
+    // first page's revision: one snapshot) until the page is full or the
+    // keys run out.
+    let (revision, next) = loop {
+        let page = o
+            .store
+            .list(ListOptions {
+                prefix: &prefix,
+                limit: limit.map(|l| l - items.len()),
+                start_after: cursor.as_deref(),
+                at_revision: at,
+            })
+            .await
+            .map_err(|e| store_error(t, e))?;
+        at = Some(page.revision);
+        let last = page.items.last().map(|kv| kv.key.clone());
+        for kv in page.items {
+            let obj = meta::with_resource_version(decode_stored(&kv.value)?, kv.mod_rev);
+            if sel.matches(&obj) {
+                items.push(obj);
+            }
+        }
+        if !page.more {
+            break (page.revision, None);
+        }
+        if limit.is_some_and(|l| items.len() >= l) {
+            break (page.revision, last);
+        }
+        cursor = last;
+    };
+    let mut metadata = json!({"resourceVersion": revision.to_string()});
+    if let Some(last) = next {
+        metadata["continue"] = json!(encode_continue(revision, &last));
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        json!({
+            "kind": format!("{}List", t.resource.kind),
+            "apiVersion": api_version(t),
+            "metadata": metadata,
+            "items": items,
+        }),
+    ))
+}
+
+async fn create(o: &Objects, t: &Target, body: Value) -> Result<Response, ApiError> {
+    if t.resource.namespaced && t.namespace.is_none() {
+        return Err(bad_request(format!(
+            "{} must be created in a namespace",
+            t.resource.name
+        )));
+    }
+    let suffix = meta::name_suffix(&random::<5>());
+    let obj = meta::prepare_create(
+        t,
+        body,
+        &suffix,
+        &meta::uuid(random::<16>()),
+        &now_rfc3339(),
+    )?;
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let named = Target {
+        name: Some(name.clone()),
+        ..t.clone()
+    };
+    let rev = o
+        .store
+        .create(&key(t, Some(&name)), encode(&obj))
+        .await
+        .map_err(|e| store_error(&named, e))?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        meta::with_resource_version(obj, rev),
+    ))
+}
+
+/// Write `new` over the object at `t`, made against `expected` (the sent
+/// resourceVersion) or, without one, against whatever is stored now.
+async fn replace(
+    o: &Objects,
+    t: &Target,
+    new: Value,
+    status_only: bool,
+) -> Result<Response, ApiError> {
+    let name = t.name.clone().unwrap_or_default();
+    let k = key(t, Some(&name));
+    let sent = meta::sent_resource_version(&new)
+        .map_err(|m| meta::invalid(t, &name, "metadata.resourceVersion", &m))?;
+    let current = o
+        .store
+        .get(&k)
+        .await
+        .map_err(|e| store_error(t, e))?
+        .ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
+    let old = decode_stored(&current.value)?;
+    let expected = sent.unwrap_or(current.mod_rev);
+    let mut merged = if status_only {
+        // Only the status moves through the status subresource.
+        let mut m = old.clone();
+        m["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+        m
+    } else {
+        let mut m = new;
+        // The main resource does not change the status of kinds that have
+        // a status subresource.
+        if let Some(s) = old.get("status") {
+            m["status"] = s.clone();
+        }
+        m
+    };
+    if merged.get("status").is_some_and(Value::is_null) {
+        if let Some(o) = merged.as_object_mut() {
+            o.remove("status");
+        }
+    }
+    merged = meta::prepare_update(t, &old, merged)?;
+    if merged == old {
+        // Nothing changed: no new revision, as kube-apiserver.
+        return Ok(json_response(
+            StatusCode::OK,
+            meta::with_resource_version(old, current.mod_rev),
+        ));
+    }
+    let rev = o
+        .store
+        .update(&k, encode(&merged), expected)
+        .await
+        .map_err(|e| store_error(t, e))?;
+    Ok(json_response(
+        StatusCode::OK,
+        meta::with_resource_version(merged, rev),
+    ))
+}
+
+async fn patch(
+    o: &Objects,
+    t: &Target,
+    headers: &HeaderMap,
+    body: Value,
+    status_only: bool,
+) -> Result<Response, ApiError> {
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let supported = [
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+    ];
+    if !supported.iter().any(|s| ctype.starts_with(s)) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format ({ctype}); supported: {}",
+                supported.join(", ")
+            ),
+        ));
+    }
+    let name = t.name.clone().unwrap_or_default();
+    let current = o
+        .store
+        .get(&key(t, Some(&name)))
+        .await
+        .map_err(|e| store_error(t, e))?
+        .ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
+    let mut obj = meta::with_resource_version(decode_stored(&current.value)?, current.mod_rev);
+    meta::merge_patch(&mut obj, &body);
+    replace(o, t, obj, status_only).await
+}
+
+async fn delete(o: &Objects, t: &Target) -> Result<Response, ApiError> {
+    let name = t.name.clone().unwrap_or_default();
+    let (rev, kv) = o
+        .store
+        .delete(&key(t, Some(&name)), None)
+        .await
+        .map_err(|e| store_error(t, e))?;
+    Ok(json_response(
+        StatusCode::OK,
+        meta::with_resource_version(decode_stored(&kv.value)?, rev),
+    ))
+}
+
+/// Every object path: `/api/v1/...` and `/apis/<group>/<version>/...`.
+pub async fn handle(
+    State(o): State<Objects>,
+    Extension(who): Extension<Identity>,
+    method: Method,
+    uri: Uri,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = async {
+        let t = resolve(uri.path()).map_err(|_| ApiError::not_found(uri.path()))?;
+        let verb = authz::verb(
+            &method,
+            &t,
+            q.get("watch").is_some_and(|w| w == "true" || w == "1"),
+        );
+        authz::check(&o, &who, verb, &t).await?;
+        let status_only = t.subresource.is_some_and(|s| s.name.ends_with("/status"));
+        if let Some(sub) = t.subresource {
+            if !status_only {
+                return Err(ApiError::new(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "MethodNotAllowed",
+                    format!("{} is not served yet", sub.name),
+                ));
+            }
+        }
+        match (verb, &t.name) {
+            ("get", Some(_)) => get(&o, &t).await,
+            ("list", None) => list(&o, &t, &q).await,
+            ("watch", None) => watch::serve(&o, &t, &q).await,
+            ("create", None) => create(&o, &t, read_body(&headers, body).await?).await,
+            ("update", Some(_)) => {
+                replace(&o, &t, read_body(&headers, body).await?, status_only).await
+            }
+            ("patch", Some(_)) => {
+                patch(
+                    &o,
+                    &t,
+                    &headers,
+                    read_body(&headers, body).await?,
+                    status_only,
+                )
+                .await
+            }
+            ("delete", Some(_)) => delete(&o, &t).await,
+            _ => Err(ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                format!("{method} is not supported on {}", uri.path()),
+            )),
+        }
+    }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_and_refuse_junk() {
+        let c = encode_continue(42, "/registry/core/pods/default/web-1");
+        assert_eq!(
+            decode_continue(&c).expect("ok"),
+            (42, "/registry/core/pods/default/web-1".into())
+        );
+        for bad in ["zz", "abc", "6869"] {
+            assert!(decode_continue(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_795_435_200), "2026-11-23T12:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn keys_put_namespaces_under_the_resource() {
+        let t = resolve("/api/v1/namespaces/default/pods/web").expect("path");
+        assert_eq!(key(&t, Some("web")), "/registry/core/pods/default/web");
+        let t = resolve("/apis/sluice.dev/v1/nodepools").expect("path");
+        assert_eq!(key(&t, None), "/registry/sluice.dev/nodepools/");
+    }
+}

@@ -153,33 +153,16 @@ fn random<const N: usize>() -> [u8; N] {
     b
 }
 
+/// Now, as Kubernetes writes timestamps: RFC 3339, UTC, whole seconds.
 fn now_rfc3339() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    rfc3339(secs)
-}
-
-/// Seconds since the epoch as `YYYY-MM-DDThh:mm:ssZ` (civil from days,
-/// proleptic Gregorian).
-pub fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    i64::try_from(secs)
+        .ok()
+        .and_then(|s| sluice_model::k8s::jiff::Timestamp::from_second(s).ok())
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
 }
 
 fn labels_of(v: &Value) -> BTreeMap<String, String> {
@@ -539,10 +522,10 @@ mod tests {
     }
 
     #[test]
-    fn timestamps_are_rfc3339_utc() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_795_435_200), "2026-11-23T12:00:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    fn timestamps_are_rfc3339_utc_in_whole_seconds() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
     }
 
     #[test]

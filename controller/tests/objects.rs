@@ -1,0 +1,195 @@
+//! Objects through the real kubectl, on both stores: create, get (-o
+//! yaml), list with label and field selectors, label, replace with a stale
+//! resourceVersion (409), delete, watch (`get -w`), and what a node's
+//! identity may and may not write (NodeRestriction). Each scenario runs
+//! on the embedded store and on etcd.
+
+mod common;
+use common::{text, Backend, Server};
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: web-1, namespace: default, labels: {app: web}}
+spec:
+  nodeName: node-1
+  containers: [{name: c, image: x}]
+";
+
+fn write(s: &Server, name: &str, text: &str) -> String {
+    let p = s.dir.join(name);
+    std::fs::write(&p, text).expect("write manifest");
+    p.display().to_string()
+}
+
+fn ok(s: &Server, who: &str, args: &[&str]) -> String {
+    let o = s.kubectl(who, args);
+    assert!(
+        o.status.success(),
+        "kubectl {args:?}: {}\n{}",
+        text(&o),
+        s.log()
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn json(s: &Server, args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    serde_json::from_str(&ok(s, "admin", &a)).expect("json")
+}
+
+fn crud(backend: Backend) {
+    let s = Server::start(&format!("crud-{backend:?}").to_lowercase(), backend);
+    // Validation against the OpenAPI document comes with it (issue 9).
+    let pod = write(&s, "pod.yaml", POD);
+    assert!(
+        ok(&s, "admin", &["create", "--validate=false", "-f", &pod]).contains("pod/web-1 created")
+    );
+    let o = s.kubectl("admin", &["create", "--validate=false", "-f", &pod]);
+    assert!(text(&o).contains("AlreadyExists"), "{}", text(&o));
+
+    let got = json(&s, &["get", "pod", "web-1"]);
+    assert_eq!(got["metadata"]["namespace"], "default");
+    assert_eq!(got["spec"]["nodeName"], "node-1");
+    assert!(
+        got["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| u.len() == 36),
+        "{got}"
+    );
+    let rv1 = got["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(!rv1.is_empty());
+    assert!(ok(&s, "admin", &["get", "pod", "web-1", "-o", "yaml"]).contains("name: web-1"));
+
+    ok(&s, "admin", &["label", "pod", "web-1", "tier=front"]);
+    let names = |args: &[&str]| -> Vec<String> {
+        let l = json(&s, args);
+        l["items"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|i| i["metadata"]["name"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(names(&["get", "pods", "-l", "tier=front"]), vec!["web-1"]);
+    assert!(names(&["get", "pods", "-l", "tier=back"]).is_empty());
+    assert_eq!(
+        names(&[
+            "get",
+            "pods",
+            "-A",
+            "--field-selector",
+            "spec.nodeName=node-1"
+        ]),
+        vec!["web-1"]
+    );
+    assert!(names(&["get", "pods", "--field-selector", "spec.nodeName=node-2"]).is_empty());
+
+    // A replace made against the first version loses to the label's.
+    let stale = write(
+        &s,
+        "stale.yaml",
+        &POD.replace(
+            "namespace: default,",
+            &format!("namespace: default, resourceVersion: \"{rv1}\","),
+        ),
+    );
+    let o = s.kubectl("admin", &["replace", "--validate=false", "-f", &stale]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("the object has been modified"),
+        "{}",
+        text(&o)
+    );
+
+    // A watch sees the deletion.
+    let mut w = Command::new(common::kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(s.kubeconfig("admin"))
+        .args([
+            "get",
+            "pods",
+            "-w",
+            "-o",
+            "name",
+            "--request-timeout",
+            "30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl -w");
+    let stdout = w.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(20)).ok().as_deref(),
+        Some("pod/web-1")
+    );
+    assert!(ok(&s, "admin", &["delete", "pod", "web-1"]).contains("deleted"));
+    let seen = rx.recv_timeout(Duration::from_secs(20)).ok();
+    let _ = w.kill();
+    let _ = w.wait();
+    assert_eq!(
+        seen.as_deref(),
+        Some("pod/web-1"),
+        "the watch reported the deletion"
+    );
+    assert!(names(&["get", "pods"]).is_empty());
+}
+
+fn node_restriction(backend: Backend) {
+    let s = Server::start(&format!("nr-{backend:?}").to_lowercase(), backend);
+    let node = |name: &str| {
+        format!("apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\nspec: {{podCIDRs: [198.19.1.0/24]}}\n")
+    };
+    let n1 = write(&s, "n1.yaml", &node("node-1"));
+    let n2 = write(&s, "n2.yaml", &node("node-2"));
+    // A node registers itself and labels its own Node...
+    ok(&s, "node-1", &["create", "--validate=false", "-f", &n1]);
+    ok(&s, "node-1", &["label", "node", "node-1", "ready=yes"]);
+    // ...reads what it needs...
+    ok(&s, "admin", &["create", "--validate=false", "-f", &n2]);
+    ok(&s, "node-1", &["get", "nodes"]);
+    // ...and writes nothing else.
+    let o = s.kubectl("node-1", &["label", "node", "node-2", "x=y"]);
+    assert!(
+        text(&o).contains("Forbidden") && text(&o).contains("system:node:node-1"),
+        "{}",
+        text(&o)
+    );
+    let o = s.kubectl("node-1", &["delete", "node", "node-1"]);
+    assert!(text(&o).contains("Forbidden"), "{}", text(&o));
+    let o = s.kubectl("node-1", &["create", "namespace", "x"]);
+    assert!(text(&o).contains("Forbidden"), "{}", text(&o));
+    // The admin may.
+    ok(&s, "admin", &["label", "node", "node-2", "x=y"]);
+}
+
+macro_rules! on_both_stores {
+    ($($name:ident),*) => {
+        mod embedded {
+            $(#[test] fn $name() { crate::$name(crate::Backend::Embedded) })*
+        }
+        mod etcd {
+            $(#[test] fn $name() { crate::$name(crate::Backend::Etcd) })*
+        }
+    };
+}
+
+on_both_stores!(crud, node_restriction);

@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod authz;
 pub mod discovery;
+pub mod fields;
 pub mod meta;
 pub mod objects;
 pub mod path;

@@ -21,8 +21,9 @@ use super::meta::{self, api_version};
 use super::path::{resolve, Target};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
-use super::{authz, watch};
+use super::{authz, fields, watch};
 use crate::identity::Identity;
+use sluice_model::decode::FieldValidation;
 
 /// kube-apiserver's limit on a request body (3 MiB); larger is a 413.
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -304,7 +305,22 @@ async fn list(o: &Objects, t: &Target, q: &HashMap<String, String>) -> Result<Re
     ))
 }
 
-async fn create(o: &Objects, t: &Target, body: Value) -> Result<Response, ApiError> {
+/// Add kube-apiserver's `Warning` headers (unknown fields under `Warn`).
+fn with_warnings(mut r: Response, unknown: &[String]) -> Response {
+    for w in fields::warnings(unknown) {
+        if let Ok(v) = header::HeaderValue::from_str(&w) {
+            r.headers_mut().append("warning", v);
+        }
+    }
+    r
+}
+
+async fn create(
+    o: &Objects,
+    t: &Target,
+    body: Value,
+    mode: FieldValidation,
+) -> Result<Response, ApiError> {
     if t.resource.namespaced && t.namespace.is_none() {
         return Err(bad_request(format!(
             "{} must be created in a namespace",
@@ -319,6 +335,7 @@ async fn create(o: &Objects, t: &Target, body: Value) -> Result<Response, ApiErr
         &meta::uuid(random::<16>()),
         &now_rfc3339(),
     )?;
+    let unknown = fields::check(t, &obj, mode)?;
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -333,9 +350,9 @@ async fn create(o: &Objects, t: &Target, body: Value) -> Result<Response, ApiErr
         .create(&key(t, Some(&name)), encode(&obj))
         .await
         .map_err(|e| store_error(&named, e))?;
-    Ok(json_response(
-        StatusCode::CREATED,
-        meta::with_resource_version(obj, rev),
+    Ok(with_warnings(
+        json_response(StatusCode::CREATED, meta::with_resource_version(obj, rev)),
+        &unknown,
     ))
 }
 
@@ -346,6 +363,7 @@ async fn replace(
     t: &Target,
     new: Value,
     status_only: bool,
+    mode: FieldValidation,
 ) -> Result<Response, ApiError> {
     let name = t.name.clone().unwrap_or_default();
     let k = key(t, Some(&name));
@@ -379,6 +397,7 @@ async fn replace(
         }
     }
     merged = meta::prepare_update(t, &old, merged)?;
+    let unknown = fields::check(t, &merged, mode)?;
     if merged == old {
         // Nothing changed: no new revision, as kube-apiserver.
         return Ok(json_response(
@@ -391,9 +410,9 @@ async fn replace(
         .update(&k, encode(&merged), expected)
         .await
         .map_err(|e| store_error(t, e))?;
-    Ok(json_response(
-        StatusCode::OK,
-        meta::with_resource_version(merged, rev),
+    Ok(with_warnings(
+        json_response(StatusCode::OK, meta::with_resource_version(merged, rev)),
+        &unknown,
     ))
 }
 
@@ -403,6 +422,7 @@ async fn patch(
     headers: &HeaderMap,
     body: Value,
     status_only: bool,
+    mode: FieldValidation,
 ) -> Result<Response, ApiError> {
     let ctype = headers
         .get(header::CONTENT_TYPE)
@@ -431,7 +451,7 @@ async fn patch(
         .ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
     let mut obj = meta::with_resource_version(decode_stored(&current.value)?, current.mod_rev);
     meta::merge_patch(&mut obj, &body);
-    replace(o, t, obj, status_only).await
+    replace(o, t, obj, status_only, mode).await
 }
 
 async fn delete(o: &Objects, t: &Target) -> Result<Response, ApiError> {
@@ -479,19 +499,19 @@ pub async fn handle(
             ("get", Some(_)) => get(&o, &t).await,
             ("list", None) => list(&o, &t, &q).await,
             ("watch", None) => watch::serve(&o, &t, &q).await,
-            ("create", None) => create(&o, &t, read_body(&headers, body).await?).await,
+            ("create", None) => {
+                let mode = fields::mode(&q)?;
+                create(&o, &t, read_body(&headers, body).await?, mode).await
+            }
             ("update", Some(_)) => {
-                replace(&o, &t, read_body(&headers, body).await?, status_only).await
+                let mode = fields::mode(&q)?;
+                let new = read_body(&headers, body).await?;
+                replace(&o, &t, new, status_only, mode).await
             }
             ("patch", Some(_)) => {
-                patch(
-                    &o,
-                    &t,
-                    &headers,
-                    read_body(&headers, body).await?,
-                    status_only,
-                )
-                .await
+                let mode = fields::mode(&q)?;
+                let patch_body = read_body(&headers, body).await?;
+                patch(&o, &t, &headers, patch_body, status_only, mode).await
             }
             ("delete", Some(_)) => delete(&o, &t).await,
             _ => Err(ApiError::new(

@@ -1,0 +1,196 @@
+//! `fieldValidation`, as kube-apiserver applies it to every write: the
+//! object is decoded into its Kubernetes type (k8s-openapi for the built-in
+//! kinds, the model crate for `sluice.dev/v1`), a value of the wrong type
+//! is a 422 naming the field, and a field the type does not have is
+//! refused (`Strict`, what kubectl sends), reported in a `Warning` header
+//! (`Warn`, the default without the parameter) or dropped silently
+//! (`Ignore`).
+
+use std::collections::HashMap;
+
+use axum::http::StatusCode;
+use k8s_openapi::api::core::v1::Namespace;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+use sluice_model::cluster::Cluster;
+use sluice_model::decode::{decode, DecodeError, DecodeErrorKind, FieldValidation};
+use sluice_model::k8s;
+use sluice_model::kind::SluiceKind;
+use sluice_model::node_pool::NodePool;
+use sluice_model::operation::Operation;
+
+use super::meta::invalid;
+use super::path::Target;
+use super::status::ApiError;
+
+/// The mode a request asks for (`fieldValidation=`), kube-apiserver's
+/// default (`Warn`) when it asks for none.
+pub fn mode(q: &HashMap<String, String>) -> Result<FieldValidation, ApiError> {
+    match q.get("fieldValidation").map(String::as_str) {
+        None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+        Some("Strict") => Ok(FieldValidation::Strict),
+        Some("Ignore") => Ok(FieldValidation::Ignore),
+        Some(other) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            format!("fieldValidation: {other:?} is not Strict, Warn or Ignore"),
+        )),
+    }
+}
+
+fn check_as<T: DeserializeOwned>(
+    obj: &Value,
+    mode: FieldValidation,
+) -> Result<Vec<String>, DecodeError> {
+    decode::<T, _>(obj.clone(), mode).map(|d| d.unknown_fields)
+}
+
+/// A `sluice.dev/v1` kind: decoded, then its spec validated (the rules of
+/// the model crate, every error with its field).
+fn check_kind<K: SluiceKind + DeserializeOwned>(
+    t: &Target,
+    obj: &Value,
+    mode: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    let d = decode::<K, _>(obj.clone(), mode).map_err(|e| decode_error(t, obj, e))?;
+    if let Err(errs) = d.value.validate() {
+        let name = name_of(obj);
+        let mut err = invalid(t, name, "", "");
+        err.message = format!("{} {name:?} is invalid: {errs}", t.resource.kind);
+        let causes: Vec<Value> = errs
+            .0
+            .iter()
+            .map(|e| json!({"reason": e.kind.reason(), "message": e.message, "field": e.field}))
+            .collect();
+        err.details = Some(
+            json!({"name": name, "group": t.resource.group, "kind": t.resource.kind, "causes": causes}),
+        );
+        return Err(err);
+    }
+    Ok(d.unknown_fields)
+}
+
+fn name_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn decode_error(t: &Target, obj: &Value, e: DecodeError) -> ApiError {
+    let name = name_of(obj);
+    let field = if e.field.is_empty() {
+        "<body>"
+    } else {
+        e.field.as_str()
+    };
+    let mut err = invalid(t, name, field, &e.message);
+    if e.kind == DecodeErrorKind::UnknownField {
+        err.message = format!("{} {name:?}: {}", t.resource.kind, e.message);
+    }
+    err
+}
+
+/// Decode `obj` as the kind `t` serves; the unknown fields to warn about.
+pub fn check(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Vec<String>, ApiError> {
+    let r = t.resource;
+    let result = match (r.group, r.kind) {
+        ("", "Namespace") => check_as::<Namespace>(obj, mode),
+        ("", "Node") => check_as::<k8s::Node>(obj, mode),
+        ("", "Pod") => check_as::<k8s::Pod>(obj, mode),
+        ("", "Service") => check_as::<k8s::Service>(obj, mode),
+        ("", "Event") => check_as::<k8s::Event>(obj, mode),
+        ("apps", "Deployment") => check_as::<k8s::Deployment>(obj, mode),
+        ("apps", "ReplicaSet") => check_as::<k8s::ReplicaSet>(obj, mode),
+        ("coordination.k8s.io", "Lease") => check_as::<k8s::Lease>(obj, mode),
+        ("discovery.k8s.io", "EndpointSlice") => check_as::<k8s::EndpointSlice>(obj, mode),
+        ("policy", "PodDisruptionBudget") => check_as::<k8s::PodDisruptionBudget>(obj, mode),
+        ("sluice.dev", "Cluster") => return check_kind::<Cluster>(t, obj, mode),
+        ("sluice.dev", "NodePool") => return check_kind::<NodePool>(t, obj, mode),
+        ("sluice.dev", "Operation") => return check_kind::<Operation>(t, obj, mode),
+        // Every kind served has its type above; a new one without is
+        // stored as sent.
+        _ => Ok(Vec::new()),
+    };
+    result.map_err(|e| decode_error(t, obj, e))
+}
+
+/// `Warning` header values for unknown fields under `Warn`.
+pub fn warnings(unknown: &[String]) -> Vec<String> {
+    unknown
+        .iter()
+        .map(|f| format!("299 - \"unknown field \\\"{f}\\\"\""))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::path::resolve;
+
+    fn pod() -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+               "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    }
+
+    #[test]
+    fn unknown_fields_follow_the_mode() {
+        let t = resolve("/api/v1/namespaces/default/pods").expect("path");
+        let mut p = pod();
+        p["spec"]["colour"] = json!("red");
+        p["spec"]["containers"][0]["imagePullPolice"] = json!("Always");
+        let e = check(&t, &p, FieldValidation::Strict).expect_err("strict");
+        assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(
+            e.message.contains("unknown field \"spec.colour\""),
+            "{}",
+            e.message
+        );
+        let w = check(&t, &p, FieldValidation::Warn).expect("warn");
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(check(&t, &p, FieldValidation::Ignore)
+            .expect("ignore")
+            .is_empty());
+        assert!(check(&t, &pod(), FieldValidation::Strict)
+            .expect("known")
+            .is_empty());
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_field() {
+        let t = resolve("/api/v1/namespaces/default/pods").expect("path");
+        let mut p = pod();
+        p["spec"]["terminationGracePeriodSeconds"] = json!("thirty");
+        let e = check(&t, &p, FieldValidation::Strict).expect_err("type");
+        assert_eq!(
+            e.body()["details"]["causes"][0]["field"],
+            "spec.terminationGracePeriodSeconds"
+        );
+    }
+
+    #[test]
+    fn sluice_kinds_are_validated_with_every_field_named() {
+        // spec: U1 — maxSurge and maxUnavailable both 0 under SURGE.
+        let t = resolve("/apis/sluice.dev/v1/nodepools").expect("path");
+        let np = json!({"apiVersion": "sluice.dev/v1", "kind": "NodePool", "metadata": {"name": "p"},
+            "spec": {"locations": ["z-a"], "initialNodeCount": 1, "config": {"capacity": {"cpu": "2", "memory": "4Gi"}},
+                     "upgradeSettings": {"maxSurge": 0, "maxUnavailable": 0}}});
+        let e = check(&t, &np, FieldValidation::Strict).expect_err("invalid");
+        assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY);
+        let causes = e.body()["details"]["causes"].clone();
+        assert!(
+            causes.to_string().contains("spec.upgradeSettings"),
+            "{causes}"
+        );
+    }
+
+    #[test]
+    fn modes_from_the_query() {
+        let q = |v: &str| HashMap::from([("fieldValidation".to_string(), v.to_string())]);
+        assert_eq!(
+            mode(&HashMap::new()).expect("default"),
+            FieldValidation::Warn
+        );
+        assert_eq!(mode(&q("Strict")).expect("strict"), FieldValidation::Strict);
+        assert!(mode(&q("strict")).is_err());
+    }
+}

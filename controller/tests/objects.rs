@@ -103,7 +103,7 @@ fn crud(backend: Backend) {
             &format!("namespace: default, resourceVersion: \"{rv1}\","),
         ),
     );
-    let o = s.kubectl("admin", &["replace", "--validate=false", "-f", &stale]);
+    let o = s.kubectl("admin", &["replace", "-f", &stale]);
     assert!(!o.status.success());
     assert!(
         text(&o).contains("the object has been modified"),
@@ -161,10 +161,10 @@ fn node_restriction(backend: Backend) {
     let n1 = write(&s, "n1.yaml", &node("node-1"));
     let n2 = write(&s, "n2.yaml", &node("node-2"));
     // A node registers itself and labels its own Node...
-    ok(&s, "node-1", &["create", "--validate=false", "-f", &n1]);
+    ok(&s, "node-1", &["create", "-f", &n1]);
     ok(&s, "node-1", &["label", "node", "node-1", "ready=yes"]);
     // ...reads what it needs...
-    ok(&s, "admin", &["create", "--validate=false", "-f", &n2]);
+    ok(&s, "admin", &["create", "-f", &n2]);
     ok(&s, "node-1", &["get", "nodes"]);
     // ...and writes nothing else.
     let o = s.kubectl("node-1", &["label", "node", "node-2", "x=y"]);
@@ -181,6 +181,36 @@ fn node_restriction(backend: Backend) {
     ok(&s, "admin", &["label", "node", "node-2", "x=y"]);
 }
 
+fn node_pools(backend: Backend) {
+    // spec: U1 — maxSurge and maxUnavailable may not both be 0 under SURGE.
+    let s = Server::start(&format!("np-{backend:?}").to_lowercase(), backend);
+    let pool = "apiVersion: sluice.dev/v1
+kind: NodePool
+metadata: {name: pool-a}
+spec:
+  locations: [zone-a]
+  initialNodeCount: 3
+  config: {capacity: {cpu: \"2\", memory: 4Gi}}
+  upgradeSettings: {maxSurge: 0, maxUnavailable: 0}
+";
+    let f = write(&s, "np.yaml", pool);
+    let o = s.kubectl("admin", &["apply", "-f", &f]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("spec.upgradeSettings.maxSurge"),
+        "{}",
+        text(&o)
+    );
+    let f = write(&s, "np.yaml", &pool.replace("maxSurge: 0", "maxSurge: 1"));
+    assert!(ok(&s, "admin", &["apply", "-f", &f]).contains("nodepool.sluice.dev/pool-a created"));
+    // A second apply patches it (client-side apply's merge patch).
+    let f = write(&s, "np.yaml", &pool.replace("maxSurge: 0", "maxSurge: 2"));
+    assert!(ok(&s, "admin", &["apply", "-f", &f]).contains("configured"));
+    let np = json(&s, &["get", "np", "pool-a"]);
+    assert_eq!(np["spec"]["upgradeSettings"]["maxSurge"], 2, "{np}");
+    assert_eq!(np["metadata"]["generation"], 2, "{np}");
+}
+
 macro_rules! on_both_stores {
     ($($name:ident),*) => {
         mod embedded {
@@ -192,4 +222,4 @@ macro_rules! on_both_stores {
     };
 }
 
-on_both_stores!(crud, node_restriction);
+on_both_stores!(crud, node_restriction, node_pools);

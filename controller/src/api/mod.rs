@@ -6,6 +6,7 @@ pub mod discovery;
 pub mod fields;
 pub mod meta;
 pub mod objects;
+pub mod openapi;
 pub mod path;
 pub mod resources;
 pub mod selector;
@@ -36,6 +37,7 @@ pub fn router(auth: Authenticator, objects: Objects) -> Router {
         .with_state(objects);
     Router::new()
         .merge(discovery::router())
+        .merge(openapi::router())
         .merge(objects)
         .route("/healthz", get(ok))
         .route("/livez", get(ok))

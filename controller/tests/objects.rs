@@ -211,6 +211,67 @@ spec:
     assert_eq!(np["metadata"]["generation"], 2, "{np}");
 }
 
+fn patches(backend: Backend) {
+    let s = Server::start(&format!("pa-{backend:?}").to_lowercase(), backend);
+    let pod = write(&s, "pod.yaml", POD);
+    // Server-side apply creates what is missing, then records the manager.
+    assert!(ok(&s, "admin", &["apply", "--server-side", "-f", &pod]).contains("serverside-applied"));
+    let again = write(
+        &s,
+        "pod2.yaml",
+        &POD.replace("app: web", "app: web, tier: front"),
+    );
+    ok(&s, "admin", &["apply", "--server-side", "-f", &again]);
+    let got = json(&s, &["get", "pod", "web-1", "--show-managed-fields"]);
+    assert_eq!(got["metadata"]["labels"]["tier"], "front", "{got}");
+    let mf = &got["metadata"]["managedFields"];
+    assert_eq!(mf.as_array().map(Vec::len), Some(1), "{mf}");
+    assert_eq!(mf[0]["manager"], "kubectl");
+    assert_eq!(mf[0]["operation"], "Apply");
+    assert!(
+        mf[0]["fieldsV1"]["f:metadata"]["f:labels"]["f:tier"].is_object(),
+        "{mf}"
+    );
+    // JSON patch: applied whole, or not at all when a test fails.
+    let add = r#"[{"op":"add","path":"/metadata/labels/x","value":"y"}]"#;
+    ok(
+        &s,
+        "admin",
+        &["patch", "pod", "web-1", "--type", "json", "-p", add],
+    );
+    let failing = r#"[{"op":"remove","path":"/metadata/labels/x"},{"op":"test","path":"/spec/nodeName","value":"node-9"}]"#;
+    let o = s.kubectl(
+        "admin",
+        &["patch", "pod", "web-1", "--type", "json", "-p", failing],
+    );
+    assert!(
+        text(&o).contains("operation 1: test failed"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        json(&s, &["get", "pod", "web-1"])["metadata"]["labels"]["x"],
+        "y"
+    );
+    // cordon sends a strategic merge patch.
+    let n = write(
+        &s,
+        "n.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\n",
+    );
+    ok(&s, "admin", &["create", "-f", &n]);
+    ok(&s, "admin", &["cordon", "node-1"]);
+    assert_eq!(
+        json(&s, &["get", "node", "node-1"])["spec"]["unschedulable"],
+        true
+    );
+    ok(&s, "admin", &["uncordon", "node-1"]);
+    assert_ne!(
+        json(&s, &["get", "node", "node-1"])["spec"]["unschedulable"],
+        true
+    );
+}
+
 macro_rules! on_both_stores {
     ($($name:ident),*) => {
         mod embedded {
@@ -222,4 +283,4 @@ macro_rules! on_both_stores {
     };
 }
 
-on_both_stores!(crud, node_restriction, node_pools);
+on_both_stores!(crud, node_restriction, node_pools, patches);

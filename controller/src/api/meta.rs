@@ -214,29 +214,6 @@ pub fn prepare_update(t: &Target, old: &Value, mut new: Value) -> Result<Value, 
     Ok(new)
 }
 
-/// RFC 7386 JSON merge patch (what `kubectl label`, `annotate` and
-/// `patch --type merge` send; strategic merge patches of the fields those
-/// commands touch are the same document).
-pub fn merge_patch(target: &mut Value, patch: &Value) {
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = json!({});
-            }
-            if let Some(t) = target.as_object_mut() {
-                for (k, v) in p {
-                    if v.is_null() {
-                        t.remove(k);
-                    } else {
-                        merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                    }
-                }
-            }
-        }
-        other => *target = other.clone(),
-    }
-}
-
 /// A name suffix for `generateName` from random bytes (kube-apiserver's
 /// alphabet: no vowels, no look-alikes).
 pub fn name_suffix(random: &[u8; 5]) -> String {
@@ -333,13 +310,6 @@ mod tests {
         assert!(u["metadata"].get("resourceVersion").is_none());
         let renamed = json!({"metadata": {"name": "other"}});
         assert!(prepare_update(&t, &old, renamed).is_err());
-    }
-
-    #[test]
-    fn merge_patch_follows_rfc7386() {
-        let mut t = json!({"a": "b", "c": {"d": "e", "f": "g"}});
-        merge_patch(&mut t, &json!({"a": "z", "c": {"f": null}, "n": [1]}));
-        assert_eq!(t, json!({"a": "z", "c": {"d": "e"}, "n": [1]}));
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod fields;
 pub mod meta;
 pub mod objects;
 pub mod openapi;
+pub mod patch;
 pub mod path;
 pub mod resources;
 pub mod selector;

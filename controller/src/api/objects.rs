@@ -21,7 +21,7 @@ use super::meta::{self, api_version};
 use super::path::{resolve, Target};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
-use super::{authz, fields, watch};
+use super::{authz, fields, patch, watch};
 use crate::identity::Identity;
 use sluice_model::decode::FieldValidation;
 
@@ -420,6 +420,7 @@ async fn patch(
     o: &Objects,
     t: &Target,
     headers: &HeaderMap,
+    q: &HashMap<String, String>,
     body: Value,
     status_only: bool,
     mode: FieldValidation,
@@ -428,29 +429,63 @@ async fn patch(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let supported = [
-        "application/merge-patch+json",
-        "application/strategic-merge-patch+json",
-    ];
-    if !supported.iter().any(|s| ctype.starts_with(s)) {
-        return Err(ApiError::new(
+    let format = patch::Format::of(ctype).ok_or_else(|| {
+        ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "UnsupportedMediaType",
             format!(
                 "the body of the request was in an unknown format ({ctype}); supported: {}",
-                supported.join(", ")
+                patch::Format::SUPPORTED.join(", ")
             ),
-        ));
-    }
+        )
+    })?;
     let name = t.name.clone().unwrap_or_default();
     let current = o
         .store
         .get(&key(t, Some(&name)))
         .await
-        .map_err(|e| store_error(t, e))?
-        .ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
+        .map_err(|e| store_error(t, e))?;
+    let manager = q.get("fieldManager").filter(|m| !m.is_empty());
+    if format == patch::Format::Apply {
+        let manager = manager.ok_or_else(|| {
+            bad_request("fieldManager is required for apply requests (kubectl sends one)")
+        })?;
+        if current.is_none() && !status_only {
+            // Server-side apply creates what is missing.
+            let mut applied = body.clone();
+            patch::record_apply(
+                &mut applied,
+                &body,
+                manager,
+                &api_version(t),
+                &now_rfc3339(),
+            );
+            let collection = Target {
+                name: None,
+                ..t.clone()
+            };
+            return create(o, &collection, applied, mode).await;
+        }
+    }
+    let current =
+        current.ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
     let mut obj = meta::with_resource_version(decode_stored(&current.value)?, current.mod_rev);
-    meta::merge_patch(&mut obj, &body);
+    match format {
+        patch::Format::Merge | patch::Format::Strategic => patch::merge(&mut obj, &body),
+        patch::Format::Json => patch::json_patch(&mut obj, &body).map_err(|m| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                format!("JSON patch: {m}"),
+            )
+        })?,
+        patch::Format::Apply => {
+            patch::merge(&mut obj, &body);
+            if let Some(m) = manager {
+                patch::record_apply(&mut obj, &body, m, &api_version(t), &now_rfc3339());
+            }
+        }
+    }
     replace(o, t, obj, status_only, mode).await
 }
 
@@ -511,7 +546,7 @@ pub async fn handle(
             ("patch", Some(_)) => {
                 let mode = fields::mode(&q)?;
                 let patch_body = read_body(&headers, body).await?;
-                patch(&o, &t, &headers, patch_body, status_only, mode).await
+                patch(&o, &t, &headers, &q, patch_body, status_only, mode).await
             }
             ("delete", Some(_)) => delete(&o, &t).await,
             _ => Err(ApiError::new(

@@ -119,6 +119,11 @@ pub const FIELDS: &[&str] = &[
     "spec.nodeName",
     "status.phase",
     "spec.unschedulable",
+    // What `kubectl describe` asks of Events.
+    "involvedObject.kind",
+    "involvedObject.name",
+    "involvedObject.namespace",
+    "involvedObject.uid",
 ];
 
 /// A parsed field selector: `(field, equal?, value)` terms.

@@ -1,0 +1,335 @@
+//! The patch formats kubectl sends, applied without I/O:
+//!
+//! - JSON merge patch (RFC 7386; `label`, `annotate`, `patch --type
+//!   merge`) and strategic merge patch (client-side `apply`, `cordon`),
+//!   applied as a merge patch: lists are replaced whole, not merged by
+//!   their merge keys — the fields kubectl's own commands touch are maps
+//!   and scalars, where the two agree;
+//! - JSON patch (RFC 6902; `patch --type json`): add, remove, replace,
+//!   move, copy, test, with RFC 6901 pointers;
+//! - server-side apply (`apply --server-side`, `application/apply-patch+yaml`):
+//!   the applied configuration merged into the live object (or the object
+//!   created), and the manager's fields recorded in `managedFields`.
+//!   Fields a manager stops applying are not removed, and conflicts with
+//!   other managers are not detected yet.
+
+use serde_json::{json, Map, Value};
+
+/// Which format a `Content-Type` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Merge,
+    Strategic,
+    Json,
+    Apply,
+}
+
+impl Format {
+    pub const SUPPORTED: &'static [&'static str] = &[
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+        "application/json-patch+json",
+        "application/apply-patch+yaml",
+    ];
+
+    pub fn of(content_type: &str) -> Option<Format> {
+        let ct = content_type.split(';').next().unwrap_or("").trim();
+        match ct {
+            "application/merge-patch+json" => Some(Format::Merge),
+            "application/strategic-merge-patch+json" => Some(Format::Strategic),
+            "application/json-patch+json" => Some(Format::Json),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => Some(Format::Apply),
+            _ => None,
+        }
+    }
+}
+
+/// RFC 7386 JSON merge patch.
+pub fn merge(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            if let Some(t) = target.as_object_mut() {
+                for (k, v) in p {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else {
+                        merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                    }
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+/// RFC 6901: `/a/b~1c/0` → `["a", "b/c", "0"]`.
+fn pointer(p: &str) -> Result<Vec<String>, String> {
+    if p.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rest = p
+        .strip_prefix('/')
+        .ok_or_else(|| format!("path {p:?} does not start with /"))?;
+    Ok(rest
+        .split('/')
+        .map(|s| s.replace("~1", "/").replace("~0", "~"))
+        .collect())
+}
+
+/// The parent container of `path` and the last token.
+fn parent<'a>(doc: &'a mut Value, path: &[String]) -> Result<(&'a mut Value, String), String> {
+    let (last, init) = path
+        .split_last()
+        .ok_or_else(|| "the whole document cannot be the target".to_string())?;
+    let mut cur = doc;
+    for tok in init {
+        cur = match cur {
+            Value::Object(m) => m
+                .get_mut(tok)
+                .ok_or_else(|| format!("{tok:?} does not exist"))?,
+            Value::Array(a) => {
+                let i: usize = tok
+                    .parse()
+                    .map_err(|_| format!("{tok:?} is not an index"))?;
+                a.get_mut(i)
+                    .ok_or_else(|| format!("index {i} is out of range"))?
+            }
+            _ => return Err(format!("{tok:?} is inside a value that is not a container")),
+        };
+    }
+    Ok((cur, last.clone()))
+}
+
+fn get<'a>(doc: &'a Value, path: &[String]) -> Option<&'a Value> {
+    let mut cur = doc;
+    for tok in path {
+        cur = match cur {
+            Value::Object(m) => m.get(tok)?,
+            Value::Array(a) => a.get(tok.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+fn add(doc: &mut Value, path: &[String], value: Value) -> Result<(), String> {
+    if path.is_empty() {
+        *doc = value;
+        return Ok(());
+    }
+    let (p, last) = parent(doc, path)?;
+    match p {
+        Value::Object(m) => {
+            m.insert(last, value);
+            Ok(())
+        }
+        Value::Array(a) => {
+            let i = if last == "-" {
+                a.len()
+            } else {
+                last.parse()
+                    .map_err(|_| format!("{last:?} is not an index"))?
+            };
+            if i > a.len() {
+                return Err(format!("index {i} is out of range"));
+            }
+            a.insert(i, value);
+            Ok(())
+        }
+        _ => Err("the target's parent is not a container".into()),
+    }
+}
+
+fn remove(doc: &mut Value, path: &[String]) -> Result<Value, String> {
+    let (p, last) = parent(doc, path)?;
+    match p {
+        Value::Object(m) => m
+            .remove(&last)
+            .ok_or_else(|| format!("{last:?} does not exist")),
+        Value::Array(a) => {
+            let i: usize = last
+                .parse()
+                .map_err(|_| format!("{last:?} is not an index"))?;
+            if i >= a.len() {
+                return Err(format!("index {i} is out of range"));
+            }
+            Ok(a.remove(i))
+        }
+        _ => Err("the target's parent is not a container".into()),
+    }
+}
+
+/// RFC 6902 JSON patch; on error the document is left as it was (the
+/// operations run on a copy).
+pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
+    let ops = ops
+        .as_array()
+        .ok_or("a JSON patch is a list of operations")?;
+    let mut work = doc.clone();
+    for (i, op) in ops.iter().enumerate() {
+        let at = |m: String| format!("operation {i}: {m}");
+        let field = |k: &str| {
+            op.get(k)
+                .and_then(Value::as_str)
+                .ok_or_else(|| at(format!("missing {k:?}")))
+        };
+        let path = pointer(field("path")?).map_err(at)?;
+        let value = || {
+            op.get("value")
+                .cloned()
+                .ok_or_else(|| at("missing \"value\"".into()))
+        };
+        match field("op")? {
+            "add" => add(&mut work, &path, value()?).map_err(at)?,
+            "remove" => {
+                remove(&mut work, &path).map_err(at)?;
+            }
+            "replace" => {
+                remove(&mut work, &path).map_err(at)?;
+                add(&mut work, &path, value()?).map_err(at)?;
+            }
+            "move" | "copy" => {
+                let from = pointer(field("from")?).map_err(at)?;
+                let v = if field("op")? == "move" {
+                    remove(&mut work, &from).map_err(at)?
+                } else {
+                    get(&work, &from)
+                        .cloned()
+                        .ok_or_else(|| at("\"from\" does not exist".into()))?
+                };
+                add(&mut work, &path, v).map_err(at)?;
+            }
+            "test" => {
+                if get(&work, &path) != Some(&value()?) {
+                    return Err(at("test failed".into()));
+                }
+            }
+            other => {
+                return Err(at(format!(
+                    "{other:?} is not add, remove, replace, move, copy or test"
+                )))
+            }
+        }
+    }
+    *doc = work;
+    Ok(())
+}
+
+/// The fields a configuration sets, as `managedFields[].fieldsV1`
+/// (`f:<name>` per object key; lists and scalars are leaves).
+pub fn fields_v1(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind"))
+                .map(|(k, v)| (format!("f:{k}"), fields_v1(v)))
+                .collect::<Map<_, _>>(),
+        ),
+        _ => json!({}),
+    }
+}
+
+/// Record `manager`'s applied fields in `obj.metadata.managedFields`
+/// (replacing its previous Apply entry).
+pub fn record_apply(obj: &mut Value, applied: &Value, manager: &str, api_version: &str, now: &str) {
+    let mut fields = fields_v1(applied);
+    if let Some(m) = fields.get_mut("f:metadata").and_then(Value::as_object_mut) {
+        // Identity fields are not "managed".
+        for k in ["f:name", "f:namespace", "f:resourceVersion", "f:uid"] {
+            m.remove(k);
+        }
+    }
+    let entry = json!({
+        "manager": manager,
+        "operation": "Apply",
+        "apiVersion": api_version,
+        "time": now,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+    });
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let list = meta.entry("managedFields").or_insert_with(|| json!([]));
+    if let Some(a) = list.as_array_mut() {
+        a.retain(|e| !(e["manager"] == manager && e["operation"] == "Apply"));
+        a.push(entry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_patch_follows_rfc7386() {
+        let mut t = json!({"a": "b", "c": {"d": "e", "f": "g"}});
+        merge(&mut t, &json!({"a": "z", "c": {"f": null}, "n": [1]}));
+        assert_eq!(t, json!({"a": "z", "c": {"d": "e"}, "n": [1]}));
+    }
+
+    #[test]
+    fn json_patch_follows_rfc6902() {
+        let mut d = json!({"metadata": {"labels": {"a/b": "1"}}, "spec": {"list": [1, 2]}});
+        json_patch(
+            &mut d,
+            &json!([
+                {"op": "add", "path": "/metadata/labels/x", "value": "y"},
+                {"op": "remove", "path": "/metadata/labels/a~1b"},
+                {"op": "add", "path": "/spec/list/-", "value": 3},
+                {"op": "replace", "path": "/spec/list/0", "value": 0},
+                {"op": "copy", "from": "/spec/list", "path": "/spec/copy"},
+                {"op": "move", "from": "/spec/copy", "path": "/spec/moved"},
+                {"op": "test", "path": "/spec/moved/2", "value": 3}
+            ]),
+        )
+        .expect("patch");
+        assert_eq!(
+            d,
+            json!({"metadata": {"labels": {"x": "y"}}, "spec": {"list": [0, 2, 3], "moved": [0, 2, 3]}})
+        );
+        // A failing operation leaves the document untouched.
+        let before = d.clone();
+        let e = json_patch(
+            &mut d,
+            &json!([{"op": "remove", "path": "/metadata/labels/x"},
+                                            {"op": "test", "path": "/spec/list/0", "value": 9}]),
+        )
+        .expect_err("test fails");
+        assert!(e.contains("operation 1: test failed"), "{e}");
+        assert_eq!(d, before);
+        for bad in [
+            json!({}),
+            json!([{"op": "jump", "path": "/a"}]),
+            json!([{"op": "add", "path": "a", "value": 1}]),
+        ] {
+            assert!(json_patch(&mut d, &bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn apply_records_the_managers_fields() {
+        let applied = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"app": "w"}},
+                             "spec": {"nodeName": "n"}});
+        let mut obj = applied.clone();
+        record_apply(&mut obj, &applied, "kubectl", "v1", "2026-11-23T00:00:00Z");
+        record_apply(&mut obj, &applied, "kubectl", "v1", "2026-11-23T00:00:01Z");
+        let mf = obj["metadata"]["managedFields"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(mf.len(), 1, "one entry per manager");
+        assert_eq!(
+            mf[0]["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:nodeName": {}}})
+        );
+        assert_eq!(
+            Format::of("application/apply-patch+yaml; charset=utf-8"),
+            Some(Format::Apply)
+        );
+        assert_eq!(Format::of("text/plain"), None);
+    }
+}

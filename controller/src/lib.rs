@@ -3,8 +3,10 @@
 //! `serve` (HTTPS, bearer tokens, discovery).
 
 pub mod api;
+pub mod clock;
 pub mod identity;
 pub mod init;
 pub mod kubeconfig;
+pub mod leader;
 pub mod pki;
 pub mod serve;

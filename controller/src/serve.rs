@@ -37,21 +37,35 @@ pub struct ServeOptions {
     /// replicated controllers do.
     #[arg(long, value_delimiter = ',')]
     pub etcd_endpoints: Vec<String>,
+    /// This controller's name in the leader election (default:
+    /// `<hostname>-<pid>`).
+    #[arg(long)]
+    pub leader_identity: Option<String>,
 }
 
-async fn open_store(opts: &ServeOptions) -> Result<Arc<dyn Store>> {
+/// The store, and the etcd client when the store is etcd (for the
+/// leader election).
+async fn open_store(opts: &ServeOptions) -> Result<(Arc<dyn Store>, Option<etcd_client::Client>)> {
     if !opts.etcd_endpoints.is_empty() {
         let s = EtcdStore::connect(&opts.etcd_endpoints)
             .await
             .with_context(|| format!("connecting to etcd at {}", opts.etcd_endpoints.join(",")))?;
-        return Ok(Arc::new(s));
+        let client = s.client();
+        return Ok((Arc::new(s), Some(client)));
     }
     std::fs::create_dir_all(&opts.data_dir)
         .with_context(|| format!("creating {}", opts.data_dir.display()))?;
     let path = opts.data_dir.join("store.redb");
     let s = RedbStore::open(&path, RedbOptions::default())
         .with_context(|| format!("opening the store {}", path.display()))?;
-    Ok(Arc::new(s))
+    Ok((Arc::new(s), None))
+}
+
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "controller".into());
+    format!("{host}-{}", std::process::id())
 }
 
 fn read(dir: &Path, name: &str) -> Result<Vec<u8>> {
@@ -91,7 +105,12 @@ pub async fn run(
         String::from_utf8(read(&opts.dir, "tokens.csv")?).context("tokens.csv: not UTF-8")?;
     let tokens = identity::parse(&tokens_text).context("tokens.csv")?;
     let acceptor = TlsAcceptor::from(Arc::new(tls_config(&opts.dir)?));
-    let store = open_store(opts).await?;
+    let (store, etcd) = open_store(opts).await?;
+    let identity = opts
+        .leader_identity
+        .clone()
+        .unwrap_or_else(default_identity);
+    crate::leader::spawn(store.clone(), etcd, identity)?;
     let app = api::router(Authenticator::new(&tokens), Objects { store });
     let listener = TcpListener::bind(opts.bind)
         .await

@@ -10,6 +10,15 @@ use std::time::{Duration, Instant};
 
 use sluice_store::testing::EtcdServer;
 
+/// An etcd for a test (Debian's etcd-server on loopback, own data dir),
+/// stopped and removed when dropped.
+pub fn start_etcd() -> EtcdServer {
+    tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(EtcdServer::start())
+        .expect("etcd starts")
+}
+
 /// Which store the server runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -41,6 +50,19 @@ pub struct Server {
 
 impl Server {
     pub fn start(tag: &str, backend: Backend) -> Server {
+        let etcd = match backend {
+            Backend::Embedded => None,
+            Backend::Etcd => Some(start_etcd()),
+        };
+        let endpoint = etcd.as_ref().map(|e| e.endpoint().to_string());
+        let mut s = Server::start_with(tag, endpoint.as_deref(), None);
+        s.etcd = etcd;
+        s
+    }
+
+    /// A server on an etcd someone else runs (several controllers on one
+    /// store), with a leader-election identity.
+    pub fn start_with(tag: &str, etcd_endpoint: Option<&str>, identity: Option<&str>) -> Server {
         let dir =
             std::env::temp_dir().join(format!("sluice-ctl-serve-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -55,22 +77,16 @@ impl Server {
             .output()
             .expect("init");
         assert!(out.status.success(), "{out:?}");
-        let etcd = match backend {
-            Backend::Embedded => None,
-            Backend::Etcd => Some(
-                tokio::runtime::Runtime::new()
-                    .expect("runtime")
-                    .block_on(EtcdServer::start())
-                    .expect("etcd starts"),
-            ),
-        };
         let mut cmd = Command::new(BIN);
         cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--dir"])
             .arg(&dir)
             .arg("--data-dir")
             .arg(dir.join("data"));
-        if let Some(e) = &etcd {
-            cmd.args(["--etcd-endpoints", e.endpoint()]);
+        if let Some(e) = etcd_endpoint {
+            cmd.args(["--etcd-endpoints", e]);
+        }
+        if let Some(i) = identity {
+            cmd.args(["--leader-identity", i]);
         }
         let child = cmd
             .stderr(std::fs::File::create(dir.join("serve.log")).expect("log"))
@@ -80,10 +96,16 @@ impl Server {
             dir,
             child,
             port,
-            etcd,
+            etcd: None,
         };
         s.wait_ready();
         s
+    }
+
+    /// `kill -9`: no shutdown, no resignation.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub fn kubeconfig(&self, who: &str) -> PathBuf {

@@ -126,7 +126,92 @@ pub fn prepare_create(
     meta.remove("resourceVersion");
     meta.remove("deletionTimestamp");
     meta.insert("generation".into(), json!(1));
+    validate_metadata(t, &obj)?;
     Ok(obj)
+}
+
+/// A label or annotation key: an optional DNS-subdomain prefix and `/`,
+/// then a name of at most 63 characters, alphanumeric at both ends with
+/// `-`, `_` and `.` inside.
+fn valid_qualified_name(k: &str) -> bool {
+    let (prefix, name) = match k.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    prefix.is_none_or(|p| p.len() <= 253 && is_dns_subdomain(p))
+        && valid_label_value(name)
+        && !name.is_empty()
+}
+
+/// A label value: empty, or at most 63 characters, alphanumeric at both
+/// ends with `-`, `_` and `.` inside.
+fn valid_label_value(v: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    v.is_empty()
+        || (v.len() <= 63
+            && v.starts_with(alnum)
+            && v.ends_with(alnum)
+            && v.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.')))
+}
+
+/// kube-apiserver's limit on all annotations of one object.
+const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+/// Labels and annotations as kube-apiserver accepts them.
+pub fn validate_metadata(t: &Target, obj: &Value) -> Result<(), ApiError> {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    for (field, is_labels) in [("labels", true), ("annotations", false)] {
+        let Some(v) = obj.pointer(&format!("/metadata/{field}")) else {
+            continue;
+        };
+        if v.is_null() {
+            continue;
+        }
+        let map = v.as_object().ok_or_else(|| {
+            invalid(
+                t,
+                name,
+                &format!("metadata.{field}"),
+                "must be a map of strings",
+            )
+        })?;
+        let mut size = 0;
+        for (k, val) in map {
+            let at = format!("metadata.{field}[{k}]");
+            let s = val
+                .as_str()
+                .ok_or_else(|| invalid(t, name, &at, &format!("{val} is not a string")))?;
+            if !valid_qualified_name(k) {
+                return Err(invalid(
+                    t,
+                    name,
+                    &format!("metadata.{field}"),
+                    &format!("Invalid value: {k:?}: a key must be a name of at most 63 alphanumerics, '-', '_' or '.' (starting and ending alphanumeric), optionally prefixed by a DNS subdomain and '/'"),
+                ));
+            }
+            if is_labels && !valid_label_value(s) {
+                return Err(invalid(
+                    t,
+                    name,
+                    &at,
+                    &format!("Invalid value: {s:?}: a label value must be empty or at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"),
+                ));
+            }
+            size += k.len() + s.len();
+        }
+        if !is_labels && size > MAX_ANNOTATIONS_BYTES {
+            return Err(invalid(
+                t,
+                name,
+                "metadata.annotations",
+                &format!("Too long: may not be more than {MAX_ANNOTATIONS_BYTES} bytes"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Set `metadata.resourceVersion` (stored objects carry none: the store's
@@ -211,6 +296,7 @@ pub fn prepare_update(t: &Target, old: &Value, mut new: Value) -> Result<Value, 
         meta.insert("generation".into(), json!(g + 1));
     }
     meta.remove("resourceVersion");
+    validate_metadata(t, &new)?;
     Ok(new)
 }
 
@@ -310,6 +396,42 @@ mod tests {
         assert!(u["metadata"].get("resourceVersion").is_none());
         let renamed = json!({"metadata": {"name": "other"}});
         assert!(prepare_update(&t, &old, renamed).is_err());
+    }
+
+    #[test]
+    fn labels_and_annotations_are_checked() {
+        let t = resolve("/api/v1/namespaces/default/pods").expect("path");
+        let with = |m: Value| prepare_create(&t, json!({"metadata": m}), "x", "u", "now");
+        assert!(
+            with(json!({"name": "a", "labels": {"app.kubernetes.io/name": "web-1", "e": ""}}))
+                .is_ok()
+        );
+        for (m, field) in [
+            (
+                json!({"name": "a", "labels": {"app": "bad value"}}),
+                "metadata.labels[app]",
+            ),
+            (
+                json!({"name": "a", "labels": {"-x": "y"}}),
+                "metadata.labels",
+            ),
+            (
+                json!({"name": "a", "labels": {"a": 1}}),
+                "metadata.labels[a]",
+            ),
+            (json!({"name": "a", "labels": ["x"]}), "metadata.labels"),
+            (
+                json!({"name": "a", "annotations": {"Bad Key": "v"}}),
+                "metadata.annotations",
+            ),
+            (
+                json!({"name": "a", "annotations": {"k": "x".repeat(300 * 1024)}}),
+                "metadata.annotations",
+            ),
+        ] {
+            let e = with(m.clone()).expect_err("invalid");
+            assert_eq!(e.body()["details"]["causes"][0]["field"], field, "{m}");
+        }
     }
 
     #[test]

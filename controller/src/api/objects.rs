@@ -244,6 +244,32 @@ async fn list(o: &Objects, t: &Target, q: &HashMap<String, String>) -> Result<Re
         }
         None => (None, None),
     };
+    // resourceVersion on a list: not older than it (Exact: at it); one
+    // the store has not reached yet is kube-apiserver's 504.
+    let at = match (at, q.get("resourceVersion").map(String::as_str)) {
+        (Some(a), _) => Some(a),
+        (None, None | Some("") | Some("0")) => None,
+        (None, Some(rv)) => {
+            let rv: i64 = rv.parse().map_err(|_| {
+                bad_request(format!("resourceVersion: {rv:?} is not a resource version"))
+            })?;
+            let current = o
+                .store
+                .current_revision()
+                .await
+                .map_err(|e| store_error(t, e))?;
+            if rv > current {
+                return Err(store_error(
+                    t,
+                    StoreError::FutureRevision {
+                        requested: rv,
+                        current,
+                    },
+                ));
+            }
+            (q.get("resourceVersionMatch").map(String::as_str) == Some("Exact")).then_some(rv)
+        }
+    };
     let prefix = key(t, None);
     let mut items = Vec::new();
     let mut cursor = start;

@@ -125,6 +125,7 @@ pub fn prepare_create(
     meta.insert("creationTimestamp".into(), json!(now));
     meta.remove("resourceVersion");
     meta.remove("deletionTimestamp");
+    meta.remove("deletionGracePeriodSeconds");
     meta.insert("generation".into(), json!(1));
     Ok(obj)
 }
@@ -191,6 +192,7 @@ pub fn prepare_update(t: &Target, old: &Value, mut new: Value) -> Result<Value, 
         "uid",
         "creationTimestamp",
         "deletionTimestamp",
+        "deletionGracePeriodSeconds",
         "namespace",
         "generation",
     ] {

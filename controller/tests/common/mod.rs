@@ -97,6 +97,21 @@ impl Server {
         kubectl(&self.kubeconfig(who), args)
     }
 
+    /// kubectl in the background (a long `drain`, a `get -w`), its stdout
+    /// and stderr both into `log`; the caller waits with a bound and kills.
+    pub fn kubectl_spawn(&self, who: &str, args: &[&str], log: &Path) -> Child {
+        let out = std::fs::File::create(log).expect("kubectl log");
+        let err = out.try_clone().expect("kubectl log");
+        Command::new(kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig(who))
+            .args(args)
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("spawn kubectl")
+    }
+
     fn wait_ready(&self) {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(20) {
@@ -135,6 +150,30 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run kubectl")
+}
+
+/// Poll `f` until it gives a value or `limit` passes (then panic naming
+/// `what`): every wait of a test is bounded.
+pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The `Status` a failed kubectl request got, from its `-v=6` log
+/// ("server response object: {...}"): what a client sees beyond the
+/// one-line error kubectl prints.
+pub fn server_status(o: &Output) -> Option<serde_json::Value> {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let start = err.find("server response object: ")? + "server response object: ".len();
+    let body = &err[start..];
+    let end = body.find("\n}")? + 2;
+    serde_json::from_str(&body[..end]).ok()
 }
 
 pub fn text(o: &Output) -> String {

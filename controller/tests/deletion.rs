@@ -4,25 +4,9 @@
 //! delete` sees it go); an object with finalizers stays until an update
 //! empties them.
 
+#[macro_use]
 mod common;
-use common::{text, Backend, Server};
-
-fn write(s: &Server, name: &str, text: &str) -> String {
-    let p = s.dir.join(name);
-    std::fs::write(&p, text).expect("write manifest");
-    p.display().to_string()
-}
-
-fn ok(s: &Server, who: &str, args: &[&str]) -> String {
-    let o = s.kubectl(who, args);
-    assert!(
-        o.status.success(),
-        "kubectl {args:?}: {}\n{}",
-        text(&o),
-        s.log()
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::{ok, text, write, Backend, Server};
 
 fn get(s: &Server, args: &[&str]) -> Option<serde_json::Value> {
     let mut a = vec!["get"];
@@ -110,17 +94,6 @@ fn finalizers(backend: Backend) {
         ],
     );
     assert!(get(&s, &["service", "held"]).is_none());
-}
-
-macro_rules! on_both_stores {
-    ($($name:ident),*) => {
-        mod embedded {
-            $(#[test] fn $name() { crate::$name(crate::Backend::Embedded) })*
-        }
-        mod etcd {
-            $(#[test] fn $name() { crate::$name(crate::Backend::Etcd) })*
-        }
-    };
 }
 
 on_both_stores!(graceful_pods, finalizers);

@@ -13,30 +13,14 @@
 //! allowance. A drain with `--grace-period=0` or `--force` would only hide
 //! that protocol.
 
+#[macro_use]
 mod common;
-use common::{server_status, text, wait_for, Backend, Server};
+use common::{ok, server_status, text, wait_for, write, Backend, Server};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::Value;
-
-fn write(s: &Server, name: &str, text: &str) -> String {
-    let p = s.dir.join(name);
-    std::fs::write(&p, text).expect("write manifest");
-    p.display().to_string()
-}
-
-fn ok(s: &Server, who: &str, args: &[&str]) -> String {
-    let o = s.kubectl(who, args);
-    assert!(
-        o.status.success(),
-        "kubectl {args:?}: {}\n{}",
-        text(&o),
-        s.log()
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn json(s: &Server, who: &str, args: &[&str]) -> Value {
     let mut a = args.to_vec();
@@ -86,6 +70,16 @@ spec:
     matchLabels: {{app: web}}
 "
     )
+}
+
+/// Change the budget `web` as a user would, with a merge patch.
+fn min_available(s: &Server, n: u32) {
+    let p = format!(r#"{{"spec":{{"minAvailable":{n}}}}}"#);
+    ok(
+        s,
+        "admin",
+        &["patch", "pdb", "web", "--type=merge", "-p", &p],
+    );
 }
 
 const READY: &str =
@@ -173,18 +167,7 @@ fn drain_held_back_then_let_go(backend: Backend) {
     );
 
     // The budget relaxed: one disruption at a time.
-    ok(
-        &s,
-        "admin",
-        &[
-            "patch",
-            "pdb",
-            "web",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"minAvailable":1}}"#,
-        ],
-    );
+    min_available(&s, 1);
 
     // Play node-1's agent and the ReplicaSet until the drain ends.
     let mut marked: BTreeMap<String, Value> = BTreeMap::new();
@@ -301,18 +284,7 @@ fn eviction_refusals(backend: Backend) {
 
     // Allowed once the budgets permit: 201, and the bound pod is marked.
     ok(&s, "admin", &["delete", "pdb", "web-too"]);
-    ok(
-        &s,
-        "admin",
-        &[
-            "patch",
-            "pdb",
-            "web",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"minAvailable":0}}"#,
-        ],
-    );
+    min_available(&s, 0);
     let o = evict(&s, "web-1");
     assert!(o.status.success(), "{}", text(&o));
     assert!(
@@ -322,6 +294,22 @@ fn eviction_refusals(backend: Backend) {
     );
     let p = json(&s, "admin", &["get", "pod", "web-1"]);
     assert!(p["metadata"]["deletionTimestamp"].is_string(), "{p}");
+    // Two evictions at once with one disruption to give: exactly one
+    // spends it (the budget's status is written against its revision).
+    run_pod(&s, "web-2", "node-1");
+    run_pod(&s, "web-3", "node-1");
+    min_available(&s, 1);
+    let both = std::thread::scope(|sc| {
+        let a = sc.spawn(|| evict(&s, "web-2").status.success());
+        let b = sc.spawn(|| evict(&s, "web-3").status.success());
+        [a.join().unwrap_or(false), b.join().unwrap_or(false)]
+    });
+    assert_eq!(
+        both.iter().filter(|x| **x).count(),
+        1,
+        "one allowance, one eviction: {both:?}"
+    );
+
     // A node may not evict.
     let o = s.kubectl(
         "node-1",
@@ -334,17 +322,6 @@ fn eviction_refusals(backend: Backend) {
         ],
     );
     assert!(text(&o).contains("Forbidden"), "{}", text(&o));
-}
-
-macro_rules! on_both_stores {
-    ($($name:ident),*) => {
-        mod embedded {
-            $(#[test] fn $name() { crate::$name(crate::Backend::Embedded) })*
-        }
-        mod etcd {
-            $(#[test] fn $name() { crate::$name(crate::Backend::Etcd) })*
-        }
-    };
 }
 
 on_both_stores!(drain_held_back_then_let_go, eviction_refusals);

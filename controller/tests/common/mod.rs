@@ -10,6 +10,21 @@ use std::time::{Duration, Instant};
 
 use sluice_store::testing::EtcdServer;
 
+/// One test per scenario and store: `on_both_stores!(crud, drain)` makes
+/// `embedded::crud`, `etcd::crud`, ... calling `crate::crud(backend)`.
+/// Test files that use it declare `#[macro_use] mod common;`.
+#[allow(unused_macros)]
+macro_rules! on_both_stores {
+    ($($name:ident),*) => {
+        mod embedded {
+            $(#[test] fn $name() { crate::$name(crate::common::Backend::Embedded) })*
+        }
+        mod etcd {
+            $(#[test] fn $name() { crate::$name(crate::common::Backend::Etcd) })*
+        }
+    };
+}
+
 /// Which store the server runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -150,6 +165,26 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run kubectl")
+}
+
+/// Write a manifest into the server's directory; its path.
+pub fn write(s: &Server, name: &str, text: &str) -> String {
+    let p = s.dir.join(name);
+    std::fs::write(&p, text).expect("write manifest");
+    p.display().to_string()
+}
+
+/// kubectl as `who`, which must succeed (else the output and the server's
+/// log); its stdout.
+pub fn ok(s: &Server, who: &str, args: &[&str]) -> String {
+    let o = s.kubectl(who, args);
+    assert!(
+        o.status.success(),
+        "kubectl {args:?}: {}\n{}",
+        text(&o),
+        s.log()
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// Poll `f` until it gives a value or `limit` passes (then panic naming

@@ -141,7 +141,14 @@ fn crud(backend: Backend) {
         rx.recv_timeout(Duration::from_secs(20)).ok().as_deref(),
         Some("pod/web-1")
     );
-    assert!(ok(&s, "admin", &["delete", "pod", "web-1"]).contains("deleted"));
+    // The pod is bound to node-1 and no agent runs here: a graceful delete
+    // would wait for it (tests/deletion.rs), so delete as its node would.
+    assert!(ok(
+        &s,
+        "admin",
+        &["delete", "pod", "web-1", "--force", "--grace-period=0"]
+    )
+    .contains("deleted"));
     let seen = rx.recv_timeout(Duration::from_secs(20)).ok();
     let _ = w.kill();
     let _ = w.wait();

@@ -8,7 +8,8 @@
 //! - [`decode`]: strict decoding that names the unknown or mistyped field;
 //! - [`validation`]: the rules a spec must satisfy on its own, each error
 //!   naming its field path;
-//! - [`openapi`]: the OpenAPI v3 schemas the API server serves for these kinds.
+//! - [`openapi`]: the OpenAPI v3 schemas the API server serves for these kinds;
+//! - [`policy`]: pure policy, the PodDisruptionBudget arithmetic of evictions.
 //!
 //! Nothing here touches the kernel or the network: no aya, no nix.
 
@@ -20,6 +21,7 @@ pub mod kind;
 pub mod node_pool;
 pub mod openapi;
 pub mod operation;
+pub mod policy;
 pub mod validation;
 
 pub use k8s_openapi;

@@ -18,6 +18,8 @@ pub fn verb(method: &Method, t: &Target, watch: bool) -> &'static str {
         ("GET", false) if watch => "watch",
         ("GET", false) => "list",
         ("POST", false) => "create",
+        // A subresource created on an object (`pods/<name>/eviction`).
+        ("POST", true) if t.subresource.is_some() => "create",
         ("PUT", true) => "update",
         ("PATCH", true) => "patch",
         ("DELETE", true) => "delete",
@@ -62,6 +64,9 @@ pub fn decide(who: &Identity, verb: &str, t: &Target) -> Decision {
             Decision::Allow
         }
         ("", "pods") if sub == Some("pods/status") && writes => Decision::IfPodOnNode(node.clone()),
+        // A kubelet deletes the pods it has stopped (graceful deletion ends
+        // with its delete at grace 0).
+        ("", "pods") if sub.is_none() && verb == "delete" => Decision::IfPodOnNode(node.clone()),
         ("", "events") if verb == "create" || verb == "patch" => Decision::Allow,
         _ => Decision::Deny,
     }
@@ -159,6 +164,18 @@ mod tests {
         );
         assert_eq!(
             d(&n1, "update", "/api/v1/namespaces/default/pods/web"),
+            Decision::Deny
+        );
+        assert_eq!(
+            d(&n1, "delete", "/api/v1/namespaces/default/pods/web"),
+            Decision::IfPodOnNode("node-1".into())
+        );
+        assert_eq!(
+            d(
+                &n1,
+                "create",
+                "/api/v1/namespaces/default/pods/web/eviction"
+            ),
             Decision::Deny
         );
         assert_eq!(

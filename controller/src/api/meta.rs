@@ -125,6 +125,7 @@ pub fn prepare_create(
     meta.insert("creationTimestamp".into(), json!(now));
     meta.remove("resourceVersion");
     meta.remove("deletionTimestamp");
+    meta.remove("deletionGracePeriodSeconds");
     meta.insert("generation".into(), json!(1));
     validate_metadata(t, &obj)?;
     Ok(obj)
@@ -276,6 +277,7 @@ pub fn prepare_update(t: &Target, old: &Value, mut new: Value) -> Result<Value, 
         "uid",
         "creationTimestamp",
         "deletionTimestamp",
+        "deletionGracePeriodSeconds",
         "namespace",
         "generation",
     ] {

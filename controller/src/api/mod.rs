@@ -2,7 +2,9 @@
 
 pub mod auth;
 pub mod authz;
+pub mod deletion;
 pub mod discovery;
+pub mod eviction;
 pub mod fields;
 pub mod meta;
 pub mod objects;

@@ -15,13 +15,14 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
+use sluice_model::k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use sluice_store::{ListOptions, Store, StoreError};
 
 use super::meta::{self, api_version};
 use super::path::{resolve, Target};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
-use super::{authz, fields, patch, watch};
+use super::{authz, deletion, eviction, fields, patch, watch};
 use crate::identity::Identity;
 use sluice_model::decode::FieldValidation;
 
@@ -424,6 +425,17 @@ async fn replace(
         .update(&k, encode(&merged), expected)
         .await
         .map_err(|e| store_error(t, e))?;
+    if deletion::finalized(&old, &merged) {
+        // The last finalizer left an object being deleted: it goes now, as
+        // kube-apiserver deletes during such an update. Against `rev`, so a
+        // finalizer added meanwhile keeps it (that writer sees it pending).
+        if let Ok((gone, _)) = o.store.delete(&k, Some(rev)).await {
+            return Ok(json_response(
+                StatusCode::OK,
+                meta::with_resource_version(merged, gone),
+            ));
+        }
+    }
     Ok(with_warnings(
         json_response(StatusCode::OK, meta::with_resource_version(merged, rev)),
         &unknown,
@@ -509,17 +521,71 @@ async fn patch(
     replace(o, t, obj, status_only, mode).await
 }
 
-async fn delete(o: &Objects, t: &Target) -> Result<Response, ApiError> {
+/// The `DeleteOptions` a delete came with: kubectl sends a body, other
+/// clients may send none (then the query's `gracePeriodSeconds` counts).
+async fn delete_options(
+    headers: &HeaderMap,
+    q: &HashMap<String, String>,
+    body: Body,
+) -> Result<DeleteOptions, ApiError> {
+    let body = if axum::body::HttpBody::size_hint(&body).exact() == Some(0) {
+        None
+    } else {
+        Some(read_body(headers, body).await?)
+    };
+    deletion::options(body, q)
+}
+
+/// How often a delete rereads the object after losing a race with a
+/// concurrent write, before it answers 409.
+const DELETE_ATTEMPTS: usize = 5;
+
+/// Delete the object at `t` as `opts` say (preconditions, graceful
+/// deletion of bound pods, finalizers; `deletion.rs` decides). Every write
+/// is made against the version read, so a concurrent change (a finalizer
+/// added, a pod turned Ready) is never lost; on such a race the object is
+/// read again. The eviction subresource deletes through this too.
+pub async fn delete_with(
+    o: &Objects,
+    t: &Target,
+    opts: &DeleteOptions,
+) -> Result<Response, ApiError> {
     let name = t.name.clone().unwrap_or_default();
-    let (rev, kv) = o
-        .store
-        .delete(&key(t, Some(&name)), None)
-        .await
-        .map_err(|e| store_error(t, e))?;
-    Ok(json_response(
-        StatusCode::OK,
-        meta::with_resource_version(decode_stored(&kv.value)?, rev),
-    ))
+    let k = key(t, Some(&name));
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let current = o
+            .store
+            .get(&k)
+            .await
+            .map_err(|e| store_error(t, e))?
+            .ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
+        let obj = decode_stored(&current.value)?;
+        deletion::check_preconditions(t, &obj, current.mod_rev, opts)?;
+        let now = deletion::now();
+        let written = match deletion::decide(t, &obj, opts, now) {
+            deletion::Outcome::Remove => o
+                .store
+                .delete(&k, Some(current.mod_rev))
+                .await
+                .map(|(rev, _)| (StatusCode::OK, obj, rev)),
+            // Still there: 202, as kube-apiserver answers a pending deletion.
+            deletion::Outcome::Mark(marked) => o
+                .store
+                .update(&k, encode(&marked), current.mod_rev)
+                .await
+                .map(|rev| (StatusCode::ACCEPTED, marked, rev)),
+            deletion::Outcome::Pending => Ok((StatusCode::ACCEPTED, obj, current.mod_rev)),
+        };
+        match written {
+            Ok((code, obj, rev)) => {
+                return Ok(json_response(code, meta::with_resource_version(obj, rev)))
+            }
+            Err(StoreError::Conflict { .. }) if attempt < DELETE_ATTEMPTS => continue,
+            Err(e) => return Err(store_error(t, e)),
+        }
+    }
 }
 
 /// Every object path: `/api/v1/...` and `/apis/<group>/<version>/...`.
@@ -540,6 +606,9 @@ pub async fn handle(
             q.get("watch").is_some_and(|w| w == "true" || w == "1"),
         );
         authz::check(&o, &who, verb, &t).await?;
+        if verb == "create" && t.subresource.is_some_and(|s| s.name == "pods/eviction") {
+            return eviction::create(&o, &t, read_body(&headers, body).await?).await;
+        }
         let status_only = t.subresource.is_some_and(|s| s.name.ends_with("/status"));
         if let Some(sub) = t.subresource {
             if !status_only {
@@ -568,7 +637,9 @@ pub async fn handle(
                 let patch_body = read_body(&headers, body).await?;
                 patch(&o, &t, &headers, &q, patch_body, status_only, mode).await
             }
-            ("delete", Some(_)) => delete(&o, &t).await,
+            ("delete", Some(_)) => {
+                delete_with(&o, &t, &delete_options(&headers, &q, body).await?).await
+            }
             _ => Err(ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "MethodNotAllowed",

@@ -19,6 +19,21 @@ pub fn start_etcd() -> EtcdServer {
         .expect("etcd starts")
 }
 
+/// One test per scenario and store: `on_both_stores!(crud, drain)` makes
+/// `embedded::crud`, `etcd::crud`, ... calling `crate::crud(backend)`.
+/// Test files that use it declare `#[macro_use] mod common;`.
+#[allow(unused_macros)]
+macro_rules! on_both_stores {
+    ($($name:ident),*) => {
+        mod embedded {
+            $(#[test] fn $name() { crate::$name(crate::common::Backend::Embedded) })*
+        }
+        mod etcd {
+            $(#[test] fn $name() { crate::$name(crate::common::Backend::Etcd) })*
+        }
+    };
+}
+
 /// Which store the server runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -119,6 +134,21 @@ impl Server {
         kubectl(&self.kubeconfig(who), args)
     }
 
+    /// kubectl in the background (a long `drain`, a `get -w`), its stdout
+    /// and stderr both into `log`; the caller waits with a bound and kills.
+    pub fn kubectl_spawn(&self, who: &str, args: &[&str], log: &Path) -> Child {
+        let out = std::fs::File::create(log).expect("kubectl log");
+        let err = out.try_clone().expect("kubectl log");
+        Command::new(kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig(who))
+            .args(args)
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("spawn kubectl")
+    }
+
     fn wait_ready(&self) {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(20) {
@@ -157,6 +187,50 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run kubectl")
+}
+
+/// Write a manifest into the server's directory; its path.
+pub fn write(s: &Server, name: &str, text: &str) -> String {
+    let p = s.dir.join(name);
+    std::fs::write(&p, text).expect("write manifest");
+    p.display().to_string()
+}
+
+/// kubectl as `who`, which must succeed (else the output and the server's
+/// log); its stdout.
+pub fn ok(s: &Server, who: &str, args: &[&str]) -> String {
+    let o = s.kubectl(who, args);
+    assert!(
+        o.status.success(),
+        "kubectl {args:?}: {}\n{}",
+        text(&o),
+        s.log()
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Poll `f` until it gives a value or `limit` passes (then panic naming
+/// `what`): every wait of a test is bounded.
+pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The `Status` a failed kubectl request got, from its `-v=6` log
+/// ("server response object: {...}"): what a client sees beyond the
+/// one-line error kubectl prints.
+pub fn server_status(o: &Output) -> Option<serde_json::Value> {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let start = err.find("server response object: ")? + "server response object: ".len();
+    let body = &err[start..];
+    let end = body.find("\n}")? + 2;
+    serde_json::from_str(&body[..end]).ok()
 }
 
 pub fn text(o: &Output) -> String {

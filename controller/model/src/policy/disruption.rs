@@ -1,0 +1,642 @@
+//! PodDisruptionBudgets as kube-apiserver's Eviction subresource applies
+//! them (spec E6), decided without I/O over the `k8s-openapi` types:
+//!
+//! - which budgets guard a pod: those of its namespace whose selector
+//!   matches its labels (a `policy/v1` null selector matches nothing, an
+//!   empty one every pod; a selector that does not parse matches nothing, as
+//!   kube-apiserver skips it);
+//! - a budget's status: `expected` the matching pods, `currentHealthy` those
+//!   Ready, not being deleted and not already in `disruptedPods`,
+//!   `desiredHealthy` from `minAvailable` (a percentage of `expected` rounded
+//!   up) or `expected − maxUnavailable` (a percentage rounded up),
+//!   `disruptionsAllowed = max(0, currentHealthy − desiredHealthy)`;
+//! - the verdict on one eviction: pods terminal, pending or already being
+//!   deleted skip the budget; an unhealthy pod goes without spending under
+//!   `AlwaysAllow`, or under `IfHealthyBudget` when the budget is met; else
+//!   one disruption is spent, or the eviction is refused (429).
+//!
+//! The agent keeps its own copy of these rules over its state file
+//! (`agent/src/pods/disruption.rs`); the two agree on every rule here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::PodStatus;
+use k8s_openapi::api::policy::v1::{PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+/// The message of kube-apiserver's 429, which `kubectl drain` prints.
+pub const REFUSED_MESSAGE: &str =
+    "Cannot evict pod as it would violate the pod's disruption budget.";
+
+/// The message of kube-apiserver's 500 when several budgets guard a pod.
+pub const SEVERAL_BUDGETS_MESSAGE: &str =
+    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.";
+
+/// How long an eviction recorded in `disruptedPods` keeps its pod out of
+/// the healthy count while the pod is not yet being deleted (Kubernetes'
+/// disruption controller: `DeletionTimeout`, 2 minutes). After that the
+/// eviction is taken to have failed and the pod counts again.
+pub const DISRUPTION_TIMEOUT: SignedDuration = SignedDuration::from_secs(120);
+
+/// A `matchExpressions` entry or a budget field that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("spec.selector.matchExpressions[{index}].operator: {operator:?} is not one of In, NotIn, Exists, DoesNotExist")]
+    UnknownOperator { index: usize, operator: String },
+    #[error("spec.selector.matchExpressions[{index}].values: {message}")]
+    Values { index: usize, message: &'static str },
+    #[error("{field}: {value:?} is neither a whole number nor a percentage")]
+    NotIntOrPercent { field: &'static str, value: String },
+    #[error("{field}: {value} must not be negative")]
+    Negative { field: &'static str, value: i64 },
+    #[error("spec: minAvailable and maxUnavailable cannot both be set")]
+    BothSet,
+}
+
+/// Whether `labels` satisfy `sel`: every `matchLabels` pair and every
+/// expression (an empty selector matches everything).
+pub fn selector_matches(
+    sel: &LabelSelector,
+    labels: &BTreeMap<String, String>,
+) -> Result<bool, PolicyError> {
+    let pairs = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let mut all = pairs;
+    for (index, r) in sel.match_expressions.iter().flatten().enumerate() {
+        let values: BTreeSet<&str> = r.values.iter().flatten().map(String::as_str).collect();
+        let have = labels.get(&r.key).map(String::as_str);
+        let holds = match r.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => {
+                return Err(PolicyError::Values {
+                    index,
+                    message: "must be non-empty for In and NotIn",
+                })
+            }
+            "Exists" | "DoesNotExist" if !values.is_empty() => {
+                return Err(PolicyError::Values {
+                    index,
+                    message: "must be empty for Exists and DoesNotExist",
+                })
+            }
+            "In" => have.is_some_and(|v| values.contains(v)),
+            "NotIn" => have.is_none_or(|v| !values.contains(v)),
+            "Exists" => have.is_some(),
+            "DoesNotExist" => have.is_none(),
+            other => {
+                return Err(PolicyError::UnknownOperator {
+                    index,
+                    operator: other.to_string(),
+                })
+            }
+        };
+        all = all && holds;
+    }
+    Ok(all)
+}
+
+/// Whether a budget in `pdb_namespace` with `spec` guards the pod.
+pub fn guards(pdb_namespace: &str, spec: &PodDisruptionBudgetSpec, pod: &PodFacts) -> bool {
+    pdb_namespace == pod.namespace
+        && spec
+            .selector
+            .as_ref()
+            .is_some_and(|s| selector_matches(s, &pod.labels).unwrap_or(false))
+}
+
+/// A count or a percentage of the expected pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntOrPercent {
+    Int(u32),
+    Percent(u32),
+}
+
+impl IntOrPercent {
+    fn parse(field: &'static str, v: &IntOrString) -> Result<Self, PolicyError> {
+        match v {
+            IntOrString::Int(n) => {
+                u32::try_from(*n)
+                    .map(IntOrPercent::Int)
+                    .map_err(|_| PolicyError::Negative {
+                        field,
+                        value: i64::from(*n),
+                    })
+            }
+            IntOrString::String(s) => s
+                .strip_suffix('%')
+                .and_then(|p| p.parse::<u32>().ok())
+                .map(IntOrPercent::Percent)
+                .ok_or_else(|| PolicyError::NotIntOrPercent {
+                    field,
+                    value: s.clone(),
+                }),
+        }
+    }
+
+    /// Kubernetes' `GetScaledValueFromIntOrPercent(v, total, roundUp=true)`.
+    pub fn scaled_up(self, total: u32) -> u32 {
+        match self {
+            IntOrPercent::Int(n) => n,
+            IntOrPercent::Percent(p) => {
+                let v = (u64::from(p) * u64::from(total)).div_ceil(100);
+                u32::try_from(v).unwrap_or(u32::MAX)
+            }
+        }
+    }
+}
+
+/// What a budget asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    MinAvailable(IntOrPercent),
+    MaxUnavailable(IntOrPercent),
+}
+
+impl Budget {
+    /// From `spec.minAvailable` / `spec.maxUnavailable`. A spec with
+    /// neither asks for nothing (kube-apiserver's validation would refuse
+    /// it; the disruption controller then computes zero desired pods).
+    pub fn of(spec: &PodDisruptionBudgetSpec) -> Result<Self, PolicyError> {
+        match (&spec.min_available, &spec.max_unavailable) {
+            (Some(_), Some(_)) => Err(PolicyError::BothSet),
+            (Some(m), None) => Ok(Budget::MinAvailable(IntOrPercent::parse(
+                "spec.minAvailable",
+                m,
+            )?)),
+            (None, Some(m)) => Ok(Budget::MaxUnavailable(IntOrPercent::parse(
+                "spec.maxUnavailable",
+                m,
+            )?)),
+            (None, None) => Ok(Budget::MinAvailable(IntOrPercent::Int(0))),
+        }
+    }
+
+    pub fn desired_healthy(self, expected: u32) -> u32 {
+        match self {
+            Budget::MinAvailable(v) => v.scaled_up(expected),
+            Budget::MaxUnavailable(v) => expected.saturating_sub(v.scaled_up(expected)),
+        }
+    }
+}
+
+/// `spec.unhealthyPodEvictionPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnhealthyPodEvictionPolicy {
+    #[default]
+    IfHealthyBudget,
+    AlwaysAllow,
+}
+
+impl UnhealthyPodEvictionPolicy {
+    /// Unset or unknown is the default, `IfHealthyBudget`.
+    pub fn of(spec: &PodDisruptionBudgetSpec) -> Self {
+        match spec.unhealthy_pod_eviction_policy.as_deref() {
+            Some("AlwaysAllow") => UnhealthyPodEvictionPolicy::AlwaysAllow,
+            _ => UnhealthyPodEvictionPolicy::IfHealthyBudget,
+        }
+    }
+}
+
+/// What the budget rules need to know of one pod.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodFacts {
+    pub name: String,
+    pub namespace: String,
+    pub labels: BTreeMap<String, String>,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// `status.phase`; Kubernetes defaults an absent one to `Pending`.
+    pub phase: String,
+}
+
+impl PodFacts {
+    pub fn of(meta: &ObjectMeta, status: Option<&PodStatus>) -> Self {
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        PodFacts {
+            name: meta.name.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            labels: meta.labels.clone().unwrap_or_default(),
+            ready,
+            deleting: meta.deletion_timestamp.is_some(),
+            phase: status
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_else(|| "Pending".into()),
+        }
+    }
+
+    /// Counts towards `currentHealthy`.
+    pub fn healthy(&self) -> bool {
+        self.ready && !self.deleting
+    }
+
+    /// kube-apiserver's `canIgnorePDB`: a terminal or pending pod, or one
+    /// already being deleted, is no disruption to guard against.
+    pub fn can_ignore_budget(&self) -> bool {
+        matches!(self.phase.as_str(), "Succeeded" | "Failed" | "Pending") || self.deleting
+    }
+}
+
+/// The recorded evictions that still count: of pods that exist, are not
+/// yet being deleted and were evicted less than [`DISRUPTION_TIMEOUT`]
+/// ago. The others are done (the pod went or is going) or failed.
+pub fn live_disruptions(
+    recorded: &BTreeMap<String, Time>,
+    pods: &[PodFacts],
+    now: Timestamp,
+) -> BTreeMap<String, Time> {
+    recorded
+        .iter()
+        .filter(|(name, at)| {
+            pods.iter().any(|p| &p.name == *name && !p.deleting)
+                && now.duration_since(at.0) < DISRUPTION_TIMEOUT
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// A budget's status fields, as the disruption controller computes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetStatus {
+    pub expected: u32,
+    pub current_healthy: u32,
+    pub desired_healthy: u32,
+    pub disruptions_allowed: u32,
+}
+
+/// The status of `budget` over the pods it guards; pods in `disrupted`
+/// (evictions already allowed) do not count as healthy.
+pub fn budget_status(
+    budget: Budget,
+    guarded: &[PodFacts],
+    disrupted: &BTreeMap<String, Time>,
+) -> BudgetStatus {
+    let expected = u32::try_from(guarded.len()).unwrap_or(u32::MAX);
+    let current_healthy = guarded
+        .iter()
+        .filter(|p| p.healthy() && !disrupted.contains_key(&p.name))
+        .count();
+    let current_healthy = u32::try_from(current_healthy).unwrap_or(u32::MAX);
+    let desired_healthy = budget.desired_healthy(expected);
+    BudgetStatus {
+        expected,
+        current_healthy,
+        desired_healthy,
+        disruptions_allowed: current_healthy.saturating_sub(desired_healthy),
+    }
+}
+
+/// The answer to one eviction under one budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Allowed; one disruption is spent (recorded in the budget's status).
+    Spend,
+    /// An unhealthy pod, allowed without spending; the deletion must be
+    /// made against the pod as read, so that a pod that turned Ready
+    /// meanwhile is not taken (kube-apiserver's resourceVersion
+    /// precondition).
+    AllowUnhealthy,
+    /// The budget has no disruption to give: 429.
+    Refused,
+}
+
+/// Decide the eviction of `pod` (guarded by a budget with `status` and
+/// `policy`); `disrupted` says whether the pod is already recorded.
+pub fn decide(
+    pod: &PodFacts,
+    status: &BudgetStatus,
+    policy: UnhealthyPodEvictionPolicy,
+    disrupted: bool,
+) -> Verdict {
+    let healthy = pod.healthy() && !disrupted;
+    if !healthy {
+        let free = match policy {
+            UnhealthyPodEvictionPolicy::AlwaysAllow => true,
+            UnhealthyPodEvictionPolicy::IfHealthyBudget => {
+                status.desired_healthy > 0 && status.current_healthy >= status.desired_healthy
+            }
+        };
+        if free {
+            return Verdict::AllowUnhealthy;
+        }
+    }
+    if status.disruptions_allowed < 1 {
+        Verdict::Refused
+    } else {
+        Verdict::Spend
+    }
+}
+
+/// The `details.causes` message of a refusal, as kube-apiserver words it.
+pub fn refusal_cause(pdb_name: &str, status: &BudgetStatus) -> String {
+    format!(
+        "The disruption budget {pdb_name} needs {} healthy pods and has {} currently",
+        status.desired_healthy, status.current_healthy
+    )
+}
+
+fn i32_of(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// The budget's status after spending one disruption on `pod` at `now`:
+/// the counts as computed, one disruption fewer, the pod recorded.
+pub fn spent_status(
+    computed: &BudgetStatus,
+    mut disrupted: BTreeMap<String, Time>,
+    pod: &str,
+    now: Timestamp,
+    generation: Option<i64>,
+    conditions: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>,
+) -> PodDisruptionBudgetStatus {
+    disrupted.insert(pod.to_string(), Time(now));
+    PodDisruptionBudgetStatus {
+        conditions,
+        current_healthy: Some(i32_of(computed.current_healthy)),
+        desired_healthy: Some(i32_of(computed.desired_healthy)),
+        disrupted_pods: Some(disrupted),
+        disruptions_allowed: Some(i32_of(computed.disruptions_allowed.saturating_sub(1))),
+        expected_pods: Some(i32_of(computed.expected)),
+        observed_generation: generation,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    fn labels(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn pod(name: &str, ready: bool) -> PodFacts {
+        PodFacts {
+            name: name.into(),
+            namespace: "default".into(),
+            labels: labels(&[("app", "web")]),
+            ready,
+            deleting: false,
+            phase: "Running".into(),
+        }
+    }
+
+    fn expr(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
+        LabelSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: if values.is_empty() {
+                None
+            } else {
+                Some(values.iter().map(|v| v.to_string()).collect())
+            },
+        }
+    }
+
+    fn spec(selector: Option<LabelSelector>) -> PodDisruptionBudgetSpec {
+        PodDisruptionBudgetSpec {
+            selector,
+            min_available: Some(IntOrString::Int(1)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn selectors_match_labels_and_every_expression() {
+        let l = labels(&[("app", "web"), ("tier", "front")]);
+        let sel = |ml: &[(&str, &str)], me: Vec<LabelSelectorRequirement>| LabelSelector {
+            match_labels: Some(labels(ml)),
+            match_expressions: Some(me),
+        };
+        assert_eq!(
+            selector_matches(&sel(&[("app", "web")], vec![]), &l),
+            Ok(true)
+        );
+        assert_eq!(
+            selector_matches(&sel(&[("app", "db")], vec![]), &l),
+            Ok(false)
+        );
+        for (e, want) in [
+            (expr("tier", "In", &["front", "back"]), true),
+            (expr("tier", "In", &["back"]), false),
+            (expr("zone", "In", &["a"]), false),
+            (expr("tier", "NotIn", &["back"]), true),
+            (expr("zone", "NotIn", &["a"]), true),
+            (expr("tier", "NotIn", &["front"]), false),
+            (expr("tier", "Exists", &[]), true),
+            (expr("zone", "Exists", &[]), false),
+            (expr("zone", "DoesNotExist", &[]), true),
+            (expr("tier", "DoesNotExist", &[]), false),
+        ] {
+            let s = sel(&[("app", "web")], vec![e.clone()]);
+            assert_eq!(selector_matches(&s, &l), Ok(want), "{e:?}");
+        }
+        // Empty: everything.
+        assert_eq!(selector_matches(&LabelSelector::default(), &l), Ok(true));
+        // Malformed expressions are errors that name the entry.
+        let e = selector_matches(&sel(&[], vec![expr("a", "Equals", &["b"])]), &l)
+            .expect_err("operator");
+        assert!(
+            e.to_string().contains("matchExpressions[0].operator"),
+            "{e}"
+        );
+        assert!(selector_matches(&sel(&[], vec![expr("a", "In", &[])]), &l).is_err());
+        assert!(selector_matches(&sel(&[], vec![expr("a", "Exists", &["x"])]), &l).is_err());
+    }
+
+    #[test]
+    fn a_budget_guards_matching_pods_of_its_namespace_only() {
+        let p = pod("web-1", true);
+        let web = Some(LabelSelector {
+            match_labels: Some(labels(&[("app", "web")])),
+            match_expressions: None,
+        });
+        assert!(guards("default", &spec(web.clone()), &p));
+        assert!(!guards("prod", &spec(web), &p));
+        // policy/v1: a null selector selects nothing, an empty one every
+        // pod of the namespace.
+        assert!(!guards("default", &spec(None), &p));
+        assert!(guards("default", &spec(Some(LabelSelector::default())), &p));
+        // One that does not parse guards nothing, as kube-apiserver skips it.
+        let bad = Some(LabelSelector {
+            match_labels: None,
+            match_expressions: Some(vec![expr("app", "Like", &["w"])]),
+        });
+        assert!(!guards("default", &spec(bad), &p));
+    }
+
+    #[test]
+    fn desired_healthy_rounds_percentages_up() {
+        // spec: E6 — minAvailable: N, a percentage of expected rounded up;
+        // maxUnavailable: expected − ceil(maxUnavailable).
+        let min = |v: IntOrString| {
+            Budget::of(&PodDisruptionBudgetSpec {
+                min_available: Some(v),
+                ..Default::default()
+            })
+        };
+        let max = |v: IntOrString| {
+            Budget::of(&PodDisruptionBudgetSpec {
+                max_unavailable: Some(v),
+                ..Default::default()
+            })
+        };
+        let s = |x: &str| IntOrString::String(x.into());
+        assert_eq!(
+            min(IntOrString::Int(2)).map(|b| b.desired_healthy(5)),
+            Ok(2)
+        );
+        assert_eq!(min(s("50%")).map(|b| b.desired_healthy(3)), Ok(2));
+        assert_eq!(min(s("34%")).map(|b| b.desired_healthy(3)), Ok(2));
+        assert_eq!(
+            max(IntOrString::Int(1)).map(|b| b.desired_healthy(3)),
+            Ok(2)
+        );
+        assert_eq!(max(s("50%")).map(|b| b.desired_healthy(3)), Ok(1));
+        assert_eq!(max(s("100%")).map(|b| b.desired_healthy(3)), Ok(0));
+        assert_eq!(
+            max(IntOrString::Int(9)).map(|b| b.desired_healthy(3)),
+            Ok(0)
+        );
+        let e = min(s("half")).expect_err("junk");
+        assert!(e.to_string().contains("spec.minAvailable"), "{e}");
+        assert!(min(IntOrString::Int(-1)).is_err());
+        assert_eq!(
+            Budget::of(&PodDisruptionBudgetSpec {
+                min_available: Some(IntOrString::Int(1)),
+                max_unavailable: Some(IntOrString::Int(1)),
+                ..Default::default()
+            }),
+            Err(PolicyError::BothSet)
+        );
+    }
+
+    #[test]
+    fn status_counts_ready_pods_not_deleting_nor_disrupted() {
+        // spec: E6 — disruptionsAllowed = max(0, currentHealthy − desired).
+        let mut pods = vec![
+            pod("a", true),
+            pod("b", true),
+            pod("c", false),
+            pod("d", true),
+        ];
+        pods[3].deleting = true;
+        let none = BTreeMap::new();
+        let st = budget_status(Budget::MinAvailable(IntOrPercent::Int(1)), &pods, &none);
+        assert_eq!(
+            st,
+            BudgetStatus {
+                expected: 4,
+                current_healthy: 2,
+                desired_healthy: 1,
+                disruptions_allowed: 1
+            }
+        );
+        let disrupted: BTreeMap<String, Time> =
+            [("a".to_string(), Time(Timestamp::UNIX_EPOCH))].into();
+        let st = budget_status(
+            Budget::MinAvailable(IntOrPercent::Int(1)),
+            &pods,
+            &disrupted,
+        );
+        assert_eq!((st.current_healthy, st.disruptions_allowed), (1, 0));
+        let st = budget_status(Budget::MinAvailable(IntOrPercent::Int(3)), &pods, &none);
+        assert_eq!(st.disruptions_allowed, 0, "never negative");
+    }
+
+    #[test]
+    fn verdicts_spend_refuse_or_let_unhealthy_pods_go() {
+        let st = |current, desired| BudgetStatus {
+            expected: 3,
+            current_healthy: current,
+            desired_healthy: desired,
+            disruptions_allowed: u32::saturating_sub(current, desired),
+        };
+        let policy = UnhealthyPodEvictionPolicy::IfHealthyBudget;
+        // spec: E6 — a refused eviction is a 429 the client retries.
+        assert_eq!(
+            decide(&pod("a", true), &st(2, 2), policy, false),
+            Verdict::Refused
+        );
+        assert_eq!(
+            decide(&pod("a", true), &st(3, 2), policy, false),
+            Verdict::Spend
+        );
+        // An unhealthy pod goes free while the budget is met...
+        assert_eq!(
+            decide(&pod("a", false), &st(2, 2), policy, false),
+            Verdict::AllowUnhealthy
+        );
+        // ...and needs an allowance when it is not (IfHealthyBudget)...
+        assert_eq!(
+            decide(&pod("a", false), &st(1, 2), policy, false),
+            Verdict::Refused
+        );
+        // ...unless the budget says AlwaysAllow.
+        assert_eq!(
+            decide(
+                &pod("a", false),
+                &st(1, 2),
+                UnhealthyPodEvictionPolicy::AlwaysAllow,
+                false
+            ),
+            Verdict::AllowUnhealthy
+        );
+        let mut pending = pod("p", false);
+        pending.phase = "Pending".into();
+        assert!(pending.can_ignore_budget());
+        assert!(!pod("a", true).can_ignore_budget());
+    }
+
+    #[test]
+    fn recorded_disruptions_lapse_when_done_or_stale() {
+        let now = Timestamp::from_second(1_000_000).expect("ts");
+        let at = |s: i64| Time(Timestamp::from_second(1_000_000 - s).expect("ts"));
+        let mut gone = pod("b", true);
+        gone.deleting = true;
+        let pods = vec![pod("a", true), gone, pod("c", true)];
+        let recorded: BTreeMap<String, Time> = [
+            ("a".to_string(), at(10)),
+            ("b".to_string(), at(10)),
+            ("c".to_string(), at(121)),
+            ("x".to_string(), at(1)),
+        ]
+        .into();
+        let live = live_disruptions(&recorded, &pods, now);
+        assert_eq!(live.keys().collect::<Vec<_>>(), vec!["a"]);
+        let s = spent_status(
+            &BudgetStatus {
+                expected: 3,
+                current_healthy: 2,
+                desired_healthy: 1,
+                disruptions_allowed: 1,
+            },
+            live,
+            "c",
+            now,
+            Some(2),
+            None,
+        );
+        assert_eq!(s.disruptions_allowed, Some(0));
+        assert_eq!(s.disrupted_pods.map(|d| d.len()), Some(2));
+        assert!(refusal_cause(
+            "web",
+            &BudgetStatus {
+                expected: 2,
+                current_healthy: 2,
+                desired_healthy: 2,
+                disruptions_allowed: 0
+            }
+        )
+        .contains("The disruption budget web needs 2 healthy pods and has 2 currently"));
+    }
+}

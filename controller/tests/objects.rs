@@ -4,8 +4,9 @@
 //! identity may and may not write (NodeRestriction). Each scenario runs
 //! on the embedded store and on etcd.
 
+#[macro_use]
 mod common;
-use common::{text, Backend, Server};
+use common::{ok, text, write, Backend, Server};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -18,23 +19,6 @@ spec:
   nodeName: node-1
   containers: [{name: c, image: x}]
 ";
-
-fn write(s: &Server, name: &str, text: &str) -> String {
-    let p = s.dir.join(name);
-    std::fs::write(&p, text).expect("write manifest");
-    p.display().to_string()
-}
-
-fn ok(s: &Server, who: &str, args: &[&str]) -> String {
-    let o = s.kubectl(who, args);
-    assert!(
-        o.status.success(),
-        "kubectl {args:?}: {}\n{}",
-        text(&o),
-        s.log()
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn json(s: &Server, args: &[&str]) -> serde_json::Value {
     let mut a = args.to_vec();
@@ -277,17 +261,6 @@ fn patches(backend: Backend) {
         json(&s, &["get", "node", "node-1"])["spec"]["unschedulable"],
         true
     );
-}
-
-macro_rules! on_both_stores {
-    ($($name:ident),*) => {
-        mod embedded {
-            $(#[test] fn $name() { crate::$name(crate::Backend::Embedded) })*
-        }
-        mod etcd {
-            $(#[test] fn $name() { crate::$name(crate::Backend::Etcd) })*
-        }
-    };
 }
 
 on_both_stores!(crud, node_restriction, node_pools, patches);

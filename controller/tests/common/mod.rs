@@ -240,3 +240,46 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+impl Server {
+    /// The admin's bearer token (from its kubeconfig).
+    pub fn admin_token(&self) -> String {
+        let cfg = std::fs::read_to_string(self.kubeconfig("admin")).expect("kubeconfig");
+        cfg.lines()
+            .find_map(|l| l.trim().strip_prefix("token: "))
+            .map(|t| t.trim_matches('"').to_string())
+            .expect("token")
+    }
+
+    /// Send raw bytes over TLS (trusting the cluster CA) and read what the
+    /// server answers until it closes or 10 s pass: for requests no
+    /// well-behaved client sends.
+    pub fn raw(&self, request: &[u8]) -> String {
+        use std::io::{Read, Write};
+        use std::sync::Arc;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        let ca = std::fs::read(self.dir.join("ca.crt")).expect("ca");
+        for c in rustls_pemfile::certs(&mut ca.as_slice()) {
+            roots.add(c.expect("ca cert")).expect("add ca");
+        }
+        let cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("tls versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        let conn = rustls::ClientConnection::new(Arc::new(cfg), name).expect("tls");
+        let tcp = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        tcp.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        let _ = tls.write_all(request);
+        let _ = tls.flush();
+        // Half-close is not possible under TLS; the server answers what it
+        // can and closes, or the read times out.
+        let mut out = Vec::new();
+        let _ = tls.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}

@@ -1,0 +1,148 @@
+//! Hostile and careless requests get a `Status` that names what is wrong,
+//! the server never falls over, and the store keeps its last good state:
+//! malformed JSON and YAML, wrong types, unknown fields, oversized bodies,
+//! invalid names and labels, a resourceVersion from the future, selectors
+//! that do not parse, and a body cut short mid-request.
+
+#[macro_use]
+mod common;
+use common::{ok, server_status, text, write, Backend, Server};
+
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: good, namespace: default}
+spec: {containers: [{name: c, image: x}]}
+";
+
+/// `kubectl create --raw` of `body` to the pods collection; the Status.
+fn post_raw(s: &Server, name: &str, body: &[u8]) -> (bool, String, Option<serde_json::Value>) {
+    let p = s.dir.join(name);
+    std::fs::write(&p, body).expect("write body");
+    let o = s.kubectl(
+        "admin",
+        &[
+            "create",
+            "--raw",
+            "/api/v1/namespaces/default/pods",
+            "-f",
+            &p.display().to_string(),
+            "-v=6",
+        ],
+    );
+    (o.status.success(), text(&o), server_status(&o))
+}
+
+fn bad_input(backend: Backend) {
+    let s = Server::start(&format!("bad-{backend:?}").to_lowercase(), backend);
+    let pod = write(&s, "pod.yaml", POD);
+    ok(&s, "admin", &["create", "-f", &pod]);
+    let before = ok(&s, "admin", &["get", "pods", "-o", "json"]);
+
+    let big = format!(
+        "{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"big\",\"annotations\":{{\"a\":\"{}\"}}}}}}",
+        "x".repeat(4 * 1024 * 1024)
+    );
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("truncated JSON", br#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"na"#.to_vec(), "not valid JSON"),
+        ("not an object", b"[1, 2, 3]".to_vec(), "must be a Pod object"),
+        ("empty", b" ".to_vec(), "not valid JSON"),
+        (
+            "wrong type",
+            br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"t"},"spec":{"containers":"c"}}"#.to_vec(),
+            "spec.containers",
+        ),
+        (
+            "bad name",
+            br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"Bad_Name"},"spec":{"containers":[]}}"#.to_vec(),
+            "metadata.name",
+        ),
+        (
+            "bad label",
+            br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"l","labels":{"app":"a b"}},"spec":{"containers":[]}}"#.to_vec(),
+            "metadata.labels[app]",
+        ),
+        (
+            "deeply nested",
+            format!("{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"d\"}},\"x\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000)).into_bytes(),
+            "not valid JSON",
+        ),
+        ("oversized", big.into_bytes(), "larger than"),
+    ];
+    for (what, body, want) in cases {
+        let (success, out, status) = post_raw(&s, "body.json", &body);
+        assert!(!success, "{what}: accepted");
+        let msg = status
+            .as_ref()
+            .and_then(|st| st["message"].as_str().map(String::from))
+            .unwrap_or_else(|| out.clone());
+        let causes = status
+            .as_ref()
+            .map(|st| st["details"].to_string())
+            .unwrap_or_default();
+        assert!(
+            msg.contains(want) || causes.contains(want) || out.contains(want),
+            "{what}: want {want:?} in\n{msg}\n{causes}\n{}",
+            &out[..out.len().min(2000)]
+        );
+    }
+
+    for (what, path, want) in [
+        (
+            "label selector",
+            "/api/v1/pods?labelSelector=a%20in%20b",
+            "labelSelector",
+        ),
+        (
+            "field selector",
+            "/api/v1/pods?fieldSelector=spec.colour%3Dred",
+            "field label not supported",
+        ),
+        (
+            "future resourceVersion",
+            "/api/v1/pods?resourceVersion=999999999",
+            "Too large resource version",
+        ),
+        (
+            "garbage continue",
+            "/api/v1/pods?limit=1&continue=zz",
+            "continue",
+        ),
+        ("bad limit", "/api/v1/pods?limit=-1", "limit"),
+    ] {
+        let o = s.kubectl("admin", &["get", "--raw", path]);
+        assert!(!o.status.success(), "{what}");
+        assert!(text(&o).contains(want), "{what}: {}", text(&o));
+    }
+
+    // A body cut short: Content-Length promises more than arrives.
+    let token = s.admin_token();
+    let head = format!(
+        "POST /api/v1/namespaces/default/pods HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"cut\"",
+    );
+    let answer = s.raw(head.as_bytes());
+    assert!(
+        !answer.contains(" 201 "),
+        "a cut body was accepted: {answer}"
+    );
+    // Garbage instead of HTTP.
+    let answer = s.raw(b"\x00\x01\x02 not http at all\r\n\r\n");
+    assert!(!answer.contains(" 200 "), "{answer}");
+
+    // The server still answers and holds exactly what it held.
+    let after = ok(&s, "admin", &["get", "pods", "-o", "json"]);
+    let names = |j: &str| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(j).expect("json");
+        v["items"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|i| i["metadata"]["name"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(names(&after), names(&before));
+    assert_eq!(names(&after), vec!["good"]);
+}
+
+on_both_stores!(bad_input);

@@ -6,7 +6,7 @@
 
 #[macro_use]
 mod common;
-use common::{ok, server_status, text, write, Backend, Server};
+use common::{item_names, ok, server_status, text, write, Backend, Server};
 
 const POD: &str = "apiVersion: v1
 kind: Pod
@@ -130,17 +130,7 @@ fn bad_input(backend: Backend) {
 
     // The server still answers and holds exactly what it held.
     let after = ok(&s, "admin", &["get", "pods", "-o", "json"]);
-    let names = |j: &str| -> Vec<String> {
-        let v: serde_json::Value = serde_json::from_str(j).expect("json");
-        v["items"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|i| i["metadata"]["name"].as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let names = |j: &str| item_names(&serde_json::from_str(j).expect("json"));
     assert_eq!(names(&after), names(&before));
     assert_eq!(names(&after), vec!["good"]);
 }

@@ -6,7 +6,7 @@
 
 #[macro_use]
 mod common;
-use common::{ok, text, write, Backend, Server};
+use common::{item_names, ok, text, write, Backend, Server};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -53,17 +53,7 @@ fn crud(backend: Backend) {
     assert!(ok(&s, "admin", &["get", "pod", "web-1", "-o", "yaml"]).contains("name: web-1"));
 
     ok(&s, "admin", &["label", "pod", "web-1", "tier=front"]);
-    let names = |args: &[&str]| -> Vec<String> {
-        let l = json(&s, args);
-        l["items"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|i| i["metadata"]["name"].as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let names = |args: &[&str]| item_names(&json(&s, args));
     assert_eq!(names(&["get", "pods", "-l", "tier=front"]), vec!["web-1"]);
     assert!(names(&["get", "pods", "-l", "tier=back"]).is_empty());
     assert_eq!(

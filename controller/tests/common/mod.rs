@@ -283,3 +283,15 @@ impl Server {
         String::from_utf8_lossy(&out).into_owned()
     }
 }
+
+/// The `metadata.name`s of a list's items.
+pub fn item_names(list: &serde_json::Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| i["metadata"]["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -34,6 +34,19 @@ macro_rules! on_both_stores {
     };
 }
 
+fn spawn_serve(dir: &Path, args: &[String]) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("serve.log"))
+        .expect("log");
+    Command::new(BIN)
+        .args(args)
+        .stderr(log)
+        .spawn()
+        .expect("serve")
+}
+
 /// Which store the server runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -61,6 +74,8 @@ pub struct Server {
     child: Child,
     pub port: u16,
     etcd: Option<EtcdServer>,
+    /// `serve`'s arguments, to start it again the same way.
+    args: Vec<String>,
 }
 
 impl Server {
@@ -92,29 +107,44 @@ impl Server {
             .output()
             .expect("init");
         assert!(out.status.success(), "{out:?}");
-        let mut cmd = Command::new(BIN);
-        cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--dir"])
-            .arg(&dir)
-            .arg("--data-dir")
-            .arg(dir.join("data"));
+        let mut args: Vec<String> = vec![
+            "serve".into(),
+            "--bind".into(),
+            format!("127.0.0.1:{port}"),
+            "--dir".into(),
+            dir.display().to_string(),
+            "--data-dir".into(),
+            dir.join("data").display().to_string(),
+        ];
         if let Some(e) = etcd_endpoint {
-            cmd.args(["--etcd-endpoints", e]);
+            args.extend(["--etcd-endpoints".into(), e.to_string()]);
         }
         if let Some(i) = identity {
-            cmd.args(["--leader-identity", i]);
+            args.extend(["--leader-identity".into(), i.to_string()]);
         }
-        let child = cmd
-            .stderr(std::fs::File::create(dir.join("serve.log")).expect("log"))
-            .spawn()
-            .expect("serve");
+        let child = spawn_serve(&dir, &args);
         let s = Server {
             dir,
             child,
             port,
             etcd: None,
+            args,
         };
         s.wait_ready();
         s
+    }
+
+    /// `kill -9`, then the same `serve` again on the same port, store and
+    /// credentials.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.respawn();
+    }
+
+    /// Start `serve` again (after `kill9`) with the same arguments.
+    pub fn respawn(&mut self) {
+        self.child = spawn_serve(&self.dir, &self.args);
+        self.wait_ready();
     }
 
     /// `kill -9`: no shutdown, no resignation.

@@ -147,6 +147,11 @@ impl Server {
         self.wait_ready();
     }
 
+    /// The server process's id (for its memory).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `kill -9`: no shutdown, no resignation.
     pub fn kill9(&mut self) {
         let _ = self.child.kill();

@@ -1,0 +1,280 @@
+//! The API server under load, on both stores, through kube-rs:
+//! `cargo bench -p sluice-controller --bench api`
+//! (`SLUICE_BENCH_SERVICES`, `SLUICE_BENCH_PODS`, `SLUICE_BENCH_WATCHERS`
+//! scale it; defaults are issue 9's 10 000 Services, 100 000 Pods, 100
+//! watchers).
+//!
+//! Printed: create rates, list times, write-to-event latency over the
+//! watchers (p50/p99), the controller's RSS; for etcd, the rate of plain
+//! etcd puts from the same client concurrency, measured in the same run, as
+//! the baseline the API's create rate is a ratio of.
+
+#[path = "../tests/common/mod.rs"]
+#[macro_use]
+#[allow(dead_code, unused_macros)]
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Backend, Server};
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use sluice_model::k8s::{Pod, Service};
+
+const CONCURRENCY: usize = 64;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+async fn client(s: &Server) -> Client {
+    let kc = Kubeconfig::read_from(s.kubeconfig("admin")).expect("kubeconfig");
+    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    Client::try_from(cfg).expect("client")
+}
+
+fn pod(i: usize) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("p{i}"), "namespace": "default", "labels": {"app": format!("a{}", i % 100)}},
+        "spec": {"nodeName": format!("node-{}", i % 50), "containers": [{"name": "c", "image": "x"}]},
+    }))
+    .expect("pod")
+}
+
+fn service(i: usize) -> Service {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": format!("s{i}"), "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+    }))
+    .expect("service")
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+struct Row {
+    backend: &'static str,
+    svc_rate: f64,
+    pod_rate: f64,
+    list_s: f64,
+    paged_s: f64,
+    p50: Duration,
+    p99: Duration,
+    rss: f64,
+    baseline_rate: Option<f64>,
+}
+
+async fn run(s: &Server, backend: &'static str, etcd: Option<&str>) -> Row {
+    let (n_svc, n_pod, n_watch) = (
+        env("SLUICE_BENCH_SERVICES", 10_000),
+        env("SLUICE_BENCH_PODS", 100_000),
+        env("SLUICE_BENCH_WATCHERS", 100),
+    );
+    let c = client(s).await;
+    let svcs: Api<Service> = Api::namespaced(c.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+
+    let t = Instant::now();
+    futures::stream::iter(0..n_svc)
+        .map(|i| {
+            let svcs = svcs.clone();
+            async move { svcs.create(&PostParams::default(), &service(i)).await }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("services");
+    let svc_rate = n_svc as f64 / t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    futures::stream::iter(0..n_pod)
+        .map(|i| {
+            let pods = pods.clone();
+            async move { pods.create(&PostParams::default(), &pod(i)).await }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("pods");
+    let pod_rate = n_pod as f64 / t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let all = pods.list(&ListParams::default()).await.expect("list");
+    let list_s = t.elapsed().as_secs_f64();
+    assert_eq!(all.items.len(), n_pod);
+    drop(all);
+    let t = Instant::now();
+    let mut n = 0;
+    let mut lp = ListParams::default().limit(500);
+    loop {
+        let page = pods.list(&lp).await.expect("page");
+        n += page.items.len();
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => lp = lp.continue_token(&c),
+            None => break,
+        }
+    }
+    let paged_s = t.elapsed().as_secs_f64();
+    assert_eq!(n, n_pod);
+
+    // Watchers on one pod; each write's latency to each watcher.
+    let target = "p0";
+    let start_rv = pods
+        .get(target)
+        .await
+        .expect("p0")
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let writes = 100;
+    let stamps: Arc<std::sync::Mutex<Vec<(String, Instant)>>> = Arc::default();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    for _ in 0..n_watch {
+        let pods = pods.clone();
+        let tx = tx.clone();
+        let rv = start_rv.clone();
+        tokio::spawn(async move {
+            let wp = WatchParams::default().fields(&format!("metadata.name={target}"));
+            let mut st = pods.watch(&wp, &rv).await.expect("watch").boxed();
+            while let Some(Ok(ev)) = st.next().await {
+                if let WatchEvent::Modified(p) = ev {
+                    let _ = tx.send((
+                        p.metadata.resource_version.unwrap_or_default(),
+                        Instant::now(),
+                    ));
+                }
+            }
+        });
+    }
+    drop(tx);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for i in 0..writes {
+        let t0 = Instant::now();
+        let p = pods
+            .patch(
+                target,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"metadata": {"labels": {"seq": i.to_string()}}})),
+            )
+            .await
+            .expect("patch");
+        stamps
+            .lock()
+            .expect("stamps")
+            .push((p.metadata.resource_version.unwrap_or_default(), t0));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut lat = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let sent: std::collections::HashMap<String, Instant> =
+        stamps.lock().expect("stamps").iter().cloned().collect();
+    while lat.len() < writes * n_watch && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
+            Ok(Some((rv, at))) => {
+                if let Some(t0) = sent.get(&rv) {
+                    lat.push(at.duration_since(*t0));
+                }
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(lat.len(), writes * n_watch, "every watcher saw every write");
+    lat.sort();
+
+    let baseline_rate = match etcd {
+        None => None,
+        Some(ep) => {
+            let c = etcd_client::Client::connect([ep], None)
+                .await
+                .expect("etcd");
+            let t = Instant::now();
+            futures::stream::iter(0..n_pod)
+                .map(|i| {
+                    let mut c = c.clone();
+                    async move { c.put(format!("/bench/{i}"), vec![b'x'; 400], None).await }
+                })
+                .buffer_unordered(CONCURRENCY)
+                .try_collect::<Vec<_>>()
+                .await
+                .expect("puts");
+            Some(n_pod as f64 / t.elapsed().as_secs_f64())
+        }
+    };
+    Row {
+        backend,
+        svc_rate,
+        pod_rate,
+        list_s,
+        paged_s,
+        p50: pct(&lat, 0.5),
+        p99: pct(&lat, 0.99),
+        rss: rss_mib(s.pid()),
+        baseline_rate,
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut rows = Vec::new();
+    {
+        let s = Server::start("bench-emb", Backend::Embedded);
+        rows.push(rt.block_on(run(&s, "embedded", None)));
+    }
+    {
+        let etcd = common::start_etcd();
+        let s = Server::start_with("bench-etcd", Some(etcd.endpoint()), Some("b"));
+        let ep = etcd.endpoint().to_string();
+        rows.push(rt.block_on(run(&s, "etcd", Some(&ep))));
+    }
+    println!(
+        "Services {}, Pods {}, watchers {}, client concurrency {CONCURRENCY}",
+        env("SLUICE_BENCH_SERVICES", 10_000),
+        env("SLUICE_BENCH_PODS", 100_000),
+        env("SLUICE_BENCH_WATCHERS", 100)
+    );
+    println!("| store | Services/s | Pods/s (ratio to etcd puts) | list all Pods s | paged (500) s | write→event p50 ms | p99 ms | controller RSS MiB |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
+        let ratio = r.baseline_rate.map_or(String::new(), |b| {
+            format!(" ({:.2}; etcd puts {:.0}/s)", r.pod_rate / b, b)
+        });
+        println!(
+            "| {} | {:.0} | {:.0}{} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |",
+            r.backend,
+            r.svc_rate,
+            r.pod_rate,
+            ratio,
+            r.list_s,
+            r.paged_s,
+            r.p50.as_secs_f64() * 1e3,
+            r.p99.as_secs_f64() * 1e3,
+            r.rss
+        );
+    }
+}

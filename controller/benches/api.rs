@@ -11,7 +11,7 @@
 
 #[path = "../tests/common/mod.rs"]
 #[macro_use]
-#[allow(dead_code, unused_macros)]
+#[allow(unused_macros)]
 mod common;
 
 use std::sync::Arc;

@@ -365,6 +365,45 @@ async fn a_watcher_keeps_up_across_many_writes(s: Arc<dyn Store>) {
 }
 
 /// One `#[tokio::test]` per behaviour and backend: `backend::behaviour`.
+/// A list larger than one etcd response may carry (gRPC's 4 MiB): 3 000
+/// values of 2 KiB, whole and with a limit past the store's own chunk.
+async fn a_list_larger_than_one_response(s: Arc<dyn Store>) {
+    let value = vec![b'v'; 2048];
+    for i in 0..3_000 {
+        s.create(&format!("/big/{i:05}"), value.clone())
+            .await
+            .expect("create");
+    }
+    let all = s
+        .list(ListOptions {
+            prefix: "/big/",
+            limit: None,
+            start_after: None,
+            at_revision: None,
+        })
+        .await
+        .expect("list all");
+    assert_eq!(all.items.len(), 3_000);
+    assert!(!all.more);
+    assert!(
+        all.items.windows(2).all(|w| w[0].key < w[1].key),
+        "key order"
+    );
+    let first = s
+        .list(page("/big/", 1_500, None, None))
+        .await
+        .expect("page");
+    assert_eq!(first.items.len(), 1_500);
+    assert!(first.more);
+    let last = first.items.last().map(|kv| kv.key.clone());
+    let rest = s
+        .list(page("/big/", 2_000, last.as_deref(), Some(first.revision)))
+        .await
+        .expect("rest");
+    assert_eq!(rest.items.len(), 1_500);
+    assert!(!rest.more);
+}
+
 macro_rules! suite {
     ([$($backend:ident),*] $behaviours:tt) => {
         $(suite!(@backend $backend $behaviours);)*
@@ -390,5 +429,6 @@ suite!(
         watch_replays_in_order_with_concurrent_writers,
         compaction_refuses_old_revisions,
         a_watcher_keeps_up_across_many_writes,
+        a_list_larger_than_one_response,
     ]
 );

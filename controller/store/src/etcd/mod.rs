@@ -107,6 +107,10 @@ fn read_back(resp: &TxnResponse) -> Option<KeyValue> {
 
 /// The range of keys under `prefix`: etcd's key and range_end. An empty
 /// key is not a key to etcd; `\0` as the end means "to the last key".
+/// Keys per etcd range request when listing: 1 000 objects of a few KiB
+/// each stay well under gRPC's 4 MiB message limit.
+const LIST_CHUNK: usize = 1_000;
+
 fn range(prefix: &str, start: String) -> (Vec<u8>, Vec<u8>) {
     let start = if start.is_empty() {
         vec![0]
@@ -125,29 +129,44 @@ impl Store for EtcdStore {
     }
 
     async fn list(&self, opts: ListOptions<'_>) -> Result<ListPage> {
-        let (start, end) = range(opts.prefix, keys::page_start(opts.prefix, opts.start_after));
-        let mut get = GetOptions::new().with_range(end);
-        if let Some(limit) = opts.limit.filter(|l| *l > 0) {
-            get = get.with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
-        }
-        if let Some(rev) = opts.at_revision {
-            get = get.with_revision(rev);
-        }
-        let resp = match self.client.clone().get(start, Some(get)).await {
-            Ok(r) => r,
-            Err(e) => {
-                return Err(match opts.at_revision {
-                    Some(rev) => self.revision_error(e, rev).await,
-                    None => e.into(),
-                })
+        let want = opts.limit.filter(|l| *l > 0);
+        let mut items: Vec<Kv> = Vec::new();
+        let mut rev = opts.at_revision;
+        let mut after: Option<String> = opts.start_after.map(str::to_owned);
+        // In chunks at one revision: a single etcd response is bounded by
+        // gRPC's 4 MiB message limit, which 100 000 Pods exceed many times.
+        loop {
+            let chunk = want.map_or(LIST_CHUNK, |w| (w - items.len()).min(LIST_CHUNK));
+            let (start, end) = range(opts.prefix, keys::page_start(opts.prefix, after.as_deref()));
+            let mut get = GetOptions::new()
+                .with_range(end)
+                .with_limit(i64::try_from(chunk).unwrap_or(i64::MAX));
+            if let Some(r) = rev {
+                get = get.with_revision(r);
             }
-        };
-        let current = resp.header().map(|h| h.revision()).unwrap_or_default();
-        Ok(ListPage {
-            items: resp.kvs().iter().map(to_kv).collect::<Result<_>>()?,
-            revision: opts.at_revision.unwrap_or(current),
-            more: resp.more(),
-        })
+            let resp = match self.client.clone().get(start, Some(get)).await {
+                Ok(r) => r,
+                Err(e) => {
+                    return Err(match rev {
+                        Some(r) => self.revision_error(e, r).await,
+                        None => e.into(),
+                    })
+                }
+            };
+            let current = resp.header().map(|h| h.revision()).unwrap_or_default();
+            let revision = *rev.get_or_insert(current);
+            let kvs: Vec<Kv> = resp.kvs().iter().map(to_kv).collect::<Result<_>>()?;
+            after = kvs.last().map(|kv| kv.key.clone()).or(after);
+            items.extend(kvs);
+            let full = want.is_some_and(|w| items.len() >= w);
+            if !resp.more() || full {
+                return Ok(ListPage {
+                    items,
+                    revision,
+                    more: resp.more(),
+                });
+            }
+        }
     }
 
     async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision> {

@@ -311,11 +311,16 @@ impl Runner {
 
     fn apply(&mut self, state: &DesiredState, planned: Option<MapContent>) -> Result<()> {
         // Everything that can reject the state is computed before any change.
+        // Planned content was checked when the state was accepted; content
+        // rebuilt for a changed overlay is checked now.
         let content = match planned {
             Some(c) => c,
-            None => build_content(state, &self.node)?,
+            None => {
+                let c = build_content(state, &self.node)?;
+                self.engine.check_capacity(&c)?;
+                c
+            }
         };
-        self.engine.check_capacity(&content)?;
         // A pod's link is plugged once its namespace exists.
         let sandboxes: BTreeMap<String, PathBuf> = self.pods_rt.sandboxes().into_iter().collect();
         let want_pods: BTreeMap<String, PodLinkSpec> = desired_pod_links(state, &self.node)

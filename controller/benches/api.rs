@@ -20,8 +20,6 @@ use std::time::{Duration, Instant};
 use common::{Backend, Server};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use sluice_model::k8s::{Pod, Service};
 
 const CONCURRENCY: usize = 64;
@@ -31,14 +29,6 @@ fn env(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-async fn client(s: &Server) -> Client {
-    let kc = Kubeconfig::read_from(s.kubeconfig("admin")).expect("kubeconfig");
-    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("config");
-    Client::try_from(cfg).expect("client")
 }
 
 fn pod(i: usize) -> Pod {
@@ -97,7 +87,7 @@ async fn run(s: &Server, backend: &'static str, etcd: Option<&str>) -> Row {
         env("SLUICE_BENCH_PODS", 100_000),
         env("SLUICE_BENCH_WATCHERS", 100),
     );
-    let c = client(s).await;
+    let c = common::kube_client(s).await;
     let svcs: Api<Service> = Api::namespaced(c.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
 

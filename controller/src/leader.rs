@@ -13,7 +13,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
 use etcd_client::{Client, Txn, TxnOp};
 use serde_json::{json, Value};
 use sluice_store::leader::Candidate;
@@ -152,12 +151,11 @@ pub async fn run_alone(store: Arc<dyn Store>, identity: String) {
 }
 
 /// Run the election for `store` in the background.
-pub fn spawn(store: Arc<dyn Store>, etcd: Option<Client>, identity: String) -> Result<()> {
+pub fn spawn(store: Arc<dyn Store>, etcd: Option<Client>, identity: String) {
     match etcd {
         Some(c) => tokio::spawn(run_on_etcd(c, identity)),
         None => tokio::spawn(run_alone(store, identity)),
     };
-    Ok(())
 }
 
 #[cfg(test)]

@@ -110,7 +110,7 @@ pub async fn run(
         .leader_identity
         .clone()
         .unwrap_or_else(default_identity);
-    crate::leader::spawn(store.clone(), etcd, identity)?;
+    crate::leader::spawn(store.clone(), etcd, identity);
     let app = api::router(Authenticator::new(&tokens), Objects { store });
     let listener = TcpListener::bind(opts.bind)
         .await

@@ -14,9 +14,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
-use kube::{Client, Config};
 use sluice_model::k8s::Pod;
 
 fn pod(name: &str) -> Pod {
@@ -26,14 +24,6 @@ fn pod(name: &str) -> Pod {
         "spec": {"containers": [{"name": "c", "image": "x"}]},
     }))
     .expect("pod")
-}
-
-async fn client(s: &Server) -> Client {
-    let kc = Kubeconfig::read_from(s.kubeconfig("admin")).expect("kubeconfig");
-    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("config");
-    Client::try_from(cfg).expect("client")
 }
 
 #[test]
@@ -48,7 +38,8 @@ fn the_watcher_misses_nothing_through_compaction_and_restart() {
     // Completed (re)lists: 1 at start, 2 once the 410 made it relist.
     let lists = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let listed = lists.clone();
-    let api: Api<Pod> = rt.block_on(async { Api::namespaced(client(&s).await, "default") });
+    let api: Api<Pod> =
+        rt.block_on(async { Api::namespaced(common::kube_client(&s).await, "default") });
     let view = seen.clone();
     let watch_api = api.clone();
     let watching = rt.spawn(async move {

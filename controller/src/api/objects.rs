@@ -210,25 +210,29 @@ impl Selectors {
     }
 }
 
-async fn get(o: &Objects, t: &Target) -> Result<Response, ApiError> {
+/// The object `t` names as stored, or the 404 `Status` naming it.
+async fn fetch(o: &Objects, t: &Target) -> Result<sluice_store::Kv, ApiError> {
     let name = t.name.as_deref().unwrap_or_default();
-    match o
-        .store
+    o.store
         .get(&key(t, Some(name)))
         .await
         .map_err(|e| store_error(t, e))?
-    {
-        Some(kv) => Ok(json_response(
-            StatusCode::OK,
-            meta::with_resource_version(decode_stored(&kv.value)?, kv.mod_rev),
-        )),
-        None => Err(store_error(
-            t,
-            StoreError::NotFound {
-                key: name.to_string(),
-            },
-        )),
-    }
+        .ok_or_else(|| {
+            store_error(
+                t,
+                StoreError::NotFound {
+                    key: name.to_string(),
+                },
+            )
+        })
+}
+
+async fn get(o: &Objects, t: &Target) -> Result<Response, ApiError> {
+    let kv = fetch(o, t).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        meta::with_resource_version(decode_stored(&kv.value)?, kv.mod_rev),
+    ))
 }
 
 async fn list(o: &Objects, t: &Target, q: &HashMap<String, String>) -> Result<Response, ApiError> {
@@ -384,12 +388,7 @@ async fn replace(
     let k = key(t, Some(&name));
     let sent = meta::sent_resource_version(&new)
         .map_err(|m| meta::invalid(t, &name, "metadata.resourceVersion", &m))?;
-    let current = o
-        .store
-        .get(&k)
-        .await
-        .map_err(|e| store_error(t, e))?
-        .ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
+    let current = fetch(o, t).await?;
     let old = decode_stored(&current.value)?;
     let expected = sent.unwrap_or(current.mod_rev);
     let mut merged = if status_only {
@@ -555,12 +554,7 @@ pub async fn delete_with(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let current = o
-            .store
-            .get(&k)
-            .await
-            .map_err(|e| store_error(t, e))?
-            .ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
+        let current = fetch(o, t).await?;
         let obj = decode_stored(&current.value)?;
         deletion::check_preconditions(t, &obj, current.mod_rev, opts)?;
         let now = deletion::now();

@@ -330,3 +330,14 @@ pub fn item_names(list: &serde_json::Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// A kube-rs client from the admin kubeconfig, unchanged kube-rs
+/// configuration loading.
+pub async fn kube_client(s: &Server) -> kube::Client {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let kc = Kubeconfig::read_from(s.kubeconfig("admin")).expect("kubeconfig");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(cfg).expect("client")
+}

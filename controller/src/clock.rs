@@ -1,16 +1,22 @@
 //! Time as Kubernetes writes it.
 
-/// Now: RFC 3339, UTC, whole seconds (`metadata.creationTimestamp`,
-/// `renewTime`).
-pub fn now_rfc3339() -> String {
+use sluice_model::k8s::jiff::Timestamp;
+
+/// Now, in whole seconds (the epoch if the system clock is before it).
+pub fn now() -> Timestamp {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     i64::try_from(secs)
         .ok()
-        .and_then(|s| sluice_model::k8s::jiff::Timestamp::from_second(s).ok())
-        .map(|t| t.to_string())
-        .unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
+        .and_then(|s| Timestamp::from_second(s).ok())
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// Now: RFC 3339, UTC, whole seconds (`metadata.creationTimestamp`,
+/// `renewTime`).
+pub fn now_rfc3339() -> String {
+    now().to_string()
 }
 
 #[cfg(test)]

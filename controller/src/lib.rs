@@ -3,6 +3,7 @@
 //! `serve` (HTTPS, bearer tokens, discovery).
 
 pub mod api;
+pub mod bootstrap;
 pub mod clock;
 pub mod identity;
 pub mod init;

@@ -110,6 +110,7 @@ pub async fn run(
         .leader_identity
         .clone()
         .unwrap_or_else(default_identity);
+    crate::bootstrap::ensure_namespaces(store.as_ref()).await?;
     crate::leader::spawn(store.clone(), etcd, identity);
     let app = api::router(Authenticator::new(&tokens), Objects { store });
     let listener = TcpListener::bind(opts.bind)

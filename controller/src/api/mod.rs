@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod authz;
+pub mod collection;
 pub mod deletion;
 pub mod discovery;
 pub mod eviction;
@@ -14,6 +15,7 @@ pub mod path;
 pub mod resources;
 pub mod selector;
 pub mod status;
+pub mod table;
 pub mod watch;
 
 use axum::http::Uri;

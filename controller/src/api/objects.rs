@@ -22,7 +22,7 @@ use super::meta::{self, api_version};
 use super::path::{resolve, Target};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
-use super::{authz, deletion, eviction, fields, patch, watch};
+use super::{authz, collection, deletion, eviction, fields, patch, table, watch};
 use crate::identity::Identity;
 use sluice_model::decode::FieldValidation;
 
@@ -130,7 +130,7 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
     }
 }
 
-fn decode_stored(kv_value: &[u8]) -> Result<Value, ApiError> {
+pub(super) fn decode_stored(kv_value: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(kv_value).map_err(|e| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -144,11 +144,11 @@ fn encode(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_default()
 }
 
-fn json_response(code: StatusCode, v: Value) -> Response {
+pub(super) fn json_response(code: StatusCode, v: Value) -> Response {
     (code, axum::Json(v)).into_response()
 }
 
-fn random<const N: usize>() -> [u8; N] {
+pub(crate) fn random<const N: usize>() -> [u8; N] {
     let mut b = [0u8; N];
     // getrandom only fails where the kernel has no entropy source at all.
     let _ = getrandom::getrandom(&mut b);
@@ -549,6 +549,17 @@ pub async fn delete_with(
     t: &Target,
     opts: &DeleteOptions,
 ) -> Result<Response, ApiError> {
+    let (code, obj) = delete_object(o, t, opts).await?;
+    Ok(json_response(code, obj))
+}
+
+/// `delete_with`'s work: the answer's code and the object as deleted (200)
+/// or as it stays, marked or waiting (202).
+pub async fn delete_object(
+    o: &Objects,
+    t: &Target,
+    opts: &DeleteOptions,
+) -> Result<(StatusCode, Value), ApiError> {
     let name = t.name.clone().unwrap_or_default();
     let k = key(t, Some(&name));
     let mut attempt = 0;
@@ -573,9 +584,7 @@ pub async fn delete_with(
             deletion::Outcome::Pending => Ok((StatusCode::ACCEPTED, obj, current.mod_rev)),
         };
         match written {
-            Ok((code, obj, rev)) => {
-                return Ok(json_response(code, meta::with_resource_version(obj, rev)))
-            }
+            Ok((code, obj, rev)) => return Ok((code, meta::with_resource_version(obj, rev))),
             Err(StoreError::Conflict { .. }) if attempt < DELETE_ATTEMPTS => continue,
             Err(e) => return Err(store_error(t, e)),
         }
@@ -613,10 +622,22 @@ pub async fn handle(
                 ));
             }
         }
+        // Tables and metadata-only answers (`kubectl get`, metadata
+        // watchers) are converted from the JSON answer.
+        let shape = match verb {
+            "get" | "list" | "watch" => table::negotiate(&headers, &q)?,
+            _ => table::Shape::Object,
+        };
+        let kind = t.resource.kind;
+        let shaped = |r: Response| table::respond(r, kind, shape, verb == "watch");
         match (verb, &t.name) {
-            ("get", Some(_)) => get(&o, &t).await,
-            ("list", None) => list(&o, &t, &q).await,
-            ("watch", None) => watch::serve(&o, &t, &q).await,
+            ("get", Some(_)) => Ok(shaped(get(&o, &t).await?).await),
+            ("list", None) => Ok(shaped(list(&o, &t, &q).await?).await),
+            ("watch", None) => Ok(shaped(watch::serve(&o, &t, &q).await?).await),
+            ("deletecollection", None) => {
+                let opts = delete_options(&headers, &q, body).await?;
+                collection::delete(&o, &t, &q, &opts).await
+            }
             ("create", None) => {
                 let mode = fields::mode(&q)?;
                 create(&o, &t, read_body(&headers, body).await?, mode).await

@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod authz;
 pub mod collection;
+pub mod defaults;
 pub mod deletion;
 pub mod discovery;
 pub mod eviction;
@@ -15,6 +16,7 @@ pub mod path;
 pub mod resources;
 pub mod selector;
 pub mod status;
+pub mod strategic;
 pub mod table;
 pub mod watch;
 

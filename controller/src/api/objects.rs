@@ -22,7 +22,9 @@ use super::meta::{self, api_version};
 use super::path::{resolve, Target};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
-use super::{authz, collection, deletion, eviction, fields, patch, table, watch};
+use super::{
+    authz, collection, defaults, deletion, eviction, fields, patch, strategic, table, watch,
+};
 use crate::identity::Identity;
 use sluice_model::decode::FieldValidation;
 
@@ -355,6 +357,8 @@ async fn create(
         &crate::clock::now_rfc3339(),
     )?;
     let unknown = fields::check(t, &obj, mode)?;
+    let mut obj = obj;
+    defaults::apply(t.resource.kind, &mut obj, true);
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -412,6 +416,7 @@ async fn replace(
     }
     merged = meta::prepare_update(t, &old, merged)?;
     let unknown = fields::check(t, &merged, mode)?;
+    defaults::apply(t.resource.kind, &mut merged, false);
     if merged == old {
         // Nothing changed: no new revision, as kube-apiserver.
         return Ok(json_response(
@@ -496,7 +501,16 @@ async fn patch(
         current.ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
     let mut obj = meta::with_resource_version(decode_stored(&current.value)?, current.mod_rev);
     match format {
-        patch::Format::Merge | patch::Format::Strategic => patch::merge(&mut obj, &body),
+        patch::Format::Merge => patch::merge(&mut obj, &body),
+        patch::Format::Strategic => {
+            strategic::apply(t.resource.kind, &mut obj, &body).map_err(|m| {
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid",
+                    format!("strategic merge patch: {m}"),
+                )
+            })?
+        }
         patch::Format::Json => patch::json_patch(&mut obj, &body).map_err(|m| {
             ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,

@@ -1,10 +1,9 @@
 //! The patch formats kubectl sends, applied without I/O:
 //!
 //! - JSON merge patch (RFC 7386; `label`, `annotate`, `patch --type
-//!   merge`) and strategic merge patch (client-side `apply`, `cordon`),
-//!   applied as a merge patch: lists are replaced whole, not merged by
-//!   their merge keys — the fields kubectl's own commands touch are maps
-//!   and scalars, where the two agree;
+//!   merge`, and what kubectl sends for `sluice.dev` kinds); strategic
+//!   merge patch (client-side `apply`, `cordon`, `patch` of built-in
+//!   kinds) is in `strategic/`;
 //! - JSON patch (RFC 6902; `patch --type json`): add, remove, replace,
 //!   move, copy, test, with RFC 6901 pointers;
 //! - server-side apply (`apply --server-side`, `application/apply-patch+yaml`):

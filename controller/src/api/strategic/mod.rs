@@ -16,6 +16,8 @@
 
 pub mod keys;
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::{Map, Value};
 
 use keys::{strategy, ListStrategy};
@@ -124,7 +126,8 @@ fn merge_map(
     }
     if let Some(keep) = patch.get(RETAIN_KEYS) {
         let keep = strings(keep, RETAIN_KEYS, path)?;
-        target.retain(|k, _| keep.iter().any(|w| w == k));
+        let keep: HashSet<&str> = keep.iter().filter_map(Value::as_str).collect();
+        target.retain(|k, _| keep.contains(k.as_str()));
     }
     let mut orders: Vec<(&str, &Value)> = Vec::new();
     for (k, v) in patch {
@@ -136,9 +139,9 @@ fn merge_map(
             continue;
         }
         if let Some(field) = k.strip_prefix(DELETE_FROM) {
-            let gone = strings(v, k, path)?;
+            let gone: HashSet<String> = strings(v, k, path)?.iter().map(Value::to_string).collect();
             if let Some(Value::Array(list)) = target.get_mut(field) {
-                list.retain(|e| !gone.contains(e));
+                list.retain(|e| !gone.contains(&e.to_string()));
             }
             continue;
         }
@@ -201,39 +204,71 @@ fn merge_list(
         ListStrategy::Replace => *target = strip_list(patch),
         _ if replace_all => *target = strip_list(patch),
         ListStrategy::MergeScalars => {
+            // Sets by their JSON text: linear in both lists, however long
+            // a hostile patch makes them.
+            let mut have: HashSet<String> = target.iter().map(Value::to_string).collect();
             for e in patch {
                 if e.is_object() || e.is_array() {
                     return Err(format!("{}: a list of values, not of objects", at(path)));
                 }
-                if !target.contains(e) {
+                if have.insert(e.to_string()) {
                     target.push(e.clone());
                 }
             }
         }
         ListStrategy::MergeBy(key) => {
-            for e in patch {
-                let Value::Object(pm) = e else {
-                    return Err(format!("{}: elements must be objects", at(path)));
-                };
-                let id = pm
-                    .get(key)
-                    .ok_or_else(|| format!("{}: an element has no merge key {key:?}", at(path)))?;
-                let found = target.iter().position(|t| t.get(key) == Some(id));
-                match (directive(pm, path)?, found) {
-                    (Some("delete"), Some(i)) => {
-                        target.remove(i);
-                    }
-                    (Some("delete"), None) => {}
-                    (Some("replace"), Some(i)) => target[i] = strip(e),
-                    (_, Some(i)) => {
-                        if let Some(t) = target[i].as_object_mut() {
-                            merge_map(kind, path, t, pm)?;
-                        } else {
-                            target[i] = strip(e);
-                        }
-                    }
-                    (_, None) => target.push(strip(e)),
+            let mut slots: Vec<Option<Value>> = target.drain(..).map(Some).collect();
+            let mut index: HashMap<String, usize> = HashMap::new();
+            for (i, t) in slots.iter().enumerate() {
+                if let Some(id) = t.as_ref().and_then(|t| t.get(key)) {
+                    index.entry(id.to_string()).or_insert(i);
                 }
+            }
+            let result = merge_by_key(kind, path, key, &mut slots, &mut index, patch);
+            // Whatever happened, the list is put back (the caller discards
+            // the object on error).
+            target.extend(slots.into_iter().flatten());
+            result?;
+        }
+    }
+    Ok(())
+}
+
+/// Merge `patch`'s elements into `slots` by `key` (`index`: key text →
+/// slot; a deleted element leaves an empty slot so the index stays true).
+fn merge_by_key(
+    kind: &str,
+    path: &mut Vec<String>,
+    key: &str,
+    slots: &mut Vec<Option<Value>>,
+    index: &mut HashMap<String, usize>,
+    patch: &[Value],
+) -> Result<(), String> {
+    for e in patch {
+        let Value::Object(pm) = e else {
+            return Err(format!("{}: elements must be objects", at(path)));
+        };
+        let id = pm
+            .get(key)
+            .ok_or_else(|| format!("{}: an element has no merge key {key:?}", at(path)))?
+            .to_string();
+        let found = index.get(&id).copied();
+        match (directive(pm, path)?, found) {
+            (Some("delete"), Some(i)) => {
+                slots[i] = None;
+                index.remove(&id);
+            }
+            (Some("delete"), None) => {}
+            (Some("replace"), Some(i)) => slots[i] = Some(strip(e)),
+            (_, Some(i)) => match slots[i].as_mut().and_then(Value::as_object_mut) {
+                Some(t) => {
+                    merge_map(kind, path, t, pm)?;
+                }
+                None => slots[i] = Some(strip(e)),
+            },
+            (_, None) => {
+                index.insert(id, slots.len());
+                slots.push(Some(strip(e)));
             }
         }
     }
@@ -251,10 +286,15 @@ fn reorder(kind: &str, path: &[String], list: &mut [Value], order: &[Value]) {
             _ => v.clone(),
         }
     };
-    let wanted: Vec<Value> = order.iter().map(key_of).collect();
-    list.sort_by_key(|e| {
-        let k = key_of(e);
-        wanted.iter().position(|w| *w == k).unwrap_or(usize::MAX)
+    let mut wanted: HashMap<String, usize> = HashMap::new();
+    for (i, o) in order.iter().enumerate() {
+        wanted.entry(key_of(o).to_string()).or_insert(i);
+    }
+    list.sort_by_cached_key(|e| {
+        wanted
+            .get(&key_of(e).to_string())
+            .copied()
+            .unwrap_or(usize::MAX)
     });
 }
 

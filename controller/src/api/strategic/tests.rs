@@ -183,3 +183,36 @@ fn a_new_field_is_stored_without_directives() {
         json!({"spec": {"containers": [{"name": "a", "env": []}]}})
     );
 }
+
+#[test]
+fn long_lists_merge_by_key_with_duplicates_and_deletes() {
+    // 20 000 elements on each side: linear work (a hostile 3 MiB patch is
+    // about this size), and every element lands once.
+    let n = 20_000;
+    let target = json!({"metadata": {"finalizers": (0..n).map(|i| format!("f{i}")).collect::<Vec<_>>()},
+        "spec": {"containers": (0..n).map(|i| json!({"name": format!("c{i}"), "image": "x"})).collect::<Vec<_>>()}});
+    let mut ops: Vec<Value> = (0..n)
+        .map(|i| json!({"name": format!("c{}", i + n / 2), "image": "y"}))
+        .collect();
+    ops.push(json!({"name": "c0", "$patch": "delete"}));
+    let order: Vec<Value> = (0..n + n / 2)
+        .rev()
+        .map(|i| json!({"name": format!("c{i}")}))
+        .collect();
+    let out = patched(
+        "Pod",
+        target,
+        json!({"metadata": {"finalizers": (0..n).map(|i| format!("f{}", i + n / 2)).collect::<Vec<_>>()},
+               "spec": {"containers": ops, "$setElementOrder/containers": order}}),
+    );
+    let c = out["spec"]["containers"].as_array().unwrap();
+    assert_eq!(c.len(), n + n / 2 - 1);
+    assert_eq!(c[0]["name"], format!("c{}", n + n / 2 - 1));
+    assert_eq!(c[c.len() - 1]["name"], "c1");
+    assert_eq!(c[c.len() - 1]["image"], "x");
+    assert_eq!(c[0]["image"], "y");
+    assert_eq!(
+        out["metadata"]["finalizers"].as_array().unwrap().len(),
+        n + n / 2
+    );
+}

@@ -1,0 +1,403 @@
+//! `cargo xtask bench`: whole paths, one after the other, on the same veth
+//! topology and with the same traffic generators.
+//!
+//! ```text
+//!   client ns (eth0 198.18.0.2) ── fabric ns (br0) ── node ns (nic0 198.18.0.11) ── pod ns (eth0 198.19.1.10/32)
+//! ```
+//!
+//! Configurations:
+//! - `routing`: plain kernel forwarding, the client addresses the pod IP (the
+//!   ceiling every other result is divided by);
+//! - `iptables`: kube-proxy's iptables `nat` rules (KUBE-SERVICES →
+//!   KUBE-EXT/KUBE-SVC → KUBE-SEP with DNAT, MASQUERADE for Cluster policy)
+//!   in the node namespace;
+//! - `nftables`: a kube-proxy-nftables-like ruleset (one verdict map lookup
+//!   → service chain → endpoint chain with DNAT, masquerade) in the node;
+//! - `kernel`: `sluice-agent --datapath kernel`;
+//! - `emulated`: `sluice-agent --datapath emulated`.
+//!
+//! The three baselines build the topology here, wired the way the agent wires
+//! a pod (veth, /32 address, gateway 198.19.1.1); the two Sluice ones use the
+//! test bed's [`Cluster`] with one node and one pod. Metrics: iperf3 TCP with
+//! one and several streams, iperf3 UDP with 64-byte payloads (received
+//! packets per second), and the time of a connect plus a one-byte request and
+//! answer, p50/p99, with 1, 1 000 and 10 000 Services installed (only one of
+//! them gets traffic). Nothing is asserted: this is a measurement.
+//!
+//! Everything lives behind the test bed's guards (namespaces, processes,
+//! agents), so it is torn down on error and on Ctrl-C as well.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use sluice_tests::Engine;
+
+mod measure;
+mod report;
+mod rules;
+mod topology;
+
+use measure::*;
+use report::*;
+use rules::*;
+use topology::*;
+
+pub(crate) use report::replace_section;
+pub(crate) use topology::build_ebpf;
+
+/// iperf3's port (TCP control and data, UDP data), the same on the VIP and
+/// on the pod.
+const IPERF_PORT: u16 = 5201;
+/// Service port and pod port of the connect-latency server.
+const CONNECT_PORT: u16 = 80;
+const CONNECT_TARGET: u16 = 7000;
+/// Upper bound of one connect-latency loop.
+const CONNECT_LOOP_LIMIT: Duration = Duration::from_secs(15);
+/// Sluice keeps a closed flow's SNAT port for 70 s (closing timeout 10 s,
+/// then the endpoint's TIME_WAIT, 60 s) out of 4 536 ports per endpoint, and
+/// the connect server closes first. Three loops of 2 000 connects in a row
+/// would leave the last one mostly held ports, each a TIME_WAIT collision
+/// at the pod (a reset and a SYN retransmit for the client). Loops against
+/// the same backend are kept this far apart so each measures a node whose
+/// ports are free, not the port space (see docs/benchmarks.md).
+const SLUICE_CT_COOLDOWN: Duration = Duration::from_secs(71);
+
+const CLIENT_IP: &str = "198.18.0.2";
+const NODE_IP: &str = "198.18.0.11";
+const POD_IP: &str = "198.19.1.10";
+const POD_GW: &str = "198.19.1.1";
+const POD_CIDR: &str = "198.19.1.0/24";
+/// The Service that gets the traffic (Family::V4.vip(1) in the test bed).
+const VIP: &str = "198.18.100.1";
+const VIP_RANGE: &str = "198.18.100.0/24";
+/// Its ClusterIP (kube-proxy writes a rule for it as well).
+const CLUSTER_IP: &str = "198.19.200.1";
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Config {
+    /// Plain kernel forwarding to the pod IP, no NAT (the ceiling).
+    Routing,
+    /// kube-proxy-style iptables DNAT + MASQUERADE.
+    Iptables,
+    /// kube-proxy-nftables-style map-based DNAT + masquerade.
+    Nftables,
+    /// sluice-agent --datapath kernel.
+    Kernel,
+    /// sluice-agent --datapath emulated.
+    Emulated,
+}
+
+impl Config {
+    const ALL: [Config; 5] = [
+        Config::Routing,
+        Config::Iptables,
+        Config::Nftables,
+        Config::Kernel,
+        Config::Emulated,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Config::Routing => "kernel routing, no NAT (ceiling)",
+            Config::Iptables => "iptables DNAT (kube-proxy)",
+            Config::Nftables => "nftables DNAT (kube-proxy nftables-like)",
+            Config::Kernel => "Sluice kernel engine",
+            Config::Emulated => "Sluice emulated engine",
+        }
+    }
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchOpts {
+    /// Seconds per iperf3 measurement.
+    #[arg(long)]
+    pub duration: Option<u64>,
+    /// Fewer Services (1 and 1 000), 2 s measurements, 500 connects.
+    #[arg(long)]
+    pub quick: bool,
+    /// Only these configurations (comma-separated); the ceiling (`routing`)
+    /// always runs, every ratio needs it.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<Config>,
+    /// Connections per connect-latency measurement.
+    #[arg(long)]
+    pub connects: Option<usize>,
+    /// Streams of the multi-stream TCP measurement.
+    #[arg(long, default_value_t = 4)]
+    pub streams: u32,
+    /// Print the table only; leave docs/benchmarks.md alone.
+    #[arg(long)]
+    pub no_write: bool,
+}
+
+struct Plan {
+    duration: u64,
+    connects: usize,
+    streams: u32,
+    counts: Vec<usize>,
+    configs: Vec<Config>,
+}
+
+// --- signals ----------------------------------------------------------------
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+fn check_interrupted() -> Result<()> {
+    if interrupted() {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
+fn install_signal_handlers() -> Result<()> {
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { sigaction(sig, &action) }.with_context(|| format!("installing {sig} handler"))?;
+    }
+    Ok(())
+}
+
+// --- results ----------------------------------------------------------------
+
+/// One measured number, or why there is none.
+#[derive(Debug, Clone)]
+enum M<T> {
+    Ok(T),
+    Err(String),
+    Skipped,
+}
+
+impl<T> M<T> {
+    fn from(r: Result<T>) -> M<T> {
+        match r {
+            Ok(v) => M::Ok(v),
+            Err(e) => M::Err(short_err(&e)),
+        }
+    }
+    fn ok(&self) -> Option<&T> {
+        match self {
+            M::Ok(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Latency {
+    p50_us: f64,
+    p99_us: f64,
+    ok: usize,
+    failed: usize,
+    first_err: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct ConfigResult {
+    config: Config,
+    /// Set when the configuration could not run at all.
+    unavailable: Option<String>,
+    tcp1_gbps: M<f64>,
+    tcpn_gbps: M<f64>,
+    udp_pps: M<f64>,
+    /// Per Service count: (count, time to apply, latency).
+    connect: Vec<(usize, M<f64>, M<Latency>)>,
+}
+
+impl ConfigResult {
+    fn new(config: Config) -> ConfigResult {
+        ConfigResult {
+            config,
+            unavailable: None,
+            tcp1_gbps: M::Skipped,
+            tcpn_gbps: M::Skipped,
+            udp_pps: M::Skipped,
+            connect: Vec::new(),
+        }
+    }
+}
+
+fn short_err(e: &anyhow::Error) -> String {
+    let s = format!("{e:#}");
+    let line = s.lines().next().unwrap_or("").trim().to_string();
+    truncate(&line, 160)
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n).collect();
+        t.push('…');
+        t
+    }
+}
+
+// --- entry ------------------------------------------------------------------
+
+pub fn run(opts: BenchOpts) -> Result<()> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("the bench creates network namespaces: run it as root");
+    }
+    install_signal_handlers()?;
+    let mut configs: Vec<Config> = if opts.only.is_empty() {
+        Config::ALL.to_vec()
+    } else {
+        let mut c = opts.only.clone();
+        c.push(Config::Routing);
+        c
+    };
+    configs.sort();
+    configs.dedup();
+    let plan = Plan {
+        duration: opts
+            .duration
+            .unwrap_or(if opts.quick { 2 } else { 3 })
+            .max(1),
+        connects: opts
+            .connects
+            .unwrap_or(if opts.quick { 500 } else { 2000 })
+            .max(10),
+        streams: opts.streams.max(2),
+        counts: if opts.quick {
+            vec![1, 1000]
+        } else {
+            vec![1, 1000, 10000]
+        },
+        configs,
+    };
+    for tool in ["iperf3", "iptables-restore", "nft", "ip"] {
+        if Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .map(|s| !s.success())
+            .unwrap_or(true)
+        {
+            bail!("{tool} is missing: run `cargo xtask setup` (or apt-get install -y iperf3 iptables nftables)");
+        }
+    }
+    let needs_agent = plan
+        .configs
+        .iter()
+        .any(|c| matches!(c, Config::Kernel | Config::Emulated));
+    let agent = if needs_agent {
+        Some(build_agent()?)
+    } else {
+        None
+    };
+    check_interrupted()?;
+
+    let machine = machine_note();
+    let started = Instant::now();
+    println!("==> bench: {}", machine.one_line);
+    println!(
+        "    {} s per iperf3 run, {} connects per latency point, Services: {:?}",
+        plan.duration, plan.connects, plan.counts
+    );
+
+    let mut results = Vec::new();
+    for &config in &plan.configs {
+        check_interrupted()?;
+        println!("==> {}", config.label());
+        let r = match config {
+            Config::Routing | Config::Iptables | Config::Nftables => run_baseline(config, &plan),
+            Config::Kernel => run_sluice(Engine::Kernel, config, &plan, agent.as_deref()),
+            Config::Emulated => run_sluice(Engine::Emulated, config, &plan, agent.as_deref()),
+        };
+        check_interrupted()?;
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                let full = format!("{e:#}");
+                for l in full.lines().take(8) {
+                    println!("    | {}", strip_ansi(l));
+                }
+                let mut r = ConfigResult::new(config);
+                r.unavailable = Some(short_err(&e));
+                r
+            }
+        };
+        if let Some(why) = &r.unavailable {
+            println!("    {}: not available ({why})", engine_word(config));
+        }
+        results.push(r);
+    }
+    let load_end = loadavg();
+    let elapsed = started.elapsed();
+
+    let tables = render(&results, &plan);
+    println!();
+    println!("{tables}");
+    println!("(total {:.0} s)", elapsed.as_secs_f64());
+
+    if !opts.no_write {
+        let section = doc_section(&opts, &plan, &machine, &load_end, elapsed, &tables);
+        let path = workspace_root().join("docs").join("benchmarks.md");
+        write_section(&path, &section)?;
+        println!("==> wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn engine_word(c: Config) -> &'static str {
+    match c {
+        Config::Kernel => "kernel engine",
+        Config::Emulated => "emulated engine",
+        _ => c.label(),
+    }
+}
+
+pub(crate) fn workspace_root() -> PathBuf {
+    if let Some(root) = std::env::var_os("SLUICE_WORKSPACE") {
+        return PathBuf::from(root);
+    }
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+/// `cargo build --release -p sluice-agent` (a debug build would measure the
+/// compiler, not the engine); `SLUICE_AGENT_BIN` names a prebuilt agent.
+pub(crate) fn build_agent() -> Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("SLUICE_AGENT_BIN") {
+        let bin = PathBuf::from(bin);
+        println!("==> using SLUICE_AGENT_BIN={}", bin.display());
+        return Ok(bin);
+    }
+    let root = workspace_root();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    println!("==> cargo build --release -p sluice-agent");
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-p", "sluice-agent"])
+        .current_dir(&root)
+        .status()
+        .context("running cargo build")?;
+    if !status.success() {
+        bail!("cargo build --release -p sluice-agent failed ({status})");
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let bin = target.join("release").join("sluice-agent");
+    if !bin.is_file() {
+        bail!("{} missing after the build", bin.display());
+    }
+    Ok(bin)
+}

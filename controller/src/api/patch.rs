@@ -163,10 +163,24 @@ fn remove(doc: &mut Value, path: &[String]) -> Result<Value, String> {
 
 /// RFC 6902 JSON patch; on error the document is left as it was (the
 /// operations run on a copy).
+/// kube-apiserver's bound on the operations of one JSON patch.
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+/// How much a JSON patch may copy in all (kube-apiserver bounds it by its
+/// request size): without it, a patch of a few kilobytes that copies the
+/// document into itself thirty times asks for gigabytes.
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
+
 pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
     let ops = ops
         .as_array()
         .ok_or("a JSON patch is a list of operations")?;
+    if ops.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(format!(
+            "the allowed count of operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, this one has {}",
+            ops.len()
+        ));
+    }
+    let mut copied = 0usize;
     let mut work = doc.clone();
     for (i, op) in ops.iter().enumerate() {
         let at = |m: String| format!("operation {i}: {m}");
@@ -195,9 +209,15 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
                 let v = if field("op")? == "move" {
                     remove(&mut work, &from).map_err(at)?
                 } else {
-                    get(&work, &from)
-                        .cloned()
-                        .ok_or_else(|| at("\"from\" does not exist".into()))?
+                    let v =
+                        get(&work, &from).ok_or_else(|| at("\"from\" does not exist".into()))?;
+                    copied += serde_json::to_vec(v).map_or(usize::MAX, |b| b.len());
+                    if copied > MAX_JSON_PATCH_COPY_BYTES {
+                        return Err(at(format!(
+                            "the patch copies more than {MAX_JSON_PATCH_COPY_BYTES} bytes in all"
+                        )));
+                    }
+                    v.clone()
                 };
                 add(&mut work, &path, v).map_err(at)?;
             }
@@ -268,6 +288,25 @@ mod tests {
         let mut t = json!({"a": "b", "c": {"d": "e", "f": "g"}});
         merge(&mut t, &json!({"a": "z", "c": {"f": null}, "n": [1]}));
         assert_eq!(t, json!({"a": "z", "c": {"d": "e"}, "n": [1]}));
+    }
+
+    #[test]
+    fn json_patch_cannot_blow_up_the_object() {
+        // Each copy doubles the object: 30 of them would need gigabytes.
+        let mut doc = json!({"a": "x".repeat(1024)});
+        let bomb: Vec<Value> = (0..30)
+            .map(|i| json!({"op": "copy", "from": "", "path": format!("/c{i}")}))
+            .collect();
+        let before = doc.clone();
+        let e = json_patch(&mut doc, &Value::Array(bomb)).unwrap_err();
+        assert!(e.contains("copies more than"), "{e}");
+        assert_eq!(doc, before, "a refused patch changes nothing");
+
+        let many: Vec<Value> = (0..=MAX_JSON_PATCH_OPERATIONS)
+            .map(|_| json!({"op": "test", "path": "/a", "value": 1}))
+            .collect();
+        let e = json_patch(&mut doc, &Value::Array(many)).unwrap_err();
+        assert!(e.contains("10000"), "{e}");
     }
 
     #[test]

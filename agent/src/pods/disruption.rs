@@ -1,7 +1,10 @@
 //! PodDisruptionBudgets as the Eviction API applies them (E6, U1), without
 //! I/O: which budget guards a pod, how many disruptions it allows now, and the
 //! bookkeeping that keeps two evictions of one pass from spending the same
-//! allowance.
+//! allowance. The arithmetic (selectors, `desiredHealthy`, the verdict) is
+//! the model crate's `sluice_model::policy::disruption`, which the
+//! controller's Eviction API applies too; this module holds what the agent
+//! knows (its pods and budgets) and the evictions it has allowed.
 //!
 //! Kubernetes semantics, with the agent's knowledge standing in for the API
 //! server's:
@@ -29,77 +32,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::eviction::{EvictionReason, PdbGate};
-
-/// A count or a percentage (`"25%"`), as Kubernetes' IntOrString.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IntOrPercent {
-    Int(u32),
-    /// 0–100.
-    Percent(u32),
-}
-
-impl IntOrPercent {
-    /// Kubernetes' `GetScaledValueFromIntOrPercent(v, total, roundUp=true)`.
-    pub fn scaled_up(self, total: u32) -> u32 {
-        match self {
-            IntOrPercent::Int(n) => n,
-            IntOrPercent::Percent(p) => {
-                let v = (u64::from(p) * u64::from(total)).div_ceil(100);
-                u32::try_from(v).unwrap_or(u32::MAX)
-            }
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Budget {
-    MinAvailable(IntOrPercent),
-    MaxUnavailable(IntOrPercent),
-}
-
-/// `spec.unhealthyPodEvictionPolicy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum UnhealthyPodEvictionPolicy {
-    #[default]
-    IfHealthyBudget,
-    AlwaysAllow,
-}
-
-/// One `matchExpressions` operator.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SelectorOp {
-    In(BTreeSet<String>),
-    NotIn(BTreeSet<String>),
-    Exists,
-    DoesNotExist,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LabelSelector {
-    pub match_labels: BTreeMap<String, String>,
-    pub match_expressions: Vec<(String, SelectorOp)>,
-}
-
-impl LabelSelector {
-    /// Every `matchLabels` pair and every expression hold (an empty selector
-    /// matches everything).
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels
-            .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
-            && self
-                .match_expressions
-                .iter()
-                .all(|(k, op)| match (op, labels.get(k)) {
-                    (SelectorOp::In(vs), Some(v)) => vs.contains(v),
-                    (SelectorOp::In(_), None) => false,
-                    (SelectorOp::NotIn(vs), Some(v)) => !vs.contains(v),
-                    (SelectorOp::NotIn(_), None) => true,
-                    (SelectorOp::Exists, v) => v.is_some(),
-                    (SelectorOp::DoesNotExist, v) => v.is_none(),
-                })
-    }
-}
+use sluice_model::policy::disruption::{decide, Verdict};
+pub use sluice_model::policy::disruption::{
+    Budget, BudgetStatus, IntOrPercent, Selector, SelectorOp, UnhealthyPodEvictionPolicy,
+};
 
 /// A validated `policy/v1` PodDisruptionBudget.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,7 +44,7 @@ pub struct PdbSpec {
     pub key: String,
     pub namespace: String,
     /// `None`: no `spec.selector`, which selects no pod in `policy/v1`.
-    pub selector: Option<LabelSelector>,
+    pub selector: Option<Selector>,
     pub budget: Budget,
     pub unhealthy_policy: UnhealthyPodEvictionPolicy,
 }
@@ -134,15 +70,6 @@ pub struct PodHealth {
     pub healthy: bool,
 }
 
-/// A budget's status fields, as the disruption controller computes them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BudgetStatus {
-    pub expected: u32,
-    pub current_healthy: u32,
-    pub desired_healthy: u32,
-    pub disruptions_allowed: u32,
-}
-
 /// The status of `pdb` over `pods`; pods in `disrupted` (evictions already
 /// allowed) do not count as healthy.
 pub fn budget_status<'a>(
@@ -157,21 +84,7 @@ pub fn budget_status<'a>(
             current_healthy = current_healthy.saturating_add(1);
         }
     }
-    let desired_healthy = match pdb.budget {
-        Budget::MinAvailable(v) => v.scaled_up(expected),
-        Budget::MaxUnavailable(v) => expected.saturating_sub(v.scaled_up(expected)),
-    };
-    let disruptions_allowed = if expected == 0 {
-        0
-    } else {
-        current_healthy.saturating_sub(desired_healthy)
-    };
-    BudgetStatus {
-        expected,
-        current_healthy,
-        desired_healthy,
-        disruptions_allowed,
-    }
+    BudgetStatus::of(pdb.budget, expected, current_healthy)
 }
 
 /// The answer to one eviction request.
@@ -249,28 +162,18 @@ impl DisruptionBudgets {
         };
         let status = budget_status(pdb, self.pods.values(), &self.disrupted);
         let healthy = pod.healthy && !self.disrupted.contains(key);
-        if !healthy {
-            let free = match pdb.unhealthy_policy {
-                UnhealthyPodEvictionPolicy::AlwaysAllow => true,
-                UnhealthyPodEvictionPolicy::IfHealthyBudget => {
-                    status.desired_healthy > 0 && status.current_healthy >= status.desired_healthy
-                }
-            };
-            if free {
-                return PdbVerdict::AllowedUnhealthy {
-                    pdb: pdb.key.clone(),
-                };
+        let pdb_key = pdb.key.clone();
+        match decide(healthy, &status, pdb.unhealthy_policy) {
+            Verdict::AllowUnhealthy => PdbVerdict::AllowedUnhealthy { pdb: pdb_key },
+            Verdict::Refused => PdbVerdict::Refused {
+                pdb: pdb_key,
+                status,
+            },
+            Verdict::Spend => {
+                self.disrupted.insert(key.to_string());
+                PdbVerdict::Allowed { pdb: pdb_key }
             }
         }
-        if status.disruptions_allowed == 0 {
-            return PdbVerdict::Refused {
-                pdb: pdb.key.clone(),
-                status,
-            };
-        }
-        let pdb = pdb.key.clone();
-        self.disrupted.insert(key.to_string());
-        PdbVerdict::Allowed { pdb }
     }
 }
 
@@ -318,7 +221,7 @@ mod tests {
         PdbSpec {
             key: format!("default/{name}"),
             namespace: "default".into(),
-            selector: Some(LabelSelector {
+            selector: Some(Selector {
                 match_labels: labels(app),
                 match_expressions: Vec::new(),
             }),
@@ -473,7 +376,7 @@ mod tests {
     fn selectors_namespaces_and_expressions() {
         let mut p = pod("w1", "web", true);
         p.labels.insert("tier".into(), "front".into());
-        let sel = |exprs: Vec<(&str, SelectorOp)>| LabelSelector {
+        let sel = |exprs: Vec<(&str, SelectorOp)>| Selector {
             match_labels: BTreeMap::new(),
             match_expressions: exprs.into_iter().map(|(k, o)| (k.to_string(), o)).collect(),
         };

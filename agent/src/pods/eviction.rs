@@ -1,5 +1,7 @@
-//! Eviction decisions, without I/O: grace caps per reason, PodDisruptionBudget
-//! handling, the per-eviction state machine and which pods a drain may touch.
+//! The per-eviction state machine, without I/O. The rules it runs on (the
+//! reasons, their grace caps and PodDisruptionBudget handling, which pods a
+//! drain may touch) are the model crate's `sluice_model::policy::eviction`,
+//! re-exported here.
 //!
 //! One eviction goes:
 //!
@@ -20,124 +22,15 @@
 
 use std::time::{Duration, Instant};
 
-const MIN: Duration = Duration::from_secs(60);
-const HOUR: Duration = Duration::from_secs(3600);
-const DAY: Duration = Duration::from_secs(86_400);
-
-/// How long `safe-to-evict: "false"` protects a pod on Autopilot-style pools
-/// (E2) and how long after cordon autoscaled blue-green leaves such pods (A3).
-pub const EXTENDED_RUN: Duration = Duration::from_secs(7 * 86_400);
+pub use sluice_model::policy::eviction::{
+    drain_decision, effective_grace, DrainDecision, EvictionReason, PdbPolicy, PoolKind,
+    DRAIN_ANNOTATION, EVICT_ANNOTATION, EXTENDED_RUN, POOL_KIND_LABEL, SAFE_TO_EVICT,
+};
 
 /// First delay before retrying an eviction a PDB refused; doubles per refusal.
 pub const PDB_RETRY_INITIAL: Duration = Duration::from_secs(5);
 /// Longest delay between two retries.
 pub const PDB_RETRY_MAX: Duration = Duration::from_secs(60);
-
-/// Why a pod is being stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum EvictionReason {
-    /// Surge / blue-green node upgrade drain: grace ≤ 1 h, PDBs honoured up
-    /// to 1 h, then forced (U1, U2, E1).
-    NodeUpgrade,
-    /// Cluster-autoscaler scale-down: grace ≤ 10 min (C4, E1); a PDB that
-    /// still refuses after 10 min makes the eviction give up (C5: the
-    /// autoscaler does not break PDBs; the controller abandons the node).
-    ScaleDown,
-    /// Blue-green phase 5: the pods are deleted, not evicted: PDBs ignored,
-    /// grace ≤ 60 min (B5).
-    BluePoolDeletion,
-    /// Autoscaled blue-green after the wait: grace ≤ 24 h, PDBs honoured up
-    /// to 1 h, then forced (A2).
-    AutoscaledBlueGreen,
-    /// A user's drain (`kubectl drain`): the pod's own grace, PDBs retried
-    /// for as long as it takes (kubectl's default has no timeout).
-    UserDrain,
-    /// The pod left the desired state (an API delete): the pod's own grace,
-    /// no PDB check (deletes bypass the eviction API).
-    Deletion,
-}
-
-/// What a refusing PodDisruptionBudget leads to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PdbPolicy {
-    /// Not asked at all.
-    Ignore,
-    /// Retried with backoff until allowed.
-    RetryForever,
-    /// Retried until this long after the request, then evicted anyway.
-    RetryThenForce(Duration),
-    /// Retried until this long after the request, then abandoned.
-    RetryThenGiveUp(Duration),
-}
-
-impl EvictionReason {
-    pub const ALL: [EvictionReason; 6] = [
-        EvictionReason::NodeUpgrade,
-        EvictionReason::ScaleDown,
-        EvictionReason::BluePoolDeletion,
-        EvictionReason::AutoscaledBlueGreen,
-        EvictionReason::UserDrain,
-        EvictionReason::Deletion,
-    ];
-
-    /// Upper bound on the grace period; `None`: the pod's own.
-    pub fn grace_cap(self) -> Option<Duration> {
-        match self {
-            EvictionReason::NodeUpgrade => Some(HOUR),
-            EvictionReason::ScaleDown => Some(10 * MIN),
-            EvictionReason::BluePoolDeletion => Some(60 * MIN),
-            EvictionReason::AutoscaledBlueGreen => Some(DAY),
-            EvictionReason::UserDrain | EvictionReason::Deletion => None,
-        }
-    }
-
-    pub fn pdb_policy(self) -> PdbPolicy {
-        match self {
-            EvictionReason::NodeUpgrade | EvictionReason::AutoscaledBlueGreen => {
-                PdbPolicy::RetryThenForce(HOUR)
-            }
-            EvictionReason::ScaleDown => PdbPolicy::RetryThenGiveUp(10 * MIN),
-            EvictionReason::BluePoolDeletion | EvictionReason::Deletion => PdbPolicy::Ignore,
-            EvictionReason::UserDrain => PdbPolicy::RetryForever,
-        }
-    }
-
-    /// The reason a `sluice.dev/drain` (Node) or `sluice.dev/evict` (Pod)
-    /// annotation names; `Deletion` is not one (it is removing the Pod).
-    pub fn from_annotation(value: &str) -> Option<Self> {
-        match value {
-            "NodeUpgrade" => Some(EvictionReason::NodeUpgrade),
-            "ScaleDown" => Some(EvictionReason::ScaleDown),
-            "BluePoolDeletion" => Some(EvictionReason::BluePoolDeletion),
-            "AutoscaledBlueGreen" => Some(EvictionReason::AutoscaledBlueGreen),
-            "UserDrain" => Some(EvictionReason::UserDrain),
-            _ => None,
-        }
-    }
-
-    /// The values [`Self::from_annotation`] accepts, for error messages.
-    pub const ANNOTATION_VALUES: &'static str =
-        "NodeUpgrade, ScaleDown, BluePoolDeletion, AutoscaledBlueGreen or UserDrain";
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EvictionReason::NodeUpgrade => "node-upgrade",
-            EvictionReason::ScaleDown => "scale-down",
-            EvictionReason::BluePoolDeletion => "blue-pool-deletion",
-            EvictionReason::AutoscaledBlueGreen => "autoscaled-blue-green",
-            EvictionReason::UserDrain => "user-drain",
-            EvictionReason::Deletion => "deletion",
-        }
-    }
-}
-
-/// min(terminationGracePeriodSeconds, cap of the reason).
-pub fn effective_grace(pod_grace: Duration, reason: EvictionReason) -> Duration {
-    match reason.grace_cap() {
-        Some(cap) => pod_grace.min(cap),
-        None => pod_grace,
-    }
-}
 
 /// Answers the question the Eviction API asks PodDisruptionBudgets. The
 /// caller owns the budgets (and decrements them when it answers yes).
@@ -385,78 +278,4 @@ pub fn backoff(refusals: u32) -> Duration {
     PDB_RETRY_INITIAL
         .saturating_mul(1u32 << shift)
         .min(PDB_RETRY_MAX)
-}
-
-/// The kind of node pool, which changes what `safe-to-evict: "false"` buys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PoolKind {
-    #[default]
-    Standard,
-    Autopilot,
-}
-
-impl PoolKind {
-    /// The value of the Node label `sluice.dev/pool-kind`.
-    pub fn from_label(value: &str) -> Option<Self> {
-        match value {
-            "standard" => Some(PoolKind::Standard),
-            "autopilot" => Some(PoolKind::Autopilot),
-            _ => None,
-        }
-    }
-}
-
-/// Whether a drain may evict a pod now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DrainDecision {
-    Evict,
-    /// Not evicted by this drain until `until` (`None`: not by this kind of
-    /// drain at all); reported so the controller can decide (E2–E5).
-    Protected {
-        until: Option<Instant>,
-    },
-}
-
-/// Which pods a drain of `reason` may evict, on a pool of `pool`, for a pod
-/// that started at `pod_started` on a node cordoned at `cordoned_at`.
-///
-/// - no `safe-to-evict: "false"`: evict;
-/// - user drain, blue-pool deletion, pod deletion: evict (E4: user-initiated
-///   drains are not held off; B5: phase 5 deletes pods);
-/// - autoscaled blue-green: protected until 7 days after cordon (A3), on any
-///   pool;
-/// - scale-down: Standard: never by scale-down (C5, E5: the node stays);
-///   Autopilot: protected until 7 days after the pod started (E2);
-/// - node upgrade: Standard: evict (E5: no protection from upgrades);
-///   Autopilot: protected until 7 days after the pod started (E2).
-///
-/// "Started" is when this agent first saw the pod, before its namespace and
-/// process were made: the seed counts image pull time toward the 7 days (E3),
-/// so the clock starts before the container runs.
-pub fn drain_decision(
-    reason: EvictionReason,
-    pool: PoolKind,
-    safe_to_evict_false: bool,
-    pod_started: Instant,
-    cordoned_at: Instant,
-) -> DrainDecision {
-    if !safe_to_evict_false {
-        return DrainDecision::Evict;
-    }
-    match (reason, pool) {
-        (
-            EvictionReason::UserDrain | EvictionReason::BluePoolDeletion | EvictionReason::Deletion,
-            _,
-        ) => DrainDecision::Evict,
-        (EvictionReason::AutoscaledBlueGreen, _) => DrainDecision::Protected {
-            until: Some(cordoned_at + EXTENDED_RUN),
-        },
-        (EvictionReason::ScaleDown, PoolKind::Standard) => DrainDecision::Protected { until: None },
-        (EvictionReason::NodeUpgrade, PoolKind::Standard) => DrainDecision::Evict,
-        (EvictionReason::ScaleDown | EvictionReason::NodeUpgrade, PoolKind::Autopilot) => {
-            DrainDecision::Protected {
-                until: Some(pod_started + EXTENDED_RUN),
-            }
-        }
-    }
 }

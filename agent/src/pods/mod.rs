@@ -3,11 +3,13 @@
 //! - [`spec`]: what a `Pod` manifest asks to run (every container),
 //!   parsed with Kubernetes field names and defaults.
 //! - [`readiness`]: probe results to ready / serving / terminating, pure.
-//! - [`eviction`]: grace caps per reason (E1, B5, A2, C4, U1), PodDisruption
-//!   Budgets (E6, B5), the per-eviction state machine and drain rules for
-//!   `safe-to-evict: "false"` (E2–E5, A3, C5), pure.
-//! - [`disruption`]: PodDisruptionBudget arithmetic and the gate the
-//!   manager asks before an eviction (E6), pure.
+//! - [`eviction`]: the per-eviction state machine, pure, on the model
+//!   crate's rules (`sluice_model::policy::eviction`, re-exported): grace
+//!   caps per reason (E1, B5, A2, C4, U1), PodDisruptionBudget handling
+//!   (E6, B5) and drain rules for `safe-to-evict: "false"` (E2–E5, A3, C5).
+//! - [`disruption`]: the budgets and pods the agent knows, the evictions it
+//!   allowed, and the gate the manager asks before an eviction (E6), pure,
+//!   on the model crate's PodDisruptionBudget arithmetic.
 //! - [`runtime`]: the I/O behind two traits, [`ProcessControl`] and
 //!   [`Prober`], with the real implementations (namespaces via iproute2,
 //!   processes with `setns` before `exec`, HTTP/TCP/exec probes).

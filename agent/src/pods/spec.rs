@@ -15,13 +15,9 @@ use std::time::Duration;
 
 use serde_yaml::Value;
 
-/// The annotation a pod uses to ask not to be evicted (E2–E5, A3, C5).
-pub const SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+pub use super::eviction::{EVICT_ANNOTATION, SAFE_TO_EVICT};
 /// Annotation naming an existing network namespace (same as `state::validate`).
 pub const NETNS_ANNOTATION: &str = "sluice.dev/netns";
-/// Annotation asking the pod's agent to evict it once, naming the reason
-/// as `sluice.dev/drain` does (`state::validate` rejects other values).
-pub const EVICT_ANNOTATION: &str = "sluice.dev/evict";
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 

@@ -1,7 +1,6 @@
 //! Desired state: what this node should run, from Kubernetes manifests.
 
 pub mod limits;
-pub mod manifests;
 pub mod model;
 pub mod source;
 pub mod typed;

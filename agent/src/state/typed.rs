@@ -1,7 +1,7 @@
-//! Typed decoding of one manifest with the failing field's path, and
-//! serde's wording turned into what a Kubernetes user reads: `spec.ports[0]
-//! .port: expected an integer, got "eighty"` rather than `invalid type:
-//! string "eighty", expected i64`.
+//! Typed decoding of one manifest into its k8s-openapi type with the failing
+//! field's path, and serde's wording turned into what a Kubernetes user
+//! reads: `spec.ports[0].port: expected an integer, got "eighty"` rather
+//! than `invalid type: string "eighty", expected i32`.
 
 use serde::de::DeserializeOwned;
 
@@ -43,15 +43,22 @@ pub fn reword(msg: &str) -> String {
         .or_else(|| msg.strip_prefix("invalid value: "))
     {
         if let Some((got, expected)) = rest.split_once(", expected ") {
+            // A number too large for its field (k8s-openapi's are 32-bit
+            // for ports and most counts): the type is right, the size not.
+            if let Some(n) = got
+                .strip_prefix("integer `")
+                .and_then(|g| g.strip_suffix('`'))
+            {
+                if expected_name(expected) == "an integer" {
+                    return format!("{n} is out of range (at most a 32-bit integer)");
+                }
+            }
             return format!(
                 "expected {}, got {}",
                 expected_name(expected),
                 got_name(got)
             );
         }
-    }
-    if msg.starts_with("data did not match any variant of untagged enum IntOrString") {
-        return "expected an integer or a string".into();
     }
     if let Some(field) = msg
         .strip_prefix("missing field `")
@@ -71,10 +78,21 @@ fn expected_name(e: &str) -> String {
         "a sequence" => "a list".into(),
         "a map" => "an object".into(),
         "a string" | "a borrowed string" => "a string".into(),
+        // k8s-openapi's visitors name their type; these two are not objects.
+        "IntOrString" => "an integer or a string".into(),
+        "a 32-bit integer" => "an integer".into(),
+        "Time" | "MicroTime" => "a time (RFC 3339)".into(),
         s if s.starts_with("struct ") => "an object".into(),
+        // Any other k8s-openapi type (`ServiceSpec`, `ObjectMeta`) is an
+        // object.
+        s if is_type_name(s) => "an object".into(),
         s if s.starts_with("a sequence") => "a list".into(),
         s => s.to_string(),
     }
+}
+
+fn is_type_name(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_uppercase()) && s.chars().all(|c| c.is_ascii_alphanumeric())
 }
 
 fn got_name(g: &str) -> String {
@@ -145,6 +163,33 @@ mod tests {
             e.message,
             "expected a boolean (true or false), got \"maybe\""
         );
+    }
+
+    fn k8s_err<T: DeserializeOwned + std::fmt::Debug>(yaml: &str) -> TypeError {
+        let v: serde_yaml::Value = serde_yaml::from_str(yaml).expect("yaml");
+        decode::<T>(v).expect_err("must not decode")
+    }
+
+    #[test]
+    fn k8s_openapi_types_are_worded_for_a_kubernetes_user() {
+        use sluice_model::k8s::Service;
+        let e = k8s_err::<Service>("spec: {ports: [{port: eighty}]}");
+        assert_eq!(e.field, "spec.ports[0].port");
+        assert_eq!(e.message, "expected an integer, got \"eighty\"");
+        let e = k8s_err::<Service>("spec: {ports: [{port: 1, targetPort: [1]}]}");
+        assert_eq!(e.field, "spec.ports[0].targetPort");
+        assert_eq!(e.message, "expected an integer or a string, got a list");
+        let e = k8s_err::<Service>("spec: [1]");
+        assert_eq!(e.field, "spec");
+        assert_eq!(e.message, "expected an object, got a list");
+        let e = k8s_err::<Service>("spec: {ports: [{port: 99999999999}]}");
+        assert_eq!(
+            e.message,
+            "99999999999 is out of range (at most a 32-bit integer)"
+        );
+        let e = k8s_err::<Service>("metadata: {labels: {a: [x]}}");
+        assert_eq!(e.field, "metadata.labels.a");
+        assert_eq!(e.message, "expected a string, got a list");
     }
 
     #[test]

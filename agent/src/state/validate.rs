@@ -9,33 +9,27 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use serde::Deserialize;
 
+use sluice_model::k8s::{self, IntOrString, ObjectMeta};
+use sluice_model::policy::disruption::PolicyError;
+
 use super::limits::{check_nesting, check_size, MAX_NESTING};
-use super::manifests::{self, IntOrString};
 use super::model::*;
 use super::typed::{decode, TypeError};
 use crate::health::DEFAULT_NODE_HEALTH_PORT;
-use crate::pods::disruption::{
-    Budget, IntOrPercent, LabelSelector, PdbSpec, SelectorOp, UnhealthyPodEvictionPolicy,
-};
+use crate::pods::disruption::{Budget, PdbSpec, Selector, UnhealthyPodEvictionPolicy};
 use crate::pods::{EvictionReason, PoolKind};
 
 /// Annotation naming an existing network namespace for a pod run elsewhere.
 pub const NETNS_ANNOTATION: &str = "sluice.dev/netns";
-/// Annotation on a Node asking its agent to drain it, naming the reason
-/// (which sets the grace-period cap and PDB handling): `NodeUpgrade`,
-/// `ScaleDown`, `BluePoolDeletion`, `AutoscaledBlueGreen` or `UserDrain`.
-pub const DRAIN_ANNOTATION: &str = "sluice.dev/drain";
-/// Annotation on a Pod asking the agent of its node to evict it once, with
-/// the same reason names (and grace caps, PDB handling) as a drain.
-pub use crate::pods::spec::EVICT_ANNOTATION;
-/// Node label naming its pool's kind: `standard` (default) or `autopilot`.
-pub const POOL_KIND_LABEL: &str = "sluice.dev/pool-kind";
+/// The Sluice annotations and label the agent reads, named in the model
+/// crate with the policy they select.
+pub use crate::pods::eviction::{DRAIN_ANNOTATION, EVICT_ANNOTATION, POOL_KIND_LABEL};
 /// The label tying an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds`.
 pub const DEFAULT_AFFINITY_TIMEOUT_S: u32 = 10_800;
 /// Kubernetes' upper bound for the same field.
-pub const MAX_AFFINITY_TIMEOUT_S: i64 = 86_400;
+pub const MAX_AFFINITY_TIMEOUT_S: u32 = 86_400;
 
 /// Where in the file a problem is and what it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +72,11 @@ impl Ctx {
         self.err(e.field, e.message)
     }
 
+    /// A budget rule broken: the model names the field.
+    fn policy(&self, e: PolicyError) -> StateError {
+        self.err(e.field(), e.message())
+    }
+
     fn err(&self, field: impl Into<String>, message: impl Into<String>) -> StateError {
         StateError {
             doc: self.doc,
@@ -103,6 +102,44 @@ fn meta_str<'a>(value: &'a serde_yaml::Value, key: &str) -> Option<&'a str> {
     value.get("metadata")?.get(key)?.as_str()
 }
 
+/// Fields taken out of a document before its typed decode, having been read
+/// already: the k8s-openapi types would refuse any `apiVersion` but their
+/// own, where the agent reads every version of the kinds it knows (and
+/// checks `policy/v1` for budgets itself).
+const READ_ELSEWHERE: &[&str] = &["apiVersion", "kind"];
+/// A Pod's containers, grace period and restart policy are read by
+/// `pods::spec` from the document as written, into its `PodRunSpec`, with
+/// its own defaults and wording; typing them a second time would refuse what
+/// it accepts (k8s-openapi's Quantity takes no plain number, `cpu: 1`) and
+/// word one fault two ways.
+const POD_SPEC_READ_ELSEWHERE: &[&str] = &[
+    "containers",
+    "initContainers",
+    "ephemeralContainers",
+    "terminationGracePeriodSeconds",
+    "restartPolicy",
+];
+
+fn remove_keys(value: &mut serde_yaml::Value, keys: &[&str]) {
+    if let Some(m) = value.as_mapping_mut() {
+        for k in keys {
+            m.shift_remove(*k);
+        }
+    }
+}
+
+/// A slice read when its document came, kept small until every Service is
+/// known: a 10 000-slice file holds these, not 10 000 typed EndpointSlices.
+struct PendingSlice {
+    ctx: Ctx,
+    /// `namespace/name`, or why the slice has none.
+    key: Result<String, StateError>,
+    /// Its Service's key and endpoints (`None`: an FQDN slice), or the first
+    /// fault in it. Reported in the same order as before the slices were
+    /// read early: name, duplicate, then content.
+    read: Result<Option<(String, Vec<EndpointInfo>)>, StateError>,
+}
+
 /// Parse and validate a multi-document YAML file of manifests.
 ///
 /// Bounded before the parser runs (size, nesting: see `limits.rs`), and
@@ -112,7 +149,7 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
     check_size(text.len() as u64).map_err(|e| file_err(e.to_string()))?;
     check_nesting(text, MAX_NESTING).map_err(|e| file_err(e.to_string()))?;
     let mut state = DesiredState::default();
-    let mut slices: Vec<(Ctx, manifests::EndpointSlice)> = Vec::new();
+    let mut slices: Vec<PendingSlice> = Vec::new();
     // Where each Pod came from and whether it uses the node's addresses,
     // for the address checks once every Node is known.
     let mut pod_docs: Vec<(Ctx, String, bool)> = Vec::new();
@@ -124,7 +161,7 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
 
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let doc_no = i + 1;
-        let value = serde_yaml::Value::deserialize(doc).map_err(|e| StateError {
+        let mut value = serde_yaml::Value::deserialize(doc).map_err(|e| StateError {
             doc: doc_no,
             object: String::new(),
             field: String::new(),
@@ -165,9 +202,12 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
                 meta_str(&value, "namespace").unwrap_or("default")
             ),
         };
+        if !kind.is_empty() {
+            remove_keys(&mut value, READ_ELSEWHERE);
+        }
         match kind.as_str() {
             "Node" => {
-                let n: manifests::Node = decode(value).map_err(|e| ctx.typed(e))?;
+                let n: k8s::Node = decode(value).map_err(|e| ctx.typed(e))?;
                 let node = node_info(&ctx, n)?;
                 if state.nodes.insert(node.name.clone(), node).is_some() {
                     return Err(ctx.err("metadata.name", "duplicate Node"));
@@ -175,9 +215,16 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
             }
             "Pod" => {
                 let run = crate::pods::run_spec_from_manifest(&value);
-                let p: manifests::Pod = decode(value).map_err(|e| ctx.typed(e))?;
+                if let Some(spec) = value.get_mut("spec") {
+                    remove_keys(spec, POD_SPEC_READ_ELSEWHERE);
+                }
+                let p: k8s::Pod = decode(value).map_err(|e| ctx.typed(e))?;
                 let run = run.map_err(|e| ctx.err(e.field.clone(), e.message.clone()))?;
-                let host_network = p.spec.host_network;
+                let host_network = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.host_network)
+                    .unwrap_or(false);
                 let pod = pod_info(&ctx, p, run)?;
                 let key = pod.key.clone();
                 if state.pods.contains_key(&key) {
@@ -187,7 +234,7 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
                 pod_docs.push((ctx, key, host_network));
             }
             "Service" => {
-                let s: manifests::Service = decode(value).map_err(|e| ctx.typed(e))?;
+                let s: k8s::Service = decode(value).map_err(|e| ctx.typed(e))?;
                 let svc = service_info(&ctx, s)?;
                 // Duplicates first: a second copy of a Service is a
                 // duplicate, not a clash with itself.
@@ -214,8 +261,8 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
                 state.services.insert(svc.key.clone(), svc);
             }
             "EndpointSlice" => {
-                let s: manifests::EndpointSlice = decode(value).map_err(|e| ctx.typed(e))?;
-                slices.push((ctx, s));
+                let s: k8s::EndpointSlice = decode(value).map_err(|e| ctx.typed(e))?;
+                slices.push(read_slice(ctx, s));
             }
             "PodDisruptionBudget" => {
                 if api_version != "policy/v1" {
@@ -224,8 +271,7 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
                         format!("{api_version:?} is not policy/v1"),
                     ));
                 }
-                let b: manifests::PodDisruptionBudget =
-                    decode(value).map_err(|e| ctx.typed(e))?;
+                let b: k8s::PodDisruptionBudget = decode(value).map_err(|e| ctx.typed(e))?;
                 let pdb = pdb_spec(&ctx, b)?;
                 if state.pdbs.insert(pdb.key.clone(), pdb).is_some() {
                     return Err(ctx.err("metadata.name", "duplicate PodDisruptionBudget"));
@@ -252,8 +298,8 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
     check_pod_ips(&state, &pod_docs)?;
 
     let mut seen_slices = BTreeMap::new();
-    for (ctx, slice) in slices {
-        attach_slice(&ctx, slice, &mut state, &mut seen_slices)?;
+    for slice in slices {
+        attach_slice(slice, &mut state, &mut seen_slices)?;
     }
     for svc in state.services.values_mut() {
         // Deterministic order: every node builds the same Maglev table.
@@ -292,15 +338,28 @@ fn claim_frontends(
     Ok(())
 }
 
-fn namespaced(m: &manifests::ObjectMeta) -> String {
-    format!("{}/{}", m.namespace.as_deref().unwrap_or("default"), m.name)
+fn name_of(m: &ObjectMeta) -> &str {
+    m.name.as_deref().unwrap_or_default()
 }
 
-fn require_name(ctx: &Ctx, m: &manifests::ObjectMeta) -> Result<(), StateError> {
-    if m.name.is_empty() {
+fn namespace_of(m: &ObjectMeta) -> &str {
+    m.namespace.as_deref().unwrap_or("default")
+}
+
+fn namespaced(m: &ObjectMeta) -> String {
+    format!("{}/{}", namespace_of(m), name_of(m))
+}
+
+fn require_name(ctx: &Ctx, m: &ObjectMeta) -> Result<(), StateError> {
+    if name_of(m).is_empty() {
         return Err(ctx.err("metadata.name", "missing"));
     }
     Ok(())
+}
+
+/// A label or an annotation, absent when the object has no such map.
+fn meta_entry<'a>(map: &'a Option<BTreeMap<String, String>>, key: &str) -> Option<&'a String> {
+    map.as_ref().and_then(|m| m.get(key))
 }
 
 fn parse_ip(ctx: &Ctx, field: &str, s: &str) -> Result<IpAddr, StateError> {
@@ -309,11 +368,13 @@ fn parse_ip(ctx: &Ctx, field: &str, s: &str) -> Result<IpAddr, StateError> {
         .map_err(|_| ctx.err(field, format!("{s:?} is not an IP address")))
 }
 
-fn node_info(ctx: &Ctx, n: manifests::Node) -> Result<NodeInfo, StateError> {
+fn node_info(ctx: &Ctx, n: k8s::Node) -> Result<NodeInfo, StateError> {
     require_name(ctx, &n.metadata)?;
+    let spec = n.spec.unwrap_or_default();
+    let addresses = n.status.and_then(|s| s.addresses).unwrap_or_default();
     let mut addrs: Vec<IpAddr> = Vec::new();
-    for (i, a) in n.status.addresses.iter().enumerate() {
-        if a.kind != "InternalIP" {
+    for (i, a) in addresses.iter().enumerate() {
+        if a.type_ != "InternalIP" {
             continue;
         }
         let ip = parse_ip(ctx, &format!("status.addresses[{i}].address"), &a.address)?;
@@ -326,7 +387,7 @@ fn node_info(ctx: &Ctx, n: manifests::Node) -> Result<NodeInfo, StateError> {
         addrs.push(ip);
     }
     let mut pod_cidrs = Vec::new();
-    for (i, c) in n.spec.pod_cidrs.iter().enumerate() {
+    for (i, c) in spec.pod_cidrs.iter().flatten().enumerate() {
         let net: IpNet = c.parse().map_err(|_| {
             ctx.err(
                 format!("spec.podCIDRs[{i}]"),
@@ -342,7 +403,7 @@ fn node_info(ctx: &Ctx, n: manifests::Node) -> Result<NodeInfo, StateError> {
         pod_cidrs.push(net);
     }
     let mut taints = Vec::new();
-    for (i, t) in n.spec.taints.iter().enumerate() {
+    for (i, t) in spec.taints.unwrap_or_default().into_iter().enumerate() {
         if t.key.is_empty() {
             return Err(ctx.err(format!("spec.taints[{i}].key"), "missing"));
         }
@@ -355,10 +416,10 @@ fn node_info(ctx: &Ctx, n: manifests::Node) -> Result<NodeInfo, StateError> {
                 ))
             }
         }
-        taints.push(t.key.clone());
+        taints.push(t.key);
     }
     let drain = reason_annotation(ctx, &n.metadata, DRAIN_ANNOTATION)?;
-    let pool = match n.metadata.labels.get(POOL_KIND_LABEL) {
+    let pool = match meta_entry(&n.metadata.labels, POOL_KIND_LABEL) {
         None => PoolKind::Standard,
         Some(v) => PoolKind::from_label(v).ok_or_else(|| {
             ctx.err(
@@ -368,28 +429,25 @@ fn node_info(ctx: &Ctx, n: manifests::Node) -> Result<NodeInfo, StateError> {
         })?,
     };
     Ok(NodeInfo {
-        name: n.metadata.name,
+        deleting: n.metadata.deletion_timestamp.is_some(),
+        name: n.metadata.name.unwrap_or_default(),
         drain,
         pool,
         addrs,
         pod_cidrs,
         taints,
-        deleting: n.metadata.deletion_timestamp.is_some(),
-        unschedulable: n.spec.unschedulable,
+        unschedulable: spec.unschedulable.unwrap_or(false),
     })
 }
 
-fn pod_info(
-    ctx: &Ctx,
-    p: manifests::Pod,
-    run: crate::pods::PodRunSpec,
-) -> Result<PodInfo, StateError> {
+fn pod_info(ctx: &Ctx, p: k8s::Pod, run: crate::pods::PodRunSpec) -> Result<PodInfo, StateError> {
     require_name(ctx, &p.metadata)?;
+    let status = p.status.unwrap_or_default();
     let mut ips = Vec::new();
-    for (i, ip) in p.status.pod_ips.iter().enumerate() {
+    for (i, ip) in status.pod_ips.iter().flatten().enumerate() {
         ips.push(parse_ip(ctx, &format!("status.podIPs[{i}].ip"), &ip.ip)?);
     }
-    let netns = p.metadata.annotations.get(NETNS_ANNOTATION).cloned();
+    let netns = meta_entry(&p.metadata.annotations, NETNS_ANNOTATION).cloned();
     if let Some(ns) = &netns {
         if ns.is_empty() || ns.contains('/') || ns == "." || ns == ".." {
             return Err(ctx.err(
@@ -400,8 +458,8 @@ fn pod_info(
     }
     let evict = reason_annotation(ctx, &p.metadata, EVICT_ANNOTATION)?;
     let mut ready = None;
-    for (i, c) in p.status.conditions.iter().enumerate() {
-        if c.kind != "Ready" {
+    for (i, c) in status.conditions.iter().flatten().enumerate() {
+        if c.type_ != "Ready" {
             continue;
         }
         match c.status.as_str() {
@@ -416,11 +474,11 @@ fn pod_info(
     }
     Ok(PodInfo {
         key: namespaced(&p.metadata),
-        node: p.spec.node_name,
+        node: p.spec.and_then(|s| s.node_name).unwrap_or_default(),
         ips,
         netns,
         run,
-        labels: p.metadata.labels,
+        labels: p.metadata.labels.unwrap_or_default(),
         ready,
         deleting: p.metadata.deletion_timestamp.is_some(),
         evict,
@@ -431,10 +489,10 @@ fn pod_info(
 /// `sluice.dev/evict`).
 fn reason_annotation(
     ctx: &Ctx,
-    meta: &manifests::ObjectMeta,
+    meta: &ObjectMeta,
     name: &str,
 ) -> Result<Option<EvictionReason>, StateError> {
-    match meta.annotations.get(name) {
+    match meta_entry(&meta.annotations, name) {
         None => Ok(None),
         Some(v) => EvictionReason::from_annotation(v).map(Some).ok_or_else(|| {
             ctx.err(
@@ -487,105 +545,33 @@ fn check_pod_ips(state: &DesiredState, pods: &[(Ctx, String, bool)]) -> Result<(
     Ok(())
 }
 
-fn pdb_spec(ctx: &Ctx, b: manifests::PodDisruptionBudget) -> Result<PdbSpec, StateError> {
+fn pdb_spec(ctx: &Ctx, b: k8s::PodDisruptionBudget) -> Result<PdbSpec, StateError> {
     require_name(ctx, &b.metadata)?;
-    let selector = match b.spec.selector {
-        None => None,
-        Some(sel) => {
-            let mut match_expressions = Vec::new();
-            for (i, r) in sel.match_expressions.iter().enumerate() {
-                let f = |x: &str| format!("spec.selector.matchExpressions[{i}].{x}");
-                if r.key.is_empty() {
-                    return Err(ctx.err(f("key"), "missing"));
-                }
-                let values = || r.values.iter().cloned().collect();
-                let op = match r.operator.as_str() {
-                    "In" | "NotIn" if r.values.is_empty() => {
-                        return Err(ctx.err(f("values"), format!("required for {}", r.operator)))
-                    }
-                    "In" => SelectorOp::In(values()),
-                    "NotIn" => SelectorOp::NotIn(values()),
-                    "Exists" | "DoesNotExist" if !r.values.is_empty() => {
-                        return Err(
-                            ctx.err(f("values"), format!("must be empty for {}", r.operator))
-                        )
-                    }
-                    "Exists" => SelectorOp::Exists,
-                    "DoesNotExist" => SelectorOp::DoesNotExist,
-                    o => {
-                        return Err(ctx.err(
-                            f("operator"),
-                            format!("{o:?} is not In, NotIn, Exists or DoesNotExist"),
-                        ))
-                    }
-                };
-                match_expressions.push((r.key.clone(), op));
-            }
-            Some(LabelSelector {
-                match_labels: sel.match_labels,
-                match_expressions,
-            })
-        }
-    };
-    let budget = match (&b.spec.min_available, &b.spec.max_unavailable) {
-        (Some(_), Some(_)) => {
-            return Err(ctx.err(
-                "spec.minAvailable",
-                "set together with spec.maxUnavailable; set one of them",
-            ))
-        }
-        (None, None) => {
-            return Err(ctx.err(
-                "spec.minAvailable",
-                "one of spec.minAvailable or spec.maxUnavailable is required",
-            ))
-        }
-        (Some(v), None) => Budget::MinAvailable(int_or_percent(ctx, "spec.minAvailable", v)?),
-        (None, Some(v)) => Budget::MaxUnavailable(int_or_percent(ctx, "spec.maxUnavailable", v)?),
-    };
-    let unhealthy_policy = match b.spec.unhealthy_pod_eviction_policy.as_deref() {
-        None | Some("IfHealthyBudget") => UnhealthyPodEvictionPolicy::IfHealthyBudget,
-        Some("AlwaysAllow") => UnhealthyPodEvictionPolicy::AlwaysAllow,
-        Some(o) => {
-            return Err(ctx.err(
-                "spec.unhealthyPodEvictionPolicy",
-                format!("{o:?} is not IfHealthyBudget or AlwaysAllow"),
-            ))
-        }
-    };
+    let spec = b.spec.unwrap_or_default();
+    let selector = spec
+        .selector
+        .as_ref()
+        .map(Selector::parse)
+        .transpose()
+        .map_err(|e| ctx.policy(e))?;
+    // The API server takes a budget with neither field (and the controller
+    // applies it as asking for nothing); a file that names a budget and
+    // asks for nothing is refused, as it most likely lost a line.
+    if spec.min_available.is_none() && spec.max_unavailable.is_none() {
+        return Err(ctx.err(
+            "spec.minAvailable",
+            "one of spec.minAvailable or spec.maxUnavailable is required",
+        ));
+    }
+    let budget = Budget::of(&spec).map_err(|e| ctx.policy(e))?;
+    let unhealthy_policy = UnhealthyPodEvictionPolicy::parse(&spec).map_err(|e| ctx.policy(e))?;
     Ok(PdbSpec {
         key: namespaced(&b.metadata),
-        namespace: b.metadata.namespace.unwrap_or_else(|| "default".into()),
+        namespace: namespace_of(&b.metadata).to_string(),
         selector,
         budget,
         unhealthy_policy,
     })
-}
-
-/// A non-negative count or a whole percentage 0–100 (`"25%"`), as the API
-/// server accepts for a PDB's `minAvailable` / `maxUnavailable`.
-fn int_or_percent(ctx: &Ctx, field: &str, v: &IntOrString) -> Result<IntOrPercent, StateError> {
-    match v {
-        IntOrString::Int(n) => u32::try_from(*n)
-            .map(IntOrPercent::Int)
-            .map_err(|_| ctx.err(field, format!("must be >= 0, got {n}"))),
-        IntOrString::String(s) => {
-            let p = s
-                .strip_suffix('%')
-                .and_then(|d| d.parse::<u32>().ok())
-                .filter(|_| !s.starts_with('+'))
-                .ok_or_else(|| {
-                    ctx.err(
-                        field,
-                        format!("{s:?} is neither a whole number nor a percentage like \"50%\""),
-                    )
-                })?;
-            if p > 100 {
-                return Err(ctx.err(field, format!("{s:?} is more than 100%")));
-            }
-            Ok(IntOrPercent::Percent(p))
-        }
-    }
 }
 
 fn protocol(ctx: &Ctx, field: &str, p: Option<&str>) -> Result<Protocol, StateError> {
@@ -596,16 +582,23 @@ fn protocol(ctx: &Ctx, field: &str, p: Option<&str>) -> Result<Protocol, StateEr
     }
 }
 
-fn port_number(ctx: &Ctx, field: &str, p: i64) -> Result<u16, StateError> {
+fn port_number(ctx: &Ctx, field: &str, p: i32) -> Result<u16, StateError> {
+    port_number_wide(ctx, field, i64::from(p))
+}
+
+/// A port written as a string (`targetPort: "8080"`), which may hold any
+/// number.
+fn port_number_wide(ctx: &Ctx, field: &str, p: i64) -> Result<u16, StateError> {
     u16::try_from(p)
         .ok()
         .filter(|p| *p != 0)
         .ok_or_else(|| ctx.err(field, format!("must be 1-65535, got {p}")))
 }
 
-fn service_info(ctx: &Ctx, s: manifests::Service) -> Result<ServiceInfo, StateError> {
+fn service_info(ctx: &Ctx, s: k8s::Service) -> Result<ServiceInfo, StateError> {
     require_name(ctx, &s.metadata)?;
-    let policy = match s.spec.external_traffic_policy.as_deref() {
+    let spec = s.spec.unwrap_or_default();
+    let policy = match spec.external_traffic_policy.as_deref() {
         None | Some("Cluster") => TrafficPolicy::Cluster,
         Some("Local") => TrafficPolicy::Local,
         Some(o) => {
@@ -615,24 +608,27 @@ fn service_info(ctx: &Ctx, s: manifests::Service) -> Result<ServiceInfo, StateEr
             ))
         }
     };
-    let affinity_timeout_s = match s.spec.session_affinity.as_deref() {
+    let affinity_timeout_s = match spec.session_affinity.as_deref() {
         None | Some("None") => None,
         Some("ClientIP") => {
-            let t = s
-                .spec
+            let t = spec
                 .session_affinity_config
                 .as_ref()
                 .and_then(|c| c.client_ip.as_ref())
                 .and_then(|c| c.timeout_seconds);
             match t {
                 None => Some(DEFAULT_AFFINITY_TIMEOUT_S),
-                Some(t) if (1..=MAX_AFFINITY_TIMEOUT_S).contains(&t) => Some(t as u32),
-                Some(t) => {
-                    return Err(ctx.err(
-                        "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
-                        format!("must be 1-{MAX_AFFINITY_TIMEOUT_S}, got {t}"),
-                    ))
-                }
+                Some(t) => Some(
+                    u32::try_from(t)
+                        .ok()
+                        .filter(|t| (1..=MAX_AFFINITY_TIMEOUT_S).contains(t))
+                        .ok_or_else(|| {
+                            ctx.err(
+                                "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+                                format!("must be 1-{MAX_AFFINITY_TIMEOUT_S}, got {t}"),
+                            )
+                        })?,
+                ),
             }
         }
         Some(o) => {
@@ -642,14 +638,19 @@ fn service_info(ctx: &Ctx, s: manifests::Service) -> Result<ServiceInfo, StateEr
             ))
         }
     };
-    let health_check_node_port = match s.spec.health_check_node_port {
+    let health_check_node_port = match spec.health_check_node_port {
         None => None,
         Some(p) => Some(port_number(ctx, "spec.healthCheckNodePort", p)?),
     };
-    let is_lb = s.spec.kind.as_deref() == Some("LoadBalancer");
+    let is_lb = spec.type_.as_deref() == Some("LoadBalancer");
     let mut vips = Vec::new();
     if is_lb {
-        for (i, ing) in s.status.load_balancer.ingress.iter().enumerate() {
+        let ingress = s
+            .status
+            .and_then(|st| st.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .unwrap_or_default();
+        for (i, ing) in ingress.iter().enumerate() {
             if let Some(ip) = &ing.ip {
                 let field = format!("status.loadBalancer.ingress[{i}].ip");
                 let ip = parse_ip(ctx, &field, ip)?;
@@ -659,13 +660,14 @@ fn service_info(ctx: &Ctx, s: manifests::Service) -> Result<ServiceInfo, StateEr
             }
         }
     }
+    let spec_ports = spec.ports.unwrap_or_default();
     let mut ports: Vec<ServicePortInfo> = Vec::new();
-    for (i, p) in s.spec.ports.iter().enumerate() {
+    for (i, p) in spec_ports.iter().enumerate() {
         let f = |x: &str| format!("spec.ports[{i}].{x}");
         let port = port_number(ctx, &f("port"), p.port)?;
         let proto = protocol(ctx, &f("protocol"), p.protocol.as_deref())?;
         let name = p.name.clone().unwrap_or_default();
-        if name.is_empty() && s.spec.ports.len() > 1 {
+        if name.is_empty() && spec_ports.len() > 1 {
             return Err(ctx.err(f("name"), "required when a Service has several ports"));
         }
         let target = match &p.target_port {
@@ -674,7 +676,7 @@ fn service_info(ctx: &Ctx, s: manifests::Service) -> Result<ServiceInfo, StateEr
                 TargetPort::Number(port_number(ctx, &f("targetPort"), *t)?)
             }
             Some(IntOrString::String(t)) => match t.parse::<i64>() {
-                Ok(n) => TargetPort::Number(port_number(ctx, &f("targetPort"), n)?),
+                Ok(n) => TargetPort::Number(port_number_wide(ctx, &f("targetPort"), n)?),
                 Err(_) if !t.is_empty() => TargetPort::Name(t.clone()),
                 Err(_) => return Err(ctx.err(f("targetPort"), "empty")),
             },
@@ -700,32 +702,34 @@ fn service_info(ctx: &Ctx, s: manifests::Service) -> Result<ServiceInfo, StateEr
     })
 }
 
-fn attach_slice(
+/// Read a slice as its document comes: its name, then what it adds to its
+/// Service. The typed slice is dropped here.
+fn read_slice(ctx: Ctx, slice: k8s::EndpointSlice) -> PendingSlice {
+    let key = require_name(&ctx, &slice.metadata).map(|()| namespaced(&slice.metadata));
+    let read = match &key {
+        Ok(_) => slice_endpoints(&ctx, slice),
+        // Reported through `key`; nothing more is read.
+        Err(e) => Err(e.clone()),
+    };
+    PendingSlice { ctx, key, read }
+}
+
+fn slice_endpoints(
     ctx: &Ctx,
-    slice: manifests::EndpointSlice,
-    state: &mut DesiredState,
-    seen: &mut BTreeMap<String, ()>,
-) -> Result<(), StateError> {
-    require_name(ctx, &slice.metadata)?;
-    if seen.insert(namespaced(&slice.metadata), ()).is_some() {
-        return Err(ctx.err("metadata.name", "duplicate EndpointSlice"));
-    }
+    slice: k8s::EndpointSlice,
+) -> Result<Option<(String, Vec<EndpointInfo>)>, StateError> {
     let family_v4 = match slice.address_type.as_str() {
         "IPv4" => true,
         "IPv6" => false,
         // FQDN slices carry no addresses a packet path can use.
-        "FQDN" => return Ok(()),
+        "FQDN" => return Ok(None),
         o => return Err(ctx.err("addressType", format!("{o:?} is not IPv4, IPv6 or FQDN"))),
     };
-    let svc_name = slice
-        .metadata
-        .labels
-        .get(SERVICE_NAME_LABEL)
+    let svc_name = meta_entry(&slice.metadata.labels, SERVICE_NAME_LABEL)
         .ok_or_else(|| ctx.err(format!("metadata.labels[{SERVICE_NAME_LABEL}]"), "missing"))?;
-    let ns = slice.metadata.namespace.as_deref().unwrap_or("default");
-    let svc_key = format!("{ns}/{svc_name}");
+    let svc_key = format!("{}/{svc_name}", namespace_of(&slice.metadata));
     let mut ports = BTreeMap::new();
-    for (i, p) in slice.ports.iter().enumerate() {
+    for (i, p) in slice.ports.iter().flatten().enumerate() {
         let proto = protocol(ctx, &format!("ports[{i}].protocol"), p.protocol.as_deref())?;
         let Some(num) = p.port else {
             // Kubernetes: an unset port means "all ports"; nothing to translate to.
@@ -737,20 +741,21 @@ fn attach_slice(
     let ports = Arc::new(ports);
     let mut node_names: Vec<Arc<str>> = Vec::new();
     let mut endpoints = Vec::new();
-    for (i, ep) in slice.endpoints.iter().enumerate() {
-        if ep.addresses.is_empty() {
+    for (i, ep) in slice.endpoints.iter().flatten().enumerate() {
+        let Some(first) = ep.addresses.first() else {
             return Err(ctx.err(format!("endpoints[{i}].addresses"), "empty"));
-        }
+        };
         // Kubernetes consumers use the first address only.
         let field = format!("endpoints[{i}].addresses[0]");
-        let addr = parse_ip(ctx, &field, &ep.addresses[0])?;
+        let addr = parse_ip(ctx, &field, first)?;
         if addr.is_ipv4() != family_v4 {
             return Err(ctx.err(
                 field,
                 format!("{addr} is not of addressType {}", slice.address_type),
             ));
         }
-        let ready = ep.conditions.ready.unwrap_or(true);
+        let conditions = ep.conditions.clone().unwrap_or_default();
+        let ready = conditions.ready.unwrap_or(true);
         let node = ep
             .node_name
             .as_deref()
@@ -766,11 +771,26 @@ fn attach_slice(
             addr,
             node,
             ready,
-            serving: ep.conditions.serving.unwrap_or(ready),
-            terminating: ep.conditions.terminating.unwrap_or(false),
+            serving: conditions.serving.unwrap_or(ready),
+            terminating: conditions.terminating.unwrap_or(false),
             ports: ports.clone(),
         });
     }
+    Ok(Some((svc_key, endpoints)))
+}
+
+fn attach_slice(
+    slice: PendingSlice,
+    state: &mut DesiredState,
+    seen: &mut BTreeMap<String, ()>,
+) -> Result<(), StateError> {
+    let key = slice.key?;
+    if seen.insert(key, ()).is_some() {
+        return Err(slice.ctx.err("metadata.name", "duplicate EndpointSlice"));
+    }
+    let Some((svc_key, endpoints)) = slice.read? else {
+        return Ok(());
+    };
     // A slice may arrive before its Service; kube-proxy keeps it and uses it
     // once the Service exists. Here the file is the whole truth, so a slice
     // without a Service simply has no effect.

@@ -234,7 +234,8 @@ pub async fn create(o: &Objects, t: &Target, body: Value) -> Result<Response, Ap
         let live = pdb::live_disruptions(&recorded, &guarded, now);
         let status = pdb::budget_status(arithmetic, &guarded, &live);
         let policy = pdb::UnhealthyPodEvictionPolicy::of(&budget.spec);
-        match pdb::decide(&pod, &status, policy, live.contains_key(&name)) {
+        let healthy = pod.healthy() && !live.contains_key(&name);
+        match pdb::decide(healthy, &status, policy) {
             Verdict::Refused => return Err(refused(&budget.name, &status)),
             Verdict::AllowUnhealthy => {
                 // Only the pod as judged: one that turned Ready meanwhile

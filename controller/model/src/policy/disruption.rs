@@ -15,8 +15,9 @@
 //!   `AlwaysAllow`, or under `IfHealthyBudget` when the budget is met; else
 //!   one disruption is spent, or the eviction is refused (429).
 //!
-//! The agent keeps its own copy of these rules over its state file
-//! (`agent/src/pods/disruption.rs`); the two agree on every rule here.
+//! The agent applies the same rules over its state file
+//! (`agent/src/pods/disruption.rs` keeps only its bookkeeping: which pods
+//! it knows, which evictions it has allowed).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,19 +41,120 @@ pub const SEVERAL_BUDGETS_MESSAGE: &str =
 /// eviction is taken to have failed and the pod counts again.
 pub const DISRUPTION_TIMEOUT: SignedDuration = SignedDuration::from_secs(120);
 
-/// A `matchExpressions` entry or a budget field that cannot be read.
+/// A `matchExpressions` entry or a budget field that cannot be read, naming
+/// the field as a state file or a request spells it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
-    #[error("spec.selector.matchExpressions[{index}].operator: {operator:?} is not one of In, NotIn, Exists, DoesNotExist")]
+    #[error("spec.selector.matchExpressions[{index}].key: missing")]
+    MissingKey { index: usize },
+    #[error("spec.selector.matchExpressions[{index}].operator: {operator:?} is not In, NotIn, Exists or DoesNotExist")]
     UnknownOperator { index: usize, operator: String },
-    #[error("spec.selector.matchExpressions[{index}].values: {message}")]
-    Values { index: usize, message: &'static str },
-    #[error("{field}: {value:?} is neither a whole number nor a percentage")]
+    #[error("spec.selector.matchExpressions[{index}].values: required for {operator}")]
+    ValuesRequired { index: usize, operator: String },
+    #[error("spec.selector.matchExpressions[{index}].values: must be empty for {operator}")]
+    ValuesForbidden { index: usize, operator: String },
+    #[error("{field}: {value:?} is neither a whole number nor a percentage like \"50%\"")]
     NotIntOrPercent { field: &'static str, value: String },
-    #[error("{field}: {value} must not be negative")]
+    #[error("{field}: {value:?} is more than 100%")]
+    OverHundredPercent { field: &'static str, value: String },
+    #[error("{field}: must be >= 0, got {value}")]
     Negative { field: &'static str, value: i64 },
-    #[error("spec: minAvailable and maxUnavailable cannot both be set")]
+    #[error("spec.minAvailable: set together with spec.maxUnavailable; set one of them")]
     BothSet,
+    #[error("spec.unhealthyPodEvictionPolicy: {value:?} is not IfHealthyBudget or AlwaysAllow")]
+    UnknownUnhealthyPolicy { value: String },
+}
+
+impl PolicyError {
+    /// The field path alone (`spec.minAvailable`), for callers that report
+    /// the field and the message apart.
+    pub fn field(&self) -> String {
+        self.split().0
+    }
+
+    /// The message without the field.
+    pub fn message(&self) -> String {
+        self.split().1
+    }
+
+    fn split(&self) -> (String, String) {
+        // Every message above is `field: message`, and no field path holds
+        // ": ".
+        let text = self.to_string();
+        match text.split_once(": ") {
+            Some((f, m)) => (f.to_string(), m.to_string()),
+            None => (String::new(), text),
+        }
+    }
+}
+
+/// One `matchExpressions` operator, with its values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SelectorOp {
+    In(BTreeSet<String>),
+    NotIn(BTreeSet<String>),
+    Exists,
+    DoesNotExist,
+}
+
+/// A label selector read and checked once, so matching it against many
+/// pods cannot fail.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Selector {
+    pub match_labels: BTreeMap<String, String>,
+    pub match_expressions: Vec<(String, SelectorOp)>,
+}
+
+impl Selector {
+    /// Check every expression: a known operator, a key, values for `In`
+    /// and `NotIn` and none for `Exists` and `DoesNotExist`.
+    pub fn parse(sel: &LabelSelector) -> Result<Self, PolicyError> {
+        let mut match_expressions = Vec::new();
+        for (index, r) in sel.match_expressions.iter().flatten().enumerate() {
+            if r.key.is_empty() {
+                return Err(PolicyError::MissingKey { index });
+            }
+            let values: BTreeSet<String> = r.values.iter().flatten().cloned().collect();
+            let operator = r.operator.clone();
+            let op = match r.operator.as_str() {
+                "In" | "NotIn" if values.is_empty() => {
+                    return Err(PolicyError::ValuesRequired { index, operator })
+                }
+                "Exists" | "DoesNotExist" if !values.is_empty() => {
+                    return Err(PolicyError::ValuesForbidden { index, operator })
+                }
+                "In" => SelectorOp::In(values),
+                "NotIn" => SelectorOp::NotIn(values),
+                "Exists" => SelectorOp::Exists,
+                "DoesNotExist" => SelectorOp::DoesNotExist,
+                _ => return Err(PolicyError::UnknownOperator { index, operator }),
+            };
+            match_expressions.push((r.key.clone(), op));
+        }
+        Ok(Selector {
+            match_labels: sel.match_labels.clone().unwrap_or_default(),
+            match_expressions,
+        })
+    }
+
+    /// Every `matchLabels` pair and every expression hold (an empty
+    /// selector matches everything).
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self
+                .match_expressions
+                .iter()
+                .all(|(k, op)| match (op, labels.get(k)) {
+                    (SelectorOp::In(vs), Some(v)) => vs.contains(v),
+                    (SelectorOp::In(_), None) => false,
+                    (SelectorOp::NotIn(vs), Some(v)) => !vs.contains(v),
+                    (SelectorOp::NotIn(_), None) => true,
+                    (SelectorOp::Exists, v) => v.is_some(),
+                    (SelectorOp::DoesNotExist, v) => v.is_none(),
+                })
+    }
 }
 
 /// Whether `labels` satisfy `sel`: every `matchLabels` pair and every
@@ -61,42 +163,7 @@ pub fn selector_matches(
     sel: &LabelSelector,
     labels: &BTreeMap<String, String>,
 ) -> Result<bool, PolicyError> {
-    let pairs = sel
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let mut all = pairs;
-    for (index, r) in sel.match_expressions.iter().flatten().enumerate() {
-        let values: BTreeSet<&str> = r.values.iter().flatten().map(String::as_str).collect();
-        let have = labels.get(&r.key).map(String::as_str);
-        let holds = match r.operator.as_str() {
-            "In" | "NotIn" if values.is_empty() => {
-                return Err(PolicyError::Values {
-                    index,
-                    message: "must be non-empty for In and NotIn",
-                })
-            }
-            "Exists" | "DoesNotExist" if !values.is_empty() => {
-                return Err(PolicyError::Values {
-                    index,
-                    message: "must be empty for Exists and DoesNotExist",
-                })
-            }
-            "In" => have.is_some_and(|v| values.contains(v)),
-            "NotIn" => have.is_none_or(|v| !values.contains(v)),
-            "Exists" => have.is_some(),
-            "DoesNotExist" => have.is_none(),
-            other => {
-                return Err(PolicyError::UnknownOperator {
-                    index,
-                    operator: other.to_string(),
-                })
-            }
-        };
-        all = all && holds;
-    }
-    Ok(all)
+    Selector::parse(sel).map(|s| s.matches(labels))
 }
 
 /// Whether a budget in `pdb_namespace` with `spec` guards the pod.
@@ -116,7 +183,9 @@ pub enum IntOrPercent {
 }
 
 impl IntOrPercent {
-    fn parse(field: &'static str, v: &IntOrString) -> Result<Self, PolicyError> {
+    /// A non-negative count or a whole percentage 0–100 (`"25%"`), as the
+    /// API server accepts for a budget's `minAvailable` / `maxUnavailable`.
+    pub fn parse(field: &'static str, v: &IntOrString) -> Result<Self, PolicyError> {
         match v {
             IntOrString::Int(n) => {
                 u32::try_from(*n)
@@ -126,14 +195,24 @@ impl IntOrPercent {
                         value: i64::from(*n),
                     })
             }
-            IntOrString::String(s) => s
-                .strip_suffix('%')
-                .and_then(|p| p.parse::<u32>().ok())
-                .map(IntOrPercent::Percent)
-                .ok_or_else(|| PolicyError::NotIntOrPercent {
-                    field,
-                    value: s.clone(),
-                }),
+            IntOrString::String(s) => {
+                let p = s
+                    .strip_suffix('%')
+                    // u32's parser takes a leading '+'; a percentage does not.
+                    .filter(|d| !d.starts_with('+'))
+                    .and_then(|d| d.parse::<u32>().ok())
+                    .ok_or_else(|| PolicyError::NotIntOrPercent {
+                        field,
+                        value: s.clone(),
+                    })?;
+                if p > 100 {
+                    return Err(PolicyError::OverHundredPercent {
+                        field,
+                        value: s.clone(),
+                    });
+                }
+                Ok(IntOrPercent::Percent(p))
+            }
         }
     }
 
@@ -192,11 +271,21 @@ pub enum UnhealthyPodEvictionPolicy {
 }
 
 impl UnhealthyPodEvictionPolicy {
-    /// Unset or unknown is the default, `IfHealthyBudget`.
+    /// Unset or unknown is the default, `IfHealthyBudget`: a stored budget
+    /// is applied as it is, never refused at eviction time.
     pub fn of(spec: &PodDisruptionBudgetSpec) -> Self {
+        Self::parse(spec).unwrap_or_default()
+    }
+
+    /// Unset is `IfHealthyBudget`; a value that is neither is an error, for
+    /// a budget being accepted.
+    pub fn parse(spec: &PodDisruptionBudgetSpec) -> Result<Self, PolicyError> {
         match spec.unhealthy_pod_eviction_policy.as_deref() {
-            Some("AlwaysAllow") => UnhealthyPodEvictionPolicy::AlwaysAllow,
-            _ => UnhealthyPodEvictionPolicy::IfHealthyBudget,
+            None | Some("IfHealthyBudget") => Ok(UnhealthyPodEvictionPolicy::IfHealthyBudget),
+            Some("AlwaysAllow") => Ok(UnhealthyPodEvictionPolicy::AlwaysAllow),
+            Some(o) => Err(PolicyError::UnknownUnhealthyPolicy {
+                value: o.to_string(),
+            }),
         }
     }
 }
@@ -271,6 +360,22 @@ pub struct BudgetStatus {
     pub disruptions_allowed: u32,
 }
 
+impl BudgetStatus {
+    /// The disruption controller's arithmetic: `desiredHealthy` from the
+    /// budget over `expected` pods, `disruptionsAllowed = max(0,
+    /// currentHealthy − desiredHealthy)` (0 when nothing is expected, as
+    /// then nothing is healthy either).
+    pub fn of(budget: Budget, expected: u32, current_healthy: u32) -> Self {
+        let desired_healthy = budget.desired_healthy(expected);
+        BudgetStatus {
+            expected,
+            current_healthy,
+            desired_healthy,
+            disruptions_allowed: current_healthy.saturating_sub(desired_healthy),
+        }
+    }
+}
+
 /// The status of `budget` over the pods it guards; pods in `disrupted`
 /// (evictions already allowed) do not count as healthy.
 pub fn budget_status(
@@ -284,13 +389,7 @@ pub fn budget_status(
         .filter(|p| p.healthy() && !disrupted.contains_key(&p.name))
         .count();
     let current_healthy = u32::try_from(current_healthy).unwrap_or(u32::MAX);
-    let desired_healthy = budget.desired_healthy(expected);
-    BudgetStatus {
-        expected,
-        current_healthy,
-        desired_healthy,
-        disruptions_allowed: current_healthy.saturating_sub(desired_healthy),
-    }
+    BudgetStatus::of(budget, expected, current_healthy)
 }
 
 /// The answer to one eviction under one budget.
@@ -307,15 +406,10 @@ pub enum Verdict {
     Refused,
 }
 
-/// Decide the eviction of `pod` (guarded by a budget with `status` and
-/// `policy`); `disrupted` says whether the pod is already recorded.
-pub fn decide(
-    pod: &PodFacts,
-    status: &BudgetStatus,
-    policy: UnhealthyPodEvictionPolicy,
-    disrupted: bool,
-) -> Verdict {
-    let healthy = pod.healthy() && !disrupted;
+/// Decide the eviction of a pod guarded by a budget with `status` and
+/// `policy`; `healthy`: the pod counts towards `currentHealthy` (Ready, not
+/// being deleted, not already recorded as disrupted).
+pub fn decide(healthy: bool, status: &BudgetStatus, policy: UnhealthyPodEvictionPolicy) -> Verdict {
     if !healthy {
         let free = match policy {
             UnhealthyPodEvictionPolicy::AlwaysAllow => true,
@@ -454,6 +548,78 @@ mod tests {
     }
 
     #[test]
+    fn selector_faults_name_the_expression_and_its_field() {
+        // spec: E6 — a budget that cannot be read is refused naming the
+        // field, so the file or request can be fixed.
+        let one = |e: LabelSelectorRequirement| {
+            Selector::parse(&LabelSelector {
+                match_labels: None,
+                match_expressions: Some(vec![expr("app", "Exists", &[]), e]),
+            })
+            .expect_err("bad expression")
+        };
+        for (e, field) in [
+            (
+                expr("a", "Near", &["x"]),
+                "spec.selector.matchExpressions[1].operator",
+            ),
+            (
+                expr("a", "NotIn", &[]),
+                "spec.selector.matchExpressions[1].values",
+            ),
+            (
+                expr("a", "DoesNotExist", &["x"]),
+                "spec.selector.matchExpressions[1].values",
+            ),
+            (
+                expr("", "Exists", &[]),
+                "spec.selector.matchExpressions[1].key",
+            ),
+        ] {
+            let err = one(e.clone());
+            assert_eq!(err.field(), field, "{e:?}");
+            assert_eq!(err.to_string(), format!("{field}: {}", err.message()));
+        }
+        let parsed = Selector::parse(&LabelSelector {
+            match_labels: Some(labels(&[("app", "web")])),
+            match_expressions: Some(vec![expr("tier", "In", &["a", "b"])]),
+        })
+        .expect("valid");
+        assert_eq!(parsed.match_labels, labels(&[("app", "web")]));
+        assert_eq!(
+            parsed.match_expressions,
+            vec![(
+                "tier".to_string(),
+                SelectorOp::In(["a".to_string(), "b".to_string()].into())
+            )]
+        );
+    }
+
+    #[test]
+    fn unhealthy_policy_is_strict_when_read_and_lenient_when_applied() {
+        // spec: E6 — IfHealthyBudget unless the budget says AlwaysAllow.
+        let with = |v: Option<&str>| PodDisruptionBudgetSpec {
+            unhealthy_pod_eviction_policy: v.map(str::to_string),
+            ..Default::default()
+        };
+        use UnhealthyPodEvictionPolicy::*;
+        assert_eq!(
+            UnhealthyPodEvictionPolicy::parse(&with(None)),
+            Ok(IfHealthyBudget)
+        );
+        assert_eq!(
+            UnhealthyPodEvictionPolicy::parse(&with(Some("AlwaysAllow"))),
+            Ok(AlwaysAllow)
+        );
+        let e = UnhealthyPodEvictionPolicy::parse(&with(Some("Sometimes"))).expect_err("bad");
+        assert_eq!(e.field(), "spec.unhealthyPodEvictionPolicy");
+        assert_eq!(
+            UnhealthyPodEvictionPolicy::of(&with(Some("Sometimes"))),
+            IfHealthyBudget
+        );
+    }
+
+    #[test]
     fn a_budget_guards_matching_pods_of_its_namespace_only() {
         let p = pod("web-1", true);
         let web = Some(LabelSelector {
@@ -518,6 +684,8 @@ mod tests {
             }),
             Err(PolicyError::BothSet)
         );
+        assert!(min(s("150%")).is_err(), "more than 100%");
+        assert!(min(s("+5%")).is_err());
     }
 
     #[test]
@@ -563,32 +731,15 @@ mod tests {
         };
         let policy = UnhealthyPodEvictionPolicy::IfHealthyBudget;
         // spec: E6 — a refused eviction is a 429 the client retries.
-        assert_eq!(
-            decide(&pod("a", true), &st(2, 2), policy, false),
-            Verdict::Refused
-        );
-        assert_eq!(
-            decide(&pod("a", true), &st(3, 2), policy, false),
-            Verdict::Spend
-        );
+        assert_eq!(decide(true, &st(2, 2), policy), Verdict::Refused);
+        assert_eq!(decide(true, &st(3, 2), policy), Verdict::Spend);
         // An unhealthy pod goes free while the budget is met...
-        assert_eq!(
-            decide(&pod("a", false), &st(2, 2), policy, false),
-            Verdict::AllowUnhealthy
-        );
+        assert_eq!(decide(false, &st(2, 2), policy), Verdict::AllowUnhealthy);
         // ...and needs an allowance when it is not (IfHealthyBudget)...
-        assert_eq!(
-            decide(&pod("a", false), &st(1, 2), policy, false),
-            Verdict::Refused
-        );
+        assert_eq!(decide(false, &st(1, 2), policy), Verdict::Refused);
         // ...unless the budget says AlwaysAllow.
         assert_eq!(
-            decide(
-                &pod("a", false),
-                &st(1, 2),
-                UnhealthyPodEvictionPolicy::AlwaysAllow,
-                false
-            ),
+            decide(false, &st(1, 2), UnhealthyPodEvictionPolicy::AlwaysAllow),
             Verdict::AllowUnhealthy
         );
         let mut pending = pod("p", false);

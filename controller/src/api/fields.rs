@@ -18,6 +18,7 @@ use sluice_model::k8s;
 use sluice_model::kind::SluiceKind;
 use sluice_model::node_pool::NodePool;
 use sluice_model::operation::Operation;
+use sluice_model::policy::disruption::{Budget, Selector, UnhealthyPodEvictionPolicy};
 
 use super::meta::invalid;
 use super::path::Target;
@@ -70,6 +71,34 @@ fn check_kind<K: SluiceKind + DeserializeOwned>(
     Ok(d.unknown_fields)
 }
 
+/// A budget as kube-apiserver admits it: one of `minAvailable` and
+/// `maxUnavailable`, non-negative, a percentage at most 100%, a selector
+/// that parses, a known unhealthy-pod policy. Checked with the model's own
+/// parsing, so a stored budget is one the Eviction API can always read.
+fn check_budget(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Vec<String>, ApiError> {
+    let unknown =
+        check_as::<k8s::PodDisruptionBudget>(obj, mode).map_err(|e| decode_error(t, obj, e))?;
+    let Ok(pdb) = serde_json::from_value::<k8s::PodDisruptionBudget>(obj.clone()) else {
+        return Ok(unknown);
+    };
+    let Some(spec) = pdb.spec else {
+        return Ok(unknown);
+    };
+    let checked = (|| {
+        if spec.min_available.is_some() || spec.max_unavailable.is_some() {
+            Budget::of(&spec)?;
+        }
+        if let Some(sel) = &spec.selector {
+            Selector::parse(sel)?;
+        }
+        UnhealthyPodEvictionPolicy::parse(&spec).map(|_| ())
+    })();
+    match checked {
+        Ok(()) => Ok(unknown),
+        Err(e) => Err(invalid(t, name_of(obj), &e.field(), &e.message())),
+    }
+}
+
 fn name_of(obj: &Value) -> &str {
     obj.pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -103,7 +132,7 @@ pub fn check(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Vec<Strin
         ("apps", "ReplicaSet") => check_as::<k8s::ReplicaSet>(obj, mode),
         ("coordination.k8s.io", "Lease") => check_as::<k8s::Lease>(obj, mode),
         ("discovery.k8s.io", "EndpointSlice") => check_as::<k8s::EndpointSlice>(obj, mode),
-        ("policy", "PodDisruptionBudget") => check_as::<k8s::PodDisruptionBudget>(obj, mode),
+        ("policy", "PodDisruptionBudget") => return check_budget(t, obj, mode),
         ("sluice.dev", "Cluster") => return check_kind::<Cluster>(t, obj, mode),
         ("sluice.dev", "NodePool") => return check_kind::<NodePool>(t, obj, mode),
         ("sluice.dev", "Operation") => return check_kind::<Operation>(t, obj, mode),
@@ -130,6 +159,60 @@ mod tests {
     fn pod() -> Value {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    }
+
+    #[test]
+    fn budgets_the_eviction_api_could_not_read_are_refused() {
+        let t = resolve("/apis/policy/v1/namespaces/default/poddisruptionbudgets").expect("path");
+        let pdb = |spec: Value| json!({"metadata": {"name": "b"}, "spec": spec});
+        for (spec, field, words) in [
+            (
+                json!({"minAvailable": 1, "maxUnavailable": 1}),
+                "spec.minAvailable",
+                "set one",
+            ),
+            (
+                json!({"minAvailable": "150%"}),
+                "spec.minAvailable",
+                "more than 100%",
+            ),
+            (json!({"maxUnavailable": -1}), "spec.maxUnavailable", ">= 0"),
+            (
+                json!({"minAvailable": "half"}),
+                "spec.minAvailable",
+                "percentage",
+            ),
+            (
+                json!({"minAvailable": 1, "selector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}),
+                "spec.selector.matchExpressions[0].operator",
+                "not In",
+            ),
+            (
+                json!({"minAvailable": 1, "unhealthyPodEvictionPolicy": "Sometimes"}),
+                "spec.unhealthyPodEvictionPolicy",
+                "IfHealthyBudget",
+            ),
+        ] {
+            let e = check(&t, &pdb(spec.clone()), FieldValidation::Strict).unwrap_err();
+            let body = e.body();
+            assert_eq!(body["code"], 422, "{spec}");
+            assert_eq!(
+                body["details"]["causes"][0]["field"], field,
+                "{spec}: {body}"
+            );
+            assert!(
+                body["message"].as_str().unwrap().contains(words),
+                "{spec}: {body}"
+            );
+        }
+        for ok in [
+            json!({"minAvailable": "50%"}),
+            json!({"maxUnavailable": 0}),
+            json!({}),
+        ] {
+            check(&t, &pdb(ok.clone()), FieldValidation::Strict)
+                .unwrap_or_else(|e| panic!("{ok}: {e:?}"));
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 pub mod limits;
 pub mod model;
+mod services;
 pub mod source;
 pub mod typed;
 pub mod validate;

@@ -4,16 +4,16 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
-use std::sync::Arc;
 
 use ipnet::IpNet;
 use serde::Deserialize;
 
-use sluice_model::k8s::{self, IntOrString, ObjectMeta};
+use sluice_model::k8s::{self, ObjectMeta};
 use sluice_model::policy::disruption::PolicyError;
 
 use super::limits::{check_nesting, check_size, MAX_NESTING};
 use super::model::*;
+use super::services::{attach_slice, read_slice, service_info, PendingSlice};
 use super::typed::{decode, TypeError};
 use crate::health::DEFAULT_NODE_HEALTH_PORT;
 use crate::pods::disruption::{Budget, PdbSpec, Selector, UnhealthyPodEvictionPolicy};
@@ -61,14 +61,14 @@ impl fmt::Display for StateError {
 
 impl std::error::Error for StateError {}
 
-struct Ctx {
+pub(super) struct Ctx {
     doc: usize,
     object: String,
 }
 
 impl Ctx {
     /// A type error inside this object: its path is the field.
-    fn typed(&self, e: TypeError) -> StateError {
+    pub(super) fn typed(&self, e: TypeError) -> StateError {
         self.err(e.field, e.message)
     }
 
@@ -77,7 +77,7 @@ impl Ctx {
         self.err(e.field(), e.message())
     }
 
-    fn err(&self, field: impl Into<String>, message: impl Into<String>) -> StateError {
+    pub(super) fn err(&self, field: impl Into<String>, message: impl Into<String>) -> StateError {
         StateError {
             doc: self.doc,
             object: self.object.clone(),
@@ -126,18 +126,6 @@ fn remove_keys(value: &mut serde_yaml::Value, keys: &[&str]) {
             m.shift_remove(*k);
         }
     }
-}
-
-/// A slice read when its document came, kept small until every Service is
-/// known: a 10 000-slice file holds these, not 10 000 typed EndpointSlices.
-struct PendingSlice {
-    ctx: Ctx,
-    /// `namespace/name`, or why the slice has none.
-    key: Result<String, StateError>,
-    /// Its Service's key and endpoints (`None`: an FQDN slice), or the first
-    /// fault in it. Reported in the same order as before the slices were
-    /// read early: name, duplicate, then content.
-    read: Result<Option<(String, Vec<EndpointInfo>)>, StateError>,
 }
 
 /// Parse and validate a multi-document YAML file of manifests.
@@ -338,19 +326,19 @@ fn claim_frontends(
     Ok(())
 }
 
-fn name_of(m: &ObjectMeta) -> &str {
+pub(super) fn name_of(m: &ObjectMeta) -> &str {
     m.name.as_deref().unwrap_or_default()
 }
 
-fn namespace_of(m: &ObjectMeta) -> &str {
+pub(super) fn namespace_of(m: &ObjectMeta) -> &str {
     m.namespace.as_deref().unwrap_or("default")
 }
 
-fn namespaced(m: &ObjectMeta) -> String {
+pub(super) fn namespaced(m: &ObjectMeta) -> String {
     format!("{}/{}", namespace_of(m), name_of(m))
 }
 
-fn require_name(ctx: &Ctx, m: &ObjectMeta) -> Result<(), StateError> {
+pub(super) fn require_name(ctx: &Ctx, m: &ObjectMeta) -> Result<(), StateError> {
     if name_of(m).is_empty() {
         return Err(ctx.err("metadata.name", "missing"));
     }
@@ -358,11 +346,14 @@ fn require_name(ctx: &Ctx, m: &ObjectMeta) -> Result<(), StateError> {
 }
 
 /// A label or an annotation, absent when the object has no such map.
-fn meta_entry<'a>(map: &'a Option<BTreeMap<String, String>>, key: &str) -> Option<&'a String> {
+pub(super) fn meta_entry<'a>(
+    map: &'a Option<BTreeMap<String, String>>,
+    key: &str,
+) -> Option<&'a String> {
     map.as_ref().and_then(|m| m.get(key))
 }
 
-fn parse_ip(ctx: &Ctx, field: &str, s: &str) -> Result<IpAddr, StateError> {
+pub(super) fn parse_ip(ctx: &Ctx, field: &str, s: &str) -> Result<IpAddr, StateError> {
     s.trim()
         .parse()
         .map_err(|_| ctx.err(field, format!("{s:?} is not an IP address")))
@@ -572,241 +563,4 @@ fn pdb_spec(ctx: &Ctx, b: k8s::PodDisruptionBudget) -> Result<PdbSpec, StateErro
         budget,
         unhealthy_policy,
     })
-}
-
-fn protocol(ctx: &Ctx, field: &str, p: Option<&str>) -> Result<Protocol, StateError> {
-    match p.unwrap_or("TCP") {
-        "TCP" => Ok(Protocol::Tcp),
-        "UDP" => Ok(Protocol::Udp),
-        other => Err(ctx.err(field, format!("{other} is not supported (TCP, UDP)"))),
-    }
-}
-
-fn port_number(ctx: &Ctx, field: &str, p: i32) -> Result<u16, StateError> {
-    port_number_wide(ctx, field, i64::from(p))
-}
-
-/// A port written as a string (`targetPort: "8080"`), which may hold any
-/// number.
-fn port_number_wide(ctx: &Ctx, field: &str, p: i64) -> Result<u16, StateError> {
-    u16::try_from(p)
-        .ok()
-        .filter(|p| *p != 0)
-        .ok_or_else(|| ctx.err(field, format!("must be 1-65535, got {p}")))
-}
-
-fn service_info(ctx: &Ctx, s: k8s::Service) -> Result<ServiceInfo, StateError> {
-    require_name(ctx, &s.metadata)?;
-    let spec = s.spec.unwrap_or_default();
-    let policy = match spec.external_traffic_policy.as_deref() {
-        None | Some("Cluster") => TrafficPolicy::Cluster,
-        Some("Local") => TrafficPolicy::Local,
-        Some(o) => {
-            return Err(ctx.err(
-                "spec.externalTrafficPolicy",
-                format!("{o} is not Cluster or Local"),
-            ))
-        }
-    };
-    let affinity_timeout_s = match spec.session_affinity.as_deref() {
-        None | Some("None") => None,
-        Some("ClientIP") => {
-            let t = spec
-                .session_affinity_config
-                .as_ref()
-                .and_then(|c| c.client_ip.as_ref())
-                .and_then(|c| c.timeout_seconds);
-            match t {
-                None => Some(DEFAULT_AFFINITY_TIMEOUT_S),
-                Some(t) => Some(
-                    u32::try_from(t)
-                        .ok()
-                        .filter(|t| (1..=MAX_AFFINITY_TIMEOUT_S).contains(t))
-                        .ok_or_else(|| {
-                            ctx.err(
-                                "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
-                                format!("must be 1-{MAX_AFFINITY_TIMEOUT_S}, got {t}"),
-                            )
-                        })?,
-                ),
-            }
-        }
-        Some(o) => {
-            return Err(ctx.err(
-                "spec.sessionAffinity",
-                format!("{o} is not None or ClientIP"),
-            ))
-        }
-    };
-    let health_check_node_port = match spec.health_check_node_port {
-        None => None,
-        Some(p) => Some(port_number(ctx, "spec.healthCheckNodePort", p)?),
-    };
-    let is_lb = spec.type_.as_deref() == Some("LoadBalancer");
-    let mut vips = Vec::new();
-    if is_lb {
-        let ingress = s
-            .status
-            .and_then(|st| st.load_balancer)
-            .and_then(|lb| lb.ingress)
-            .unwrap_or_default();
-        for (i, ing) in ingress.iter().enumerate() {
-            if let Some(ip) = &ing.ip {
-                let field = format!("status.loadBalancer.ingress[{i}].ip");
-                let ip = parse_ip(ctx, &field, ip)?;
-                if !vips.contains(&ip) {
-                    vips.push(ip);
-                }
-            }
-        }
-    }
-    let spec_ports = spec.ports.unwrap_or_default();
-    let mut ports: Vec<ServicePortInfo> = Vec::new();
-    for (i, p) in spec_ports.iter().enumerate() {
-        let f = |x: &str| format!("spec.ports[{i}].{x}");
-        let port = port_number(ctx, &f("port"), p.port)?;
-        let proto = protocol(ctx, &f("protocol"), p.protocol.as_deref())?;
-        let name = p.name.clone().unwrap_or_default();
-        if name.is_empty() && spec_ports.len() > 1 {
-            return Err(ctx.err(f("name"), "required when a Service has several ports"));
-        }
-        let target = match &p.target_port {
-            None => TargetPort::Number(port),
-            Some(IntOrString::Int(t)) => {
-                TargetPort::Number(port_number(ctx, &f("targetPort"), *t)?)
-            }
-            Some(IntOrString::String(t)) => match t.parse::<i64>() {
-                Ok(n) => TargetPort::Number(port_number_wide(ctx, &f("targetPort"), n)?),
-                Err(_) if !t.is_empty() => TargetPort::Name(t.clone()),
-                Err(_) => return Err(ctx.err(f("targetPort"), "empty")),
-            },
-        };
-        if ports.iter().any(|q| q.port == port && q.protocol == proto) {
-            return Err(ctx.err(f("port"), format!("duplicate {port}/{}", proto.as_str())));
-        }
-        ports.push(ServicePortInfo {
-            name,
-            port,
-            protocol: proto,
-            target,
-        });
-    }
-    Ok(ServiceInfo {
-        key: namespaced(&s.metadata),
-        policy,
-        affinity_timeout_s,
-        health_check_node_port,
-        vips,
-        ports,
-        endpoints: Vec::new(),
-    })
-}
-
-/// Read a slice as its document comes: its name, then what it adds to its
-/// Service. The typed slice is dropped here.
-fn read_slice(ctx: Ctx, slice: k8s::EndpointSlice) -> PendingSlice {
-    let key = require_name(&ctx, &slice.metadata).map(|()| namespaced(&slice.metadata));
-    let read = match &key {
-        Ok(_) => slice_endpoints(&ctx, slice),
-        // Reported through `key`; nothing more is read.
-        Err(e) => Err(e.clone()),
-    };
-    PendingSlice { ctx, key, read }
-}
-
-fn slice_endpoints(
-    ctx: &Ctx,
-    slice: k8s::EndpointSlice,
-) -> Result<Option<(String, Vec<EndpointInfo>)>, StateError> {
-    let family_v4 = match slice.address_type.as_str() {
-        "IPv4" => true,
-        "IPv6" => false,
-        // FQDN slices carry no addresses a packet path can use.
-        "FQDN" => return Ok(None),
-        o => return Err(ctx.err("addressType", format!("{o:?} is not IPv4, IPv6 or FQDN"))),
-    };
-    let svc_name = meta_entry(&slice.metadata.labels, SERVICE_NAME_LABEL)
-        .ok_or_else(|| ctx.err(format!("metadata.labels[{SERVICE_NAME_LABEL}]"), "missing"))?;
-    let svc_key = format!("{}/{svc_name}", namespace_of(&slice.metadata));
-    let mut ports = BTreeMap::new();
-    for (i, p) in slice.ports.iter().flatten().enumerate() {
-        let proto = protocol(ctx, &format!("ports[{i}].protocol"), p.protocol.as_deref())?;
-        let Some(num) = p.port else {
-            // Kubernetes: an unset port means "all ports"; nothing to translate to.
-            continue;
-        };
-        let num = port_number(ctx, &format!("ports[{i}].port"), num)?;
-        ports.insert((p.name.clone().unwrap_or_default(), proto), num);
-    }
-    let ports = Arc::new(ports);
-    let mut node_names: Vec<Arc<str>> = Vec::new();
-    let mut endpoints = Vec::new();
-    for (i, ep) in slice.endpoints.iter().flatten().enumerate() {
-        let Some(first) = ep.addresses.first() else {
-            return Err(ctx.err(format!("endpoints[{i}].addresses"), "empty"));
-        };
-        // Kubernetes consumers use the first address only.
-        let field = format!("endpoints[{i}].addresses[0]");
-        let addr = parse_ip(ctx, &field, first)?;
-        if addr.is_ipv4() != family_v4 {
-            return Err(ctx.err(
-                field,
-                format!("{addr} is not of addressType {}", slice.address_type),
-            ));
-        }
-        let conditions = ep.conditions.clone().unwrap_or_default();
-        let ready = conditions.ready.unwrap_or(true);
-        let node = ep
-            .node_name
-            .as_deref()
-            .map(|n| match node_names.iter().find(|x| &***x == n) {
-                Some(x) => x.clone(),
-                None => {
-                    let x: Arc<str> = Arc::from(n);
-                    node_names.push(x.clone());
-                    x
-                }
-            });
-        endpoints.push(EndpointInfo {
-            addr,
-            node,
-            ready,
-            serving: conditions.serving.unwrap_or(ready),
-            terminating: conditions.terminating.unwrap_or(false),
-            ports: ports.clone(),
-        });
-    }
-    Ok(Some((svc_key, endpoints)))
-}
-
-fn attach_slice(
-    slice: PendingSlice,
-    state: &mut DesiredState,
-    seen: &mut BTreeMap<String, ()>,
-) -> Result<(), StateError> {
-    let key = slice.key?;
-    if seen.insert(key, ()).is_some() {
-        return Err(slice.ctx.err("metadata.name", "duplicate EndpointSlice"));
-    }
-    let Some((svc_key, endpoints)) = slice.read? else {
-        return Ok(());
-    };
-    // A slice may arrive before its Service; kube-proxy keeps it and uses it
-    // once the Service exists. Here the file is the whole truth, so a slice
-    // without a Service simply has no effect.
-    if let Some(svc) = state.services.get_mut(&svc_key) {
-        for ep in endpoints {
-            if let Some(old) = svc.endpoints.iter_mut().find(|e| e.addr == ep.addr) {
-                // The same address in two slices (e.g. during a rollout):
-                // merge ports, keep the most serving view.
-                Arc::make_mut(&mut old.ports).extend(ep.ports.iter().map(|(k, v)| (k.clone(), *v)));
-                old.ready |= ep.ready;
-                old.serving |= ep.serving;
-                old.terminating &= ep.terminating;
-            } else {
-                svc.endpoints.push(ep);
-            }
-        }
-    }
-    Ok(())
 }

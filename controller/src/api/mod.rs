@@ -6,6 +6,7 @@ pub mod deletion;
 pub mod discovery;
 pub mod eviction;
 pub mod fields;
+pub mod list;
 pub mod meta;
 pub mod objects;
 pub mod openapi;
@@ -14,6 +15,7 @@ pub mod path;
 pub mod resources;
 pub mod selector;
 pub mod status;
+pub mod stored;
 pub mod watch;
 
 use axum::http::Uri;

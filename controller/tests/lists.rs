@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams, PostParams};
 use sluice_model::k8s::Pod;
 
 fn pod(i: usize) -> Pod {
-    let (tier, node) = if i % 2 == 0 {
+    let (tier, node) = if i.is_multiple_of(2) {
         ("front", "node-1")
     } else {
         ("back", "node-2")

@@ -167,6 +167,14 @@ impl FieldSelector {
         self.0.is_empty()
     }
 
+    /// The object's top-level fields the selector reads (`metadata` for
+    /// `metadata.name`): only those need decoding to match it.
+    pub fn top_level_fields(&self) -> impl Iterator<Item = &str> {
+        self.0
+            .iter()
+            .map(|(f, _, _)| f.split('.').next().unwrap_or(f))
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(f, eq, v)| {
             let mut cur = obj;

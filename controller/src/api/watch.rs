@@ -84,12 +84,11 @@ fn event_line(ev: &Event, sel: &Selectors) -> Option<Bytes> {
         let old = render(ev.prev_value.as_deref()?, sel)?;
         return Some(line_raw("DELETED", &old));
     }
-    // Without selectors every readable object is selected: no need to
-    // render the previous one just to know.
+    // Whether the previous object was selected: matched, not written out.
     let was = ev
         .prev_value
         .as_deref()
-        .is_some_and(|p| sel.is_empty() || render(p, sel).is_some());
+        .is_some_and(|p| stored::selects(p, sel));
     match (was, render(&ev.value, sel)) {
         (false, Some(new)) => Some(line_raw("ADDED", &new)),
         (true, Some(new)) => Some(line_raw("MODIFIED", &new)),

@@ -16,7 +16,7 @@ use tracing::{info, warn};
 
 use crate::api::{self, auth::Authenticator, objects::Objects};
 use crate::identity;
-use sluice_store::{EtcdStore, RedbOptions, RedbStore, Store};
+use sluice_store::{EtcdStore, RedbOptions, RedbStore, Store, WatchCache, WatchCacheOptions};
 
 /// A client that opens a connection and sends nothing is dropped after
 /// this, so idle sockets cannot pile up before TLS.
@@ -33,6 +33,10 @@ pub struct ServeOptions {
     /// Where the embedded store keeps its file (`store.redb`).
     #[arg(long, default_value = "/var/lib/sluice/controller")]
     pub data_dir: PathBuf,
+    /// MiB of page cache of the embedded store (redb's own default, 1 GiB,
+    /// would make it most of the controller's memory).
+    #[arg(long, default_value_t = sluice_store::DEFAULT_CACHE_BYTES / (1024 * 1024))]
+    pub store_cache_mib: usize,
     /// Use etcd instead of the embedded store (comma-separated URLs), as
     /// replicated controllers do.
     #[arg(long, value_delimiter = ',')]
@@ -56,7 +60,11 @@ async fn open_store(opts: &ServeOptions) -> Result<(Arc<dyn Store>, Option<etcd_
     std::fs::create_dir_all(&opts.data_dir)
         .with_context(|| format!("creating {}", opts.data_dir.display()))?;
     let path = opts.data_dir.join("store.redb");
-    let s = RedbStore::open(&path, RedbOptions::default())
+    let redb = RedbOptions {
+        cache_bytes: opts.store_cache_mib.saturating_mul(1024 * 1024),
+        ..RedbOptions::default()
+    };
+    let s = RedbStore::open(&path, redb)
         .with_context(|| format!("opening the store {}", path.display()))?;
     Ok((Arc::new(s), None))
 }
@@ -106,6 +114,13 @@ pub async fn run(
     let tokens = identity::parse(&tokens_text).context("tokens.csv")?;
     let acceptor = TlsAcceptor::from(Arc::new(tls_config(&opts.dir)?));
     let (store, etcd) = open_store(opts).await?;
+    // Every object lives under /registry/: one store watch serves all
+    // watchers (the leader election's keys are elsewhere).
+    let store: Arc<dyn Store> = Arc::new(
+        WatchCache::start(store, "/registry/", WatchCacheOptions::default())
+            .await
+            .context("starting the watch cache")?,
+    );
     let identity = opts
         .leader_identity
         .clone()

@@ -16,14 +16,14 @@ use axum::Extension;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use sluice_model::k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
-use sluice_store::{ListOptions, Store, StoreError};
+use sluice_store::{Store, StoreError};
 
 use super::meta::{self, api_version};
 use super::path::{resolve, Target};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::{
-    authz, collection, defaults, deletion, eviction, fields, patch, strategic, table, watch,
+    authz, collection, defaults, deletion, eviction, fields, list, patch, strategic, table, watch,
 };
 use crate::identity::Identity;
 use sluice_model::decode::FieldValidation;
@@ -95,7 +95,7 @@ pub fn store_error(t: &Target, e: StoreError) -> ApiError {
     err
 }
 
-fn bad_request(m: impl Into<String>) -> ApiError {
+pub fn bad_request(m: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "BadRequest", m)
 }
 
@@ -168,30 +168,8 @@ fn labels_of(v: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// `continue` tokens: the list's revision and the last key, opaque to
-/// clients (hex), checked on the way back in.
-fn encode_continue(rev: i64, last: &str) -> String {
-    format!("{rev}\n{last}")
-        .bytes()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-fn decode_continue(s: &str) -> Result<(i64, String), ApiError> {
-    let bad = || bad_request("continue key is not valid: pass the one the previous page returned");
-    if !s.len().is_multiple_of(2) {
-        return Err(bad());
-    }
-    let bytes: Result<Vec<u8>, _> = (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16))
-        .collect();
-    let text = String::from_utf8(bytes.map_err(|_| bad())?).map_err(|_| bad())?;
-    let (rev, key) = text.split_once('\n').ok_or_else(bad)?;
-    Ok((rev.parse().map_err(|_| bad())?, key.to_string()))
-}
-
-/// The selectors of a list or watch, parsed.
+/// The selectors of a list or watch, parsed (the default selects all).
+#[derive(Default)]
 pub struct Selectors {
     pub labels: LabelSelector,
     pub fields: FieldSelector,
@@ -205,6 +183,10 @@ impl Selectors {
             fields: FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str))
                 .map_err(|e| bad_request(format!("fieldSelector: {e}")))?,
         })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
@@ -234,95 +216,6 @@ async fn get(o: &Objects, t: &Target) -> Result<Response, ApiError> {
     Ok(json_response(
         StatusCode::OK,
         meta::with_resource_version(decode_stored(&kv.value)?, kv.mod_rev),
-    ))
-}
-
-async fn list(o: &Objects, t: &Target, q: &HashMap<String, String>) -> Result<Response, ApiError> {
-    let sel = Selectors::from_query(q)?;
-    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
-        None | Some(Ok(0)) => None,
-        Some(Ok(n)) => Some(n),
-        Some(Err(_)) => return Err(bad_request("limit: expected a whole number")),
-    };
-    let (at, start) = match q.get("continue").filter(|c| !c.is_empty()) {
-        Some(c) => {
-            let (rev, k) = decode_continue(c)?;
-            (Some(rev), Some(k))
-        }
-        None => (None, None),
-    };
-    // resourceVersion on a list: not older than it (Exact: at it); one
-    // the store has not reached yet is kube-apiserver's 504.
-    let at = match (at, q.get("resourceVersion").map(String::as_str)) {
-        (Some(a), _) => Some(a),
-        (None, None | Some("") | Some("0")) => None,
-        (None, Some(rv)) => {
-            let rv: i64 = rv.parse().map_err(|_| {
-                bad_request(format!("resourceVersion: {rv:?} is not a resource version"))
-            })?;
-            let current = o
-                .store
-                .current_revision()
-                .await
-                .map_err(|e| store_error(t, e))?;
-            if rv > current {
-                return Err(store_error(
-                    t,
-                    StoreError::FutureRevision {
-                        requested: rv,
-                        current,
-                    },
-                ));
-            }
-            (q.get("resourceVersionMatch").map(String::as_str) == Some("Exact")).then_some(rv)
-        }
-    };
-    let prefix = key(t, None);
-    let mut items = Vec::new();
-    let mut cursor = start;
-    let mut at = at;
-    // Selectors filter after the store's page, so keep paging (at the
-    // first page's revision: one snapshot) until the page is full or the
-    // keys run out.
-    let (revision, next) = loop {
-        let page = o
-            .store
-            .list(ListOptions {
-                prefix: &prefix,
-                limit: limit.map(|l| l - items.len()),
-                start_after: cursor.as_deref(),
-                at_revision: at,
-            })
-            .await
-            .map_err(|e| store_error(t, e))?;
-        at = Some(page.revision);
-        let last = page.items.last().map(|kv| kv.key.clone());
-        for kv in page.items {
-            let obj = meta::with_resource_version(decode_stored(&kv.value)?, kv.mod_rev);
-            if sel.matches(&obj) {
-                items.push(obj);
-            }
-        }
-        if !page.more {
-            break (page.revision, None);
-        }
-        if limit.is_some_and(|l| items.len() >= l) {
-            break (page.revision, last);
-        }
-        cursor = last;
-    };
-    let mut metadata = json!({"resourceVersion": revision.to_string()});
-    if let Some(last) = next {
-        metadata["continue"] = json!(encode_continue(revision, &last));
-    }
-    Ok(json_response(
-        StatusCode::OK,
-        json!({
-            "kind": format!("{}List", t.resource.kind),
-            "apiVersion": api_version(t),
-            "metadata": metadata,
-            "items": items,
-        }),
     ))
 }
 
@@ -646,7 +539,7 @@ pub async fn handle(
         let shaped = |r: Response| table::respond(r, kind, shape, verb == "watch");
         match (verb, &t.name) {
             ("get", Some(_)) => Ok(shaped(get(&o, &t).await?).await),
-            ("list", None) => Ok(shaped(list(&o, &t, &q).await?).await),
+            ("list", None) => Ok(shaped(list::list(&o, &t, &q).await?).await),
             ("watch", None) => Ok(shaped(watch::serve(&o, &t, &q).await?).await),
             ("deletecollection", None) => {
                 let opts = delete_options(&headers, &q, body).await?;
@@ -683,18 +576,6 @@ pub async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn continue_tokens_round_trip_and_refuse_junk() {
-        let c = encode_continue(42, "/registry/core/pods/default/web-1");
-        assert_eq!(
-            decode_continue(&c).expect("ok"),
-            (42, "/registry/core/pods/default/web-1".into())
-        );
-        for bad in ["zz", "abc", "6869"] {
-            assert!(decode_continue(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn keys_put_namespaces_under_the_resource() {

@@ -99,6 +99,10 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.0.iter().all(|r| match r {
             Req::Eq(k, v) => labels.get(k) == Some(v),
@@ -156,6 +160,19 @@ impl FieldSelector {
             out.push((f.to_string(), eq, v.trim().to_string()));
         }
         Ok(FieldSelector(out))
+    }
+
+    /// Whether it selects everything (then the object need not be decoded).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The object's top-level fields the selector reads (`metadata` for
+    /// `metadata.name`): only those need decoding to match it.
+    pub fn top_level_fields(&self) -> impl Iterator<Item = &str> {
+        self.0
+            .iter()
+            .map(|(f, _, _)| f.split('.').next().unwrap_or(f))
     }
 
     pub fn matches(&self, obj: &Value) -> bool {

@@ -20,13 +20,14 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{json, Value};
-use sluice_store::{EventKind, ListOptions, StoreError};
+use sluice_store::{Event, EventKind, ListOptions, StoreError};
 use tokio::sync::mpsc;
 
-use super::meta::{api_version, with_resource_version};
+use super::meta::api_version;
 use super::objects::{key, store_error, Objects, Selectors};
 use super::path::Target;
 use super::status::ApiError;
+use super::stored;
 
 /// kube-apiserver's default upper bound of a watch (`--min-request-timeout`
 /// is 1800 s; it picks a random time up to twice that).
@@ -62,8 +63,39 @@ fn expired(e: &StoreError) -> Bytes {
     )
 }
 
-fn decode(bytes: &[u8]) -> Option<Value> {
-    serde_json::from_slice(bytes).ok()
+/// A line around an object already encoded: the same bytes `line` makes.
+fn line_raw(kind: &str, object: &[u8]) -> Bytes {
+    let mut v = Vec::with_capacity(object.len() + 32);
+    v.extend_from_slice(b"{\"object\":");
+    v.extend_from_slice(object);
+    v.extend_from_slice(b",\"type\":\"");
+    v.extend_from_slice(kind.as_bytes());
+    v.extend_from_slice(b"\"}\n");
+    Bytes::from(v)
+}
+
+/// What one change means to a watcher with these selectors: kube-apiserver
+/// turns an object that leaves the selection into a DELETED, one that
+/// enters it into an ADDED.
+fn event_line(ev: &Event, sel: &Selectors) -> Option<Bytes> {
+    let render =
+        |bytes: &[u8], sel: &Selectors| stored::render(bytes, ev.mod_rev, sel).ok().flatten();
+    if ev.kind == EventKind::Delete {
+        let old = render(ev.prev_value.as_deref()?, sel)?;
+        return Some(line_raw("DELETED", &old));
+    }
+    // Whether the previous object was selected: matched, not written out.
+    let was = ev
+        .prev_value
+        .as_deref()
+        .is_some_and(|p| stored::selects(p, sel));
+    match (was, render(&ev.value, sel)) {
+        (false, Some(new)) => Some(line_raw("ADDED", &new)),
+        (true, Some(new)) => Some(line_raw("MODIFIED", &new)),
+        // Left the selection: gone for this watcher.
+        (true, None) => render(&ev.value, &Selectors::default()).map(|n| line_raw("DELETED", &n)),
+        (false, None) => None,
+    }
 }
 
 pub async fn serve(
@@ -103,10 +135,8 @@ pub async fn serve(
             .await
             .map_err(|e| store_error(t, e))?;
         for kv in page.items {
-            if let Some(obj) = decode(&kv.value).map(|v| with_resource_version(v, kv.mod_rev)) {
-                if sel.matches(&obj) {
-                    initial.push(line("ADDED", obj));
-                }
+            if let Ok(Some(obj)) = stored::render(&kv.value, kv.mod_rev, &sel) {
+                initial.push(line_raw("ADDED", &obj));
             }
         }
         if send_initial {
@@ -148,23 +178,17 @@ pub async fn serve(
                 _ = tick.tick(), if bookmarks => Some(bookmark(&t, last, false)),
                 ev = stream.next() => match ev {
                     None => return,
+                    // Too slow for the watch cache: end the stream, as
+                    // kube-apiserver does; the client watches again from
+                    // the last event it got (no 410, no relist).
+                    Some(Err(StoreError::WatchClosed(_))) => return,
                     Some(Err(e)) => {
                         let _ = tx.send(expired(&e)).await;
                         return;
                     }
                     Some(Ok(ev)) => {
                         last = ev.mod_rev;
-                        let new = decode(&ev.value).map(|v| with_resource_version(v, ev.mod_rev));
-                        let old = ev.prev_value.as_deref().and_then(decode).map(|v| with_resource_version(v, ev.mod_rev));
-                        let m = |o: &Option<Value>| o.as_ref().is_some_and(|v| sel.matches(v));
-                        match (ev.kind, m(&old), m(&new)) {
-                            (EventKind::Delete, true, _) => old.map(|v| line("DELETED", v)),
-                            (EventKind::Put, false, true) => new.map(|v| line("ADDED", v)),
-                            (EventKind::Put, true, true) => new.map(|v| line("MODIFIED", v)),
-                            // Left the selector: gone for this watcher.
-                            (EventKind::Put, true, false) => new.map(|v| line("DELETED", v)),
-                            _ => None,
-                        }
+                        event_line(&ev, &sel)
                     }
                 }
             };

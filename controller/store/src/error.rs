@@ -32,6 +32,12 @@ pub enum StoreError {
         current: Revision,
     },
 
+    /// A watch the store ended on its side, with nothing lost before it
+    /// (a watcher too slow for the watch cache): the caller watches again
+    /// from the last revision it got.
+    #[error("watch closed: {0}")]
+    WatchClosed(String),
+
     #[error("invalid request: {0}")]
     InvalidRequest(String),
 

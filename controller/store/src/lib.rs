@@ -4,7 +4,9 @@
 //! revision, and compaction of the history.
 //!
 //! Two implementations of [`Store`]: [`RedbStore`], one embedded file (the
-//! default), and [`EtcdStore`], for controllers that run replicated.
+//! default), and [`EtcdStore`], for controllers that run replicated;
+//! [`WatchCache`] in front of either shares one store watch among all
+//! watchers.
 
 mod embedded;
 mod error;
@@ -13,12 +15,14 @@ mod keys;
 pub mod leader;
 mod store;
 mod types;
+mod watch_cache;
 
-pub use embedded::{RedbOptions, RedbStore};
+pub use embedded::{RedbOptions, RedbStore, DEFAULT_CACHE_BYTES};
 pub use error::{Result, StoreError};
 pub use etcd::EtcdStore;
 pub use store::{Store, WatchStream};
 pub use types::{Event, EventKind, Kv, ListOptions, ListPage, Revision};
+pub use watch_cache::{WatchCache, WatchCacheOptions};
 
 #[cfg(feature = "testing")]
 pub mod testing;

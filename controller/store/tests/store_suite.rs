@@ -8,7 +8,7 @@ use futures::StreamExt;
 use sluice_store::testing::EtcdServer;
 use sluice_store::{
     EtcdStore, Event, EventKind, ListOptions, RedbOptions, RedbStore, Revision, Store, StoreError,
-    WatchStream,
+    WatchCache, WatchCacheOptions, WatchStream,
 };
 
 /// Bound on any wait for watch events (not a timing assertion: a stuck
@@ -31,6 +31,24 @@ async fn etcd() -> (Arc<dyn Store>, Backing) {
         .await
         .expect("connect to etcd");
     (Arc::new(store), Box::new(server))
+}
+
+/// A store behind the watch cache: the same contract (issue 9: the
+/// watch fan-out keeps events in order, none lost).
+async fn cached(backend: (Arc<dyn Store>, Backing)) -> (Arc<dyn Store>, Backing) {
+    let (store, backing) = backend;
+    let cache = WatchCache::start(store, "/registry/", WatchCacheOptions::default())
+        .await
+        .expect("start the watch cache");
+    (Arc::new(cache), backing)
+}
+
+async fn cached_redb() -> (Arc<dyn Store>, Backing) {
+    cached(redb().await).await
+}
+
+async fn cached_etcd() -> (Arc<dyn Store>, Backing) {
+    cached(etcd().await).await
 }
 
 async fn next_events(w: &mut WatchStream, n: usize) -> Vec<Event> {
@@ -428,6 +446,20 @@ suite!(
         list_pages_at_a_fixed_revision,
         watch_replays_in_order_with_concurrent_writers,
         compaction_refuses_old_revisions,
+        a_watcher_keeps_up_across_many_writes,
+        a_list_larger_than_one_response,
+    ]
+);
+
+// The watch cache serves a watch from any revision its window holds, even
+// one the store has compacted since (as kube-apiserver's watch cache does),
+// so `compaction_refuses_old_revisions` is the bare stores' alone.
+suite!(
+    [cached_redb, cached_etcd]
+    [
+        crud_and_conflicts,
+        list_pages_at_a_fixed_revision,
+        watch_replays_in_order_with_concurrent_writers,
         a_watcher_keeps_up_across_many_writes,
         a_list_larger_than_one_response,
     ]

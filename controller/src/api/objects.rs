@@ -106,31 +106,46 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>
         {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "RequestEntityTooLarge",
-                format!("the request body is larger than {MAX_BODY} bytes"),
-            ))
+            return Err(too_large())
         }
         Err(e) => return Err(bad_request(format!("reading the request body: {e}"))),
     };
-    if bytes.is_empty() {
-        return Err(bad_request("the request has no body"));
-    }
     let ctype = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
+    decode_body(ctype, &bytes)
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "RequestEntityTooLarge",
+        format!("the request body is larger than {MAX_BODY} bytes"),
+    )
+}
+
+/// A body read in full, decoded as its `Content-Type` says: YAML for any
+/// `*yaml*` type (`application/apply-patch+yaml`), JSON otherwise.
+pub fn decode_body(ctype: &str, bytes: &[u8]) -> Result<Value, ApiError> {
+    if bytes.len() > MAX_BODY {
+        // `read_body` stops reading at the limit already; this keeps the
+        // rule for callers that have the bytes some other way.
+        return Err(too_large());
+    }
+    if bytes.is_empty() {
+        return Err(bad_request("the request has no body"));
+    }
     if ctype.contains("yaml") {
-        serde_yaml::from_slice(&bytes)
+        serde_yaml::from_slice(bytes)
             .map_err(|e| bad_request(format!("the body is not valid YAML: {e}")))
     } else {
-        serde_json::from_slice(&bytes)
+        serde_json::from_slice(bytes)
             .map_err(|e| bad_request(format!("the body is not valid JSON: {e}")))
     }
 }
 
-fn decode_stored(kv_value: &[u8]) -> Result<Value, ApiError> {
+pub fn decode_stored(kv_value: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(kv_value).map_err(|e| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -140,7 +155,7 @@ fn decode_stored(kv_value: &[u8]) -> Result<Value, ApiError> {
     })
 }
 
-fn encode(v: &Value) -> Vec<u8> {
+pub fn encode(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_default()
 }
 
@@ -175,16 +190,21 @@ fn encode_continue(rev: i64, last: &str) -> String {
         .collect()
 }
 
-fn decode_continue(s: &str) -> Result<(i64, String), ApiError> {
+pub fn decode_continue(s: &str) -> Result<(i64, String), ApiError> {
     let bad = || bad_request("continue key is not valid: pass the one the previous page returned");
-    if !s.len().is_multiple_of(2) {
-        return Err(bad());
-    }
-    let bytes: Result<Vec<u8>, _> = (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16))
+    // Pairs of bytes, not of string slices: slicing `s` at even offsets
+    // panicked inside a multi-byte character (found by the query fuzz
+    // target: a token with U+FFFD among the hex digits).
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let bytes: Option<Vec<u8>> = s
+        .as_bytes()
+        .chunks(2)
+        .map(|pair| match pair {
+            [hi, lo] => Some(u8::try_from(hex(*hi)? * 16 + hex(*lo)?).ok()?),
+            _ => None,
+        })
         .collect();
-    let text = String::from_utf8(bytes.map_err(|_| bad())?).map_err(|_| bad())?;
+    let text = String::from_utf8(bytes.ok_or_else(bad)?).map_err(|_| bad())?;
     let (rev, key) = text.split_once('\n').ok_or_else(bad)?;
     Ok((rev.parse().map_err(|_| bad())?, key.to_string()))
 }
@@ -375,6 +395,49 @@ async fn create(
     ))
 }
 
+/// What an update of `old` (as stored) to `new` writes, decided without
+/// I/O: the status as the (sub)resource allows, the server-owned metadata
+/// kept, the object checked (`fieldValidation`); and the unknown fields to
+/// warn about.
+pub fn updated(
+    t: &Target,
+    old: &Value,
+    new: Value,
+    status_only: bool,
+    mode: FieldValidation,
+) -> Result<(Value, Vec<String>), ApiError> {
+    // Found with the patch fuzz target: a body that is no object (a merge
+    // patch `5`, a PUT of `[1]`) reached `m["status"] = ...` below, which
+    // panics on anything but an object.
+    let not_object = || bad_request(format!("the body must be a {} object", t.resource.kind));
+    let (Value::Object(new_map), Value::Object(old_map)) = (new, old) else {
+        return Err(not_object());
+    };
+    let (status, mut merged) = if status_only {
+        // Only the status moves through the status subresource.
+        (new_map.get("status").cloned(), old_map.clone())
+    } else {
+        // The main resource does not change the status of kinds that have
+        // a status subresource (the one sent stays where none is stored).
+        let status = old_map
+            .get("status")
+            .or_else(|| new_map.get("status"))
+            .cloned();
+        (status, new_map)
+    };
+    match status {
+        Some(s) if !s.is_null() => {
+            merged.insert("status".into(), s);
+        }
+        _ => {
+            merged.remove("status");
+        }
+    }
+    let merged = meta::prepare_update(t, old, Value::Object(merged))?;
+    let unknown = fields::check(t, &merged, mode)?;
+    Ok((merged, unknown))
+}
+
 /// Write `new` over the object at `t`, made against `expected` (the sent
 /// resourceVersion) or, without one, against whatever is stored now.
 async fn replace(
@@ -391,27 +454,7 @@ async fn replace(
     let current = fetch(o, t).await?;
     let old = decode_stored(&current.value)?;
     let expected = sent.unwrap_or(current.mod_rev);
-    let mut merged = if status_only {
-        // Only the status moves through the status subresource.
-        let mut m = old.clone();
-        m["status"] = new.get("status").cloned().unwrap_or(Value::Null);
-        m
-    } else {
-        let mut m = new;
-        // The main resource does not change the status of kinds that have
-        // a status subresource.
-        if let Some(s) = old.get("status") {
-            m["status"] = s.clone();
-        }
-        m
-    };
-    if merged.get("status").is_some_and(Value::is_null) {
-        if let Some(o) = merged.as_object_mut() {
-            o.remove("status");
-        }
-    }
-    merged = meta::prepare_update(t, &old, merged)?;
-    let unknown = fields::check(t, &merged, mode)?;
+    let (merged, unknown) = updated(t, &old, new, status_only, mode)?;
     if merged == old {
         // Nothing changed: no new revision, as kube-apiserver.
         return Ok(json_response(
@@ -495,9 +538,31 @@ async fn patch(
     let current =
         current.ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
     let mut obj = meta::with_resource_version(decode_stored(&current.value)?, current.mod_rev);
+    apply_patch(
+        t,
+        &mut obj,
+        format,
+        &body,
+        manager.map(String::as_str),
+        &crate::clock::now_rfc3339(),
+    )?;
+    replace(o, t, obj, status_only, mode).await
+}
+
+/// Apply a decoded patch `body` of `format` to `obj` (the live object,
+/// with its resourceVersion), without I/O; `manager` records server-side
+/// apply's fields, `now` is the clock's reading for it.
+pub fn apply_patch(
+    t: &Target,
+    obj: &mut Value,
+    format: patch::Format,
+    body: &Value,
+    manager: Option<&str>,
+    now: &str,
+) -> Result<(), ApiError> {
     match format {
-        patch::Format::Merge | patch::Format::Strategic => patch::merge(&mut obj, &body),
-        patch::Format::Json => patch::json_patch(&mut obj, &body).map_err(|m| {
+        patch::Format::Merge | patch::Format::Strategic => patch::merge(obj, body),
+        patch::Format::Json => patch::json_patch(obj, body).map_err(|m| {
             ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "Invalid",
@@ -505,19 +570,13 @@ async fn patch(
             )
         })?,
         patch::Format::Apply => {
-            patch::merge(&mut obj, &body);
+            patch::merge(obj, body);
             if let Some(m) = manager {
-                patch::record_apply(
-                    &mut obj,
-                    &body,
-                    m,
-                    &api_version(t),
-                    &crate::clock::now_rfc3339(),
-                );
+                patch::record_apply(obj, body, m, &api_version(t), now);
             }
         }
     }
-    replace(o, t, obj, status_only, mode).await
+    Ok(())
 }
 
 /// The `DeleteOptions` a delete came with: kubectl sends a body, other
@@ -656,9 +715,39 @@ mod tests {
             decode_continue(&c).expect("ok"),
             (42, "/registry/core/pods/default/web-1".into())
         );
-        for bad in ["zz", "abc", "6869"] {
+        // "6869" is "hi": no revision. "aéa" (a U+00E9 between hex digits)
+        // panicked slicing at byte 2, and so did the query fuzz target's
+        // `...2f7765\u{FFFD}\u{FFFD}31`.
+        for bad in ["zz", "abc", "6869", "aéa", "2f7765\u{FFFD}\u{FFFD}31", "+f"] {
             assert!(decode_continue(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn updates_with_a_body_that_is_no_object_are_refused() {
+        // Found with the patch fuzz target: a merge patch `5` (or a PUT of
+        // `[1]`) on a pod with a status panicked setting `status` on the
+        // number.
+        let t = resolve("/api/v1/namespaces/default/pods/web").expect("path");
+        let old = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "default"}, "status": {"phase": "Running"}});
+        for new in [json!(5), json!([1]), json!("x"), Value::Null] {
+            for status_only in [false, true] {
+                let e = updated(&t, &old, new.clone(), status_only, FieldValidation::Strict)
+                    .expect_err("not an object");
+                assert_eq!(e.code, StatusCode::BAD_REQUEST, "{new}");
+            }
+        }
+        // A stored value that is no object (never written by the server)
+        // is refused too, not a panic.
+        assert!(updated(
+            &t,
+            &json!(1),
+            json!({"status": {}}),
+            true,
+            FieldValidation::Strict
+        )
+        .is_err());
     }
 
     #[test]

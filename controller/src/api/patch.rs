@@ -116,6 +116,15 @@ fn get<'a>(doc: &'a Value, path: &[String]) -> Option<&'a Value> {
 }
 
 fn add(doc: &mut Value, path: &[String], value: Value) -> Result<(), String> {
+    // Found with the patch fuzz target: `copy` of a 100-level value into
+    // its own leaf made a pod 200 levels deep, which the store kept and
+    // could never read back. The document's other branches are within the
+    // limit already (it held before this operation).
+    if path.len() + super::meta::depth(&value) > MAX_PATCH_DEPTH {
+        return Err(format!(
+            "the result would nest objects and lists more than {MAX_PATCH_DEPTH} levels deep"
+        ));
+    }
     if path.is_empty() {
         *doc = value;
         return Ok(());
@@ -162,6 +171,17 @@ fn remove(doc: &mut Value, path: &[String]) -> Result<Value, String> {
     }
 }
 
+/// kube-apiserver's bound on the bytes a JSON patch's `copy` operations
+/// may copy in total (its request body limit): without it, each `copy` of
+/// the document into itself doubles it.
+pub const MAX_COPIED_BYTES: usize = 3 * 1024 * 1024;
+
+/// The deepest a JSON patch may make the document: the store's limit
+/// (`meta::MAX_DEPTH`), checked per operation so that repeated copies of
+/// a value into itself cannot build a document deep enough to overflow
+/// the stack of whatever walks it next (dropping it included).
+const MAX_PATCH_DEPTH: usize = super::meta::MAX_DEPTH;
+
 /// RFC 6902 JSON patch; on error the document is left as it was (the
 /// operations run on a copy).
 pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
@@ -169,6 +189,7 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
         .as_array()
         .ok_or("a JSON patch is a list of operations")?;
     let mut work = doc.clone();
+    let mut copied = 0usize;
     for (i, op) in ops.iter().enumerate() {
         let at = |m: String| format!("operation {i}: {m}");
         let field = |k: &str| {
@@ -196,9 +217,15 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
                 let v = if field("op")? == "move" {
                     remove(&mut work, &from).map_err(at)?
                 } else {
-                    get(&work, &from)
-                        .cloned()
-                        .ok_or_else(|| at("\"from\" does not exist".into()))?
+                    let v =
+                        get(&work, &from).ok_or_else(|| at("\"from\" does not exist".into()))?;
+                    copied += serde_json::to_vec(v).map_or(usize::MAX, |b| b.len());
+                    if copied > MAX_COPIED_BYTES {
+                        return Err(at(format!(
+                            "the copies of this patch exceed {MAX_COPIED_BYTES} bytes"
+                        )));
+                    }
+                    v.clone()
                 };
                 add(&mut work, &path, v).map_err(at)?;
             }
@@ -308,6 +335,30 @@ mod tests {
         ] {
             assert!(json_patch(&mut d, &bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn json_patch_bounds_the_depth_and_the_bytes_it_copies() {
+        // Found with the patch fuzz target: a value 100 levels deep copied
+        // into its own deepest object (200 levels, past what the store
+        // reads back).
+        let deep = (0..100).fold(json!({}), |v, _| json!({ "a": v }));
+        let mut d = json!({ "x": deep });
+        let into_leaf = format!("/x{}/b", "/a".repeat(99));
+        let e = json_patch(
+            &mut d,
+            &json!([{"op": "copy", "from": "/x", "path": into_leaf}]),
+        )
+        .expect_err("too deep");
+        assert!(e.contains("levels deep"), "{e}");
+        // Each copy of the document into itself doubles it: refused once
+        // the copies pass the limit, long before memory runs out.
+        let mut d = json!({ "s": "x".repeat(1024 * 1024) });
+        let doubling: Vec<Value> = (0..8)
+            .map(|i| json!({"op": "copy", "from": "", "path": format!("/c{i}")}))
+            .collect();
+        let e = json_patch(&mut d, &Value::Array(doubling)).expect_err("too big");
+        assert!(e.contains("exceed"), "{e}");
     }
 
     #[test]

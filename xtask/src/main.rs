@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod ebpf;
+mod fuzz;
 mod kubectl;
 mod lab;
 mod setup;
@@ -30,8 +31,12 @@ enum Cmd {
     /// A two-node cluster in network namespaces, real traffic through
     /// LoadBalancer VIPs, what happened, then teardown.
     Lab(lab::LabOpts),
-    /// Every test of the workspace, as CI runs it (root; runs setup first).
+    /// Every test of the workspace, then each fuzz target for a minute, as
+    /// CI runs it (root; runs setup first).
     Test(test::TestOpts),
+    /// The controller's fuzz targets (controller/fuzz), each for a bounded
+    /// time; crash inputs are kept under the target directory.
+    Fuzz(fuzz::FuzzOpts),
     /// Whole-path benchmark: kernel routing, iptables, nftables and both
     /// Sluice engines on one veth topology; writes docs/benchmarks.md.
     Bench(bench::BenchOpts),
@@ -51,6 +56,7 @@ fn main() -> Result<()> {
             lab::run(o)
         }
         Cmd::Test(o) => test::run(o),
+        Cmd::Fuzz(o) => fuzz::run(o),
         Cmd::Bench(o) => {
             setup::run()?;
             bench::run(o)

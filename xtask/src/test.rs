@@ -1,8 +1,9 @@
 //! `cargo xtask test`: the one command that runs every test, as CI does.
 //!
 //! Installs what the tests need (idempotent), builds the agent binary the
-//! end-to-end tests drive, then runs the whole workspace's tests. The netns
-//! tests need root; they are not optional and are never skipped here.
+//! end-to-end tests drive, then runs the whole workspace's tests, then each
+//! of the controller's fuzz targets for [`crate::fuzz::CI_SECONDS`]. The
+//! netns tests need root; they are not optional and are never skipped here.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -14,6 +15,9 @@ pub struct TestOpts {
     /// Skip `xtask setup` (the machine is known to be ready).
     #[arg(long)]
     pub no_setup: bool,
+    /// Skip the fuzz targets (CI never does).
+    #[arg(long)]
+    pub no_fuzz: bool,
     /// Extra arguments passed to `cargo test` after `--`.
     #[arg(last = true)]
     pub rest: Vec<String>,
@@ -50,7 +54,14 @@ pub fn run(opts: TestOpts) -> Result<()> {
         args.push("--");
         args.extend(rest);
     }
-    cargo_test_summed(&args)
+    let totals = cargo_test_summed(&args)?;
+    if !opts.no_fuzz {
+        crate::fuzz::run_targets(crate::fuzz::TARGETS, crate::fuzz::CI_SECONDS)?;
+        // The tests' sum again, as the closing line (the fuzzers print
+        // theirs above it).
+        println!("{}", totals.line());
+    }
+    Ok(())
 }
 
 /// Totals over every `test result:` line of a cargo test run.
@@ -62,6 +73,13 @@ struct Totals {
 }
 
 impl Totals {
+    fn line(&self) -> String {
+        format!(
+            "tests: {} passed, {} failed, {} skipped",
+            self.passed, self.failed, self.ignored
+        )
+    }
+
     /// `test result: ok. 47 passed; 0 failed; 2 ignored; 0 measured; ...`
     fn add_line(&mut self, line: &str) {
         let Some(rest) = line.trim().strip_prefix("test result: ") else {
@@ -86,7 +104,7 @@ impl Totals {
 /// Run cargo test, pass its output through, and close with one line that
 /// sums every test binary: cargo's own last line is that of the last binary
 /// (often an empty doctest run), which says nothing about the whole suite.
-fn cargo_test_summed(args: &[&str]) -> Result<()> {
+fn cargo_test_summed(args: &[&str]) -> Result<Totals> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     println!("+ cargo {}", args.join(" "));
     let mut child = Command::new(&cargo)
@@ -105,17 +123,14 @@ fn cargo_test_summed(args: &[&str]) -> Result<()> {
         }
     }
     let status = child.wait().context("waiting for cargo test")?;
-    println!(
-        "tests: {} passed, {} failed, {} skipped",
-        totals.passed, totals.failed, totals.ignored
-    );
+    println!("{}", totals.line());
     if !status.success() {
         bail!("cargo {} failed with {status}", args.join(" "));
     }
     if totals.passed == 0 {
         bail!("cargo test ran no test");
     }
-    Ok(())
+    Ok(totals)
 }
 
 fn nix_is_root() -> bool {

@@ -38,14 +38,19 @@ pub fn encode_continue(rev: i64, last: &str) -> String {
 
 pub fn decode_continue(s: &str) -> Result<(i64, String), ApiError> {
     let bad = || bad_request("continue key is not valid: pass the one the previous page returned");
-    if !s.len().is_multiple_of(2) {
-        return Err(bad());
-    }
-    let bytes: Result<Vec<u8>, _> = (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16))
+    // Pairs of bytes, not of string slices: slicing `s` at even offsets
+    // panicked inside a multi-byte character (found by the query fuzz
+    // target: a token with U+FFFD among the hex digits).
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let bytes: Option<Vec<u8>> = s
+        .as_bytes()
+        .chunks(2)
+        .map(|pair| match pair {
+            [hi, lo] => u8::try_from(hex(*hi)? * 16 + hex(*lo)?).ok(),
+            _ => None,
+        })
         .collect();
-    let text = String::from_utf8(bytes.map_err(|_| bad())?).map_err(|_| bad())?;
+    let text = String::from_utf8(bytes.ok_or_else(bad)?).map_err(|_| bad())?;
     let (rev, key) = text.split_once('\n').ok_or_else(bad)?;
     Ok((rev.parse().map_err(|_| bad())?, key.to_string()))
 }
@@ -255,7 +260,10 @@ mod tests {
             decode_continue(&c).expect("ok"),
             (42, "/registry/core/pods/default/web-1".into())
         );
-        for bad in ["zz", "abc", "6869"] {
+        // "6869" is "hi": no revision. "aéa" (a U+00E9 between hex digits)
+        // panicked slicing at byte 2, and so did the query fuzz target's
+        // `...2f7765\u{FFFD}\u{FFFD}31`.
+        for bad in ["zz", "abc", "6869", "aéa", "2f7765\u{FFFD}\u{FFFD}31", "+f"] {
             assert!(decode_continue(bad).is_err(), "{bad}");
         }
     }

@@ -128,6 +128,7 @@ pub fn prepare_create(
     meta.remove("deletionGracePeriodSeconds");
     meta.insert("generation".into(), json!(1));
     validate_metadata(t, &obj)?;
+    check_depth(t, &obj)?;
     Ok(obj)
 }
 
@@ -153,6 +154,40 @@ fn valid_label_value(v: &str) -> bool {
             && v.starts_with(alnum)
             && v.ends_with(alnum)
             && v.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.')))
+}
+
+/// The deepest nesting of objects and lists a stored object may have:
+/// what the store's JSON decoder reads back (serde_json refuses the 128th
+/// level). A body cannot be deeper when decoded, but a JSON patch's `copy`
+/// into the copied value, or server-side apply's `managedFields` entry
+/// for a deep body (four levels down), can make it so; stored, such an
+/// object could never be read again (every `get` a 500).
+pub const MAX_DEPTH: usize = 127;
+
+/// How deeply `v` nests objects and lists (a scalar is 0). Recursive:
+/// only ever given values built from decoded bodies plus a few levels.
+pub fn depth(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => 1 + m.values().map(depth).max().unwrap_or(0),
+        Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn check_depth(t: &Target, obj: &Value) -> Result<(), ApiError> {
+    if depth(obj) > MAX_DEPTH {
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        return Err(invalid(
+            t,
+            name,
+            "<body>",
+            &format!("the object nests objects and lists more than {MAX_DEPTH} levels deep"),
+        ));
+    }
+    Ok(())
 }
 
 /// kube-apiserver's limit on all annotations of one object.
@@ -299,6 +334,7 @@ pub fn prepare_update(t: &Target, old: &Value, mut new: Value) -> Result<Value, 
     }
     meta.remove("resourceVersion");
     validate_metadata(t, &new)?;
+    check_depth(t, &new)?;
     Ok(new)
 }
 
@@ -434,6 +470,39 @@ mod tests {
             let e = with(m.clone()).expect_err("invalid");
             assert_eq!(e.body()["details"]["causes"][0]["field"], field, "{m}");
         }
+    }
+
+    fn nested(levels: usize) -> Value {
+        (0..levels).fold(json!(1), |v, _| json!([v]))
+    }
+
+    #[test]
+    fn objects_deeper_than_the_store_reads_back_are_refused() {
+        // The limit is serde_json's: MAX_DEPTH levels parse, one more not.
+        for (levels, parses) in [(MAX_DEPTH, true), (MAX_DEPTH + 1, false)] {
+            let text = serde_json::to_vec(&nested(levels)).expect("encode");
+            assert_eq!(
+                serde_json::from_slice::<Value>(&text).is_ok(),
+                parses,
+                "{levels}"
+            );
+        }
+        // Found with the patch fuzz target (its check that a stored object
+        // parses back): server-side apply of a pod whose spec nests 125
+        // objects records its fields under metadata.managedFields[0]
+        // .fieldsV1, four levels further down, past the limit; the object
+        // was stored and every read of it failed with 500 "stored object
+        // unreadable".
+        let t = resolve("/api/v1/namespaces/default/pods/a").expect("path");
+        let old = json!({"metadata": {"name": "a", "namespace": "default"}});
+        let deep = json!({"metadata": {"name": "a"}, "spec": nested(MAX_DEPTH)});
+        let e = prepare_update(&t, &old, deep.clone()).expect_err("too deep");
+        assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(e.message.contains("levels deep"), "{}", e.message);
+        let t = resolve("/api/v1/namespaces/default/pods").expect("path");
+        assert!(prepare_create(&t, deep, "x", "u", "now").is_err());
+        let ok = json!({"metadata": {"name": "a"}, "spec": nested(MAX_DEPTH - 1)});
+        assert!(prepare_create(&t, ok, "x", "u", "now").is_ok());
     }
 
     #[test]

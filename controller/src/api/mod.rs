@@ -8,6 +8,9 @@ pub mod deletion;
 pub mod discovery;
 pub mod eviction;
 pub mod fields;
+/// Pure entry points over the request pipeline for the fuzz targets.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod list;
 pub mod meta;
 pub mod objects;

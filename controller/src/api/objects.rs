@@ -108,31 +108,46 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>
         {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "RequestEntityTooLarge",
-                format!("the request body is larger than {MAX_BODY} bytes"),
-            ))
+            return Err(too_large())
         }
         Err(e) => return Err(bad_request(format!("reading the request body: {e}"))),
     };
-    if bytes.is_empty() {
-        return Err(bad_request("the request has no body"));
-    }
     let ctype = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
+    decode_body(ctype, &bytes)
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "RequestEntityTooLarge",
+        format!("the request body is larger than {MAX_BODY} bytes"),
+    )
+}
+
+/// A body read in full, decoded as its `Content-Type` says: YAML for any
+/// `*yaml*` type (`application/apply-patch+yaml`), JSON otherwise.
+pub fn decode_body(ctype: &str, bytes: &[u8]) -> Result<Value, ApiError> {
+    if bytes.len() > MAX_BODY {
+        // `read_body` stops reading at the limit already; this keeps the
+        // rule for callers that have the bytes some other way.
+        return Err(too_large());
+    }
+    if bytes.is_empty() {
+        return Err(bad_request("the request has no body"));
+    }
     if ctype.contains("yaml") {
-        serde_yaml::from_slice(&bytes)
+        serde_yaml::from_slice(bytes)
             .map_err(|e| bad_request(format!("the body is not valid YAML: {e}")))
     } else {
-        serde_json::from_slice(&bytes)
+        serde_json::from_slice(bytes)
             .map_err(|e| bad_request(format!("the body is not valid JSON: {e}")))
     }
 }
 
-pub(super) fn decode_stored(kv_value: &[u8]) -> Result<Value, ApiError> {
+pub fn decode_stored(kv_value: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(kv_value).map_err(|e| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -142,7 +157,7 @@ pub(super) fn decode_stored(kv_value: &[u8]) -> Result<Value, ApiError> {
     })
 }
 
-fn encode(v: &Value) -> Vec<u8> {
+pub fn encode(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_default()
 }
 
@@ -272,6 +287,50 @@ async fn create(
     ))
 }
 
+/// What an update of `old` (as stored) to `new` writes, decided without
+/// I/O: the status as the (sub)resource allows, the server-owned metadata
+/// kept, the object checked (`fieldValidation`); and the unknown fields to
+/// warn about.
+pub fn updated(
+    t: &Target,
+    old: &Value,
+    new: Value,
+    status_only: bool,
+    mode: FieldValidation,
+) -> Result<(Value, Vec<String>), ApiError> {
+    // Found with the patch fuzz target: a body that is no object (a merge
+    // patch `5`, a PUT of `[1]`) reached `m["status"] = ...` below, which
+    // panics on anything but an object.
+    let not_object = || bad_request(format!("the body must be a {} object", t.resource.kind));
+    let (Value::Object(new_map), Value::Object(old_map)) = (new, old) else {
+        return Err(not_object());
+    };
+    let (status, mut merged) = if status_only {
+        // Only the status moves through the status subresource.
+        (new_map.get("status").cloned(), old_map.clone())
+    } else {
+        // The main resource does not change the status of kinds that have
+        // a status subresource (the one sent stays where none is stored).
+        let status = old_map
+            .get("status")
+            .or_else(|| new_map.get("status"))
+            .cloned();
+        (status, new_map)
+    };
+    match status {
+        Some(s) if !s.is_null() => {
+            merged.insert("status".into(), s);
+        }
+        _ => {
+            merged.remove("status");
+        }
+    }
+    let mut merged = meta::prepare_update(t, old, Value::Object(merged))?;
+    let unknown = fields::check(t, &merged, mode)?;
+    defaults::apply(t.resource.kind, &mut merged, false);
+    Ok((merged, unknown))
+}
+
 /// Write `new` over the object at `t`, made against `expected` (the sent
 /// resourceVersion) or, without one, against whatever is stored now.
 async fn replace(
@@ -288,28 +347,7 @@ async fn replace(
     let current = fetch(o, t).await?;
     let old = decode_stored(&current.value)?;
     let expected = sent.unwrap_or(current.mod_rev);
-    let mut merged = if status_only {
-        // Only the status moves through the status subresource.
-        let mut m = old.clone();
-        m["status"] = new.get("status").cloned().unwrap_or(Value::Null);
-        m
-    } else {
-        let mut m = new;
-        // The main resource does not change the status of kinds that have
-        // a status subresource.
-        if let Some(s) = old.get("status") {
-            m["status"] = s.clone();
-        }
-        m
-    };
-    if merged.get("status").is_some_and(Value::is_null) {
-        if let Some(o) = merged.as_object_mut() {
-            o.remove("status");
-        }
-    }
-    merged = meta::prepare_update(t, &old, merged)?;
-    let unknown = fields::check(t, &merged, mode)?;
-    defaults::apply(t.resource.kind, &mut merged, false);
+    let (merged, unknown) = updated(t, &old, new, status_only, mode)?;
     if merged == old {
         // Nothing changed: no new revision, as kube-apiserver.
         return Ok(json_response(
@@ -393,18 +431,38 @@ async fn patch(
     let current =
         current.ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
     let mut obj = meta::with_resource_version(decode_stored(&current.value)?, current.mod_rev);
+    apply_patch(
+        t,
+        &mut obj,
+        format,
+        &body,
+        manager.map(String::as_str),
+        &crate::clock::now_rfc3339(),
+    )?;
+    replace(o, t, obj, status_only, mode).await
+}
+
+/// Apply a decoded patch `body` of `format` to `obj` (the live object,
+/// with its resourceVersion), without I/O; `manager` records server-side
+/// apply's fields, `now` is the clock's reading for it.
+pub fn apply_patch(
+    t: &Target,
+    obj: &mut Value,
+    format: patch::Format,
+    body: &Value,
+    manager: Option<&str>,
+    now: &str,
+) -> Result<(), ApiError> {
     match format {
-        patch::Format::Merge => patch::merge(&mut obj, &body),
-        patch::Format::Strategic => {
-            strategic::apply(t.resource.kind, &mut obj, &body).map_err(|m| {
-                ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "Invalid",
-                    format!("strategic merge patch: {m}"),
-                )
-            })?
-        }
-        patch::Format::Json => patch::json_patch(&mut obj, &body).map_err(|m| {
+        patch::Format::Merge => patch::merge(obj, body),
+        patch::Format::Strategic => strategic::apply(t.resource.kind, obj, body).map_err(|m| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                format!("strategic merge patch: {m}"),
+            )
+        })?,
+        patch::Format::Json => patch::json_patch(obj, body).map_err(|m| {
             ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "Invalid",
@@ -412,19 +470,13 @@ async fn patch(
             )
         })?,
         patch::Format::Apply => {
-            patch::merge(&mut obj, &body);
+            patch::merge(obj, body);
             if let Some(m) = manager {
-                patch::record_apply(
-                    &mut obj,
-                    &body,
-                    m,
-                    &api_version(t),
-                    &crate::clock::now_rfc3339(),
-                );
+                patch::record_apply(obj, body, m, &api_version(t), now);
             }
         }
     }
-    replace(o, t, obj, status_only, mode).await
+    Ok(())
 }
 
 /// The `DeleteOptions` a delete came with: kubectl sends a body, other
@@ -576,6 +628,33 @@ pub async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn updates_with_a_body_that_is_no_object_are_refused() {
+        // Found with the patch fuzz target: a merge patch `5` (or a PUT of
+        // `[1]`) on a pod with a status panicked setting `status` on the
+        // number.
+        let t = resolve("/api/v1/namespaces/default/pods/web").expect("path");
+        let old = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "default"}, "status": {"phase": "Running"}});
+        for new in [json!(5), json!([1]), json!("x"), Value::Null] {
+            for status_only in [false, true] {
+                let e = updated(&t, &old, new.clone(), status_only, FieldValidation::Strict)
+                    .expect_err("not an object");
+                assert_eq!(e.code, StatusCode::BAD_REQUEST, "{new}");
+            }
+        }
+        // A stored value that is no object (never written by the server)
+        // is refused too, not a panic.
+        assert!(updated(
+            &t,
+            &json!(1),
+            json!({"status": {}}),
+            true,
+            FieldValidation::Strict
+        )
+        .is_err());
+    }
 
     #[test]
     fn keys_put_namespaces_under_the_resource() {

@@ -115,6 +115,15 @@ fn get<'a>(doc: &'a Value, path: &[String]) -> Option<&'a Value> {
 }
 
 fn add(doc: &mut Value, path: &[String], value: Value) -> Result<(), String> {
+    // Found with the patch fuzz target: `copy` of a 100-level value into
+    // its own leaf made a pod 200 levels deep, which the store kept and
+    // could never read back. The document's other branches are within the
+    // limit already (it held before this operation).
+    if path.len() + super::meta::depth(&value) > MAX_PATCH_DEPTH {
+        return Err(format!(
+            "the result would nest objects and lists more than {MAX_PATCH_DEPTH} levels deep"
+        ));
+    }
     if path.is_empty() {
         *doc = value;
         return Ok(());
@@ -160,6 +169,12 @@ fn remove(doc: &mut Value, path: &[String]) -> Result<Value, String> {
         _ => Err("the target's parent is not a container".into()),
     }
 }
+
+/// The deepest a JSON patch may make the document: the store's limit
+/// (`meta::MAX_DEPTH`), checked per operation so that repeated copies of
+/// a value into itself cannot build a document deep enough to overflow
+/// the stack of whatever walks it next (dropping it included).
+const MAX_PATCH_DEPTH: usize = super::meta::MAX_DEPTH;
 
 /// RFC 6902 JSON patch; on error the document is left as it was (the
 /// operations run on a copy).
@@ -346,6 +361,30 @@ mod tests {
         ] {
             assert!(json_patch(&mut d, &bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn json_patch_bounds_the_depth_and_the_bytes_it_copies() {
+        // Found with the patch fuzz target: a value 100 levels deep copied
+        // into its own deepest object (200 levels, past what the store
+        // reads back).
+        let deep = (0..100).fold(json!({}), |v, _| json!({ "a": v }));
+        let mut d = json!({ "x": deep });
+        let into_leaf = format!("/x{}/b", "/a".repeat(99));
+        let e = json_patch(
+            &mut d,
+            &json!([{"op": "copy", "from": "/x", "path": into_leaf}]),
+        )
+        .expect_err("too deep");
+        assert!(e.contains("levels deep"), "{e}");
+        // Each copy of the document into itself doubles it: refused once
+        // the copies pass the limit, long before memory runs out.
+        let mut d = json!({ "s": "x".repeat(1024 * 1024) });
+        let doubling: Vec<Value> = (0..8)
+            .map(|i| json!({"op": "copy", "from": "", "path": format!("/c{i}")}))
+            .collect();
+        let e = json_patch(&mut d, &Value::Array(doubling)).expect_err("too big");
+        assert!(e.contains("copies more than"), "{e}");
     }
 
     #[test]

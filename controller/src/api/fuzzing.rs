@@ -1,0 +1,101 @@
+//! The request pipeline without the network and the store, for the fuzz
+//! targets (`controller/fuzz`): each entry point runs the same functions a
+//! handler runs, in the same order, on bytes the target makes up, and
+//! returns what would be stored or the `Status` the client would get. The
+//! server does not call these; they only put its pure steps together.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::list::decode_continue;
+use super::objects::{self, decode_body, Selectors};
+use super::path::resolve;
+use super::status::ApiError;
+use super::{defaults, deletion, fields, meta, patch};
+
+/// The clock's reading and the random parts a create fills in: fixed, so
+/// a crash reproduces.
+const NOW: &str = "2026-01-01T00:00:00Z";
+const UID: &str = "00000000-0000-4000-8000-000000000000";
+const SUFFIX: &str = "bcdfg";
+
+fn query(field_validation: &str) -> HashMap<String, String> {
+    HashMap::from([("fieldValidation".to_string(), field_validation.to_string())])
+}
+
+/// A create (`POST` to the collection `path`, as `resolve` reads it) with
+/// `body` sent as `ctype` and `?fieldValidation=`: the object as it would
+/// be stored, after a round trip through the store's encoding.
+pub fn create(
+    path: &str,
+    ctype: &str,
+    field_validation: &str,
+    body: &[u8],
+) -> Result<Value, ApiError> {
+    let t = resolve(path).map_err(|_| ApiError::not_found(path))?;
+    let mode = fields::mode(&query(field_validation))?;
+    let body = decode_body(ctype, body)?;
+    let mut obj = meta::prepare_create(&t, body, SUFFIX, UID, NOW)?;
+    fields::check(&t, &obj, mode)?;
+    defaults::apply(t.resource.kind, &mut obj, true);
+    objects::decode_stored(&objects::encode(&obj))
+}
+
+/// A delete's body (`DeleteOptions`), as `DELETE` decodes it.
+pub fn delete_options(ctype: &str, body: &[u8], grace: Option<&str>) -> Result<(), ApiError> {
+    let mut q = HashMap::new();
+    if let Some(g) = grace {
+        q.insert("gracePeriodSeconds".to_string(), g.to_string());
+    }
+    deletion::options(Some(decode_body(ctype, body)?), &q).map(|_| ())
+}
+
+/// A patch (`PATCH` of the object `path` names, `status_only` for its
+/// `/status`) with `body` sent as `ctype`, on the live object `live`
+/// (stored as JSON, resourceVersion 7): the object as it would be stored.
+pub fn patch(
+    path: &str,
+    ctype: &str,
+    field_validation: &str,
+    manager: Option<&str>,
+    live: &Value,
+    body: &[u8],
+    status_only: bool,
+) -> Result<Value, ApiError> {
+    let t = resolve(path).map_err(|_| ApiError::not_found(path))?;
+    let mode = fields::mode(&query(field_validation))?;
+    let format = patch::Format::of(ctype).ok_or_else(|| {
+        ApiError::new(
+            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!("unknown patch format {ctype}"),
+        )
+    })?;
+    let body = decode_body(ctype, body)?;
+    let mut obj = meta::with_resource_version(live.clone(), 7);
+    objects::apply_patch(&t, &mut obj, format, &body, manager, NOW)?;
+    meta::sent_resource_version(&obj)
+        .map_err(|m| meta::invalid(&t, "", "metadata.resourceVersion", &m))?;
+    let (merged, _unknown) = objects::updated(&t, live, obj, status_only, mode)?;
+    objects::decode_stored(&objects::encode(&merged))
+}
+
+/// A list's or watch's query: `labelSelector`, `fieldSelector` and
+/// `continue`, parsed as `list` does, then matched against `obj`.
+pub fn list_query(
+    label_selector: &str,
+    field_selector: &str,
+    continue_token: &str,
+    obj: &Value,
+) -> Result<bool, ApiError> {
+    let q = HashMap::from([
+        ("labelSelector".to_string(), label_selector.to_string()),
+        ("fieldSelector".to_string(), field_selector.to_string()),
+    ]);
+    let sel = Selectors::from_query(&q)?;
+    if !continue_token.is_empty() {
+        decode_continue(continue_token)?;
+    }
+    Ok(sel.matches(obj))
+}

@@ -1,0 +1,290 @@
+//! `cargo xtask fuzz`: the controller's fuzz targets (`controller/fuzz`,
+//! cargo-fuzz), each for a bounded time; `cargo xtask test` runs them all
+//! for [`CI_SECONDS`] each after the workspace's tests.
+//!
+//! Works on the stable toolchain: the targets are built with
+//! `--sanitizer none`, so cargo-fuzz passes only stable flags (the
+//! sanitizer-coverage instrumentation libFuzzer needs is `-C passes` and
+//! `-C llvm-args`; only the address sanitizer would need nightly's `-Z`).
+//! Panics are what the targets look for, and Rust code without `unsafe`
+//! needs no sanitizer to turn a bug into one.
+//!
+//! The committed seeds (`controller/fuzz/seeds/<target>`) are only read; the
+//! corpus libFuzzer grows and any crash input go under the target
+//! directory, so a run leaves the clone as it was.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+/// Every target, in the order runs go.
+pub const TARGETS: &[&str] = &["decode", "patch", "query"];
+
+/// Seconds per target under `cargo xtask test` (CI).
+pub const CI_SECONDS: u64 = 60;
+
+/// libFuzzer's bounds: inputs up to 16 KiB (the decoder's 3 MiB limit is
+/// a length check, tested in the unit tests; larger inputs only slow the
+/// search), 2 GiB of memory, 10 s for one input.
+const MAX_LEN: usize = 16 * 1024;
+const RSS_LIMIT_MB: u64 = 2048;
+const TIMEOUT_S: u64 = 10;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct FuzzOpts {
+    /// Run only this target (decode, patch, query); all by default.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Seconds each target runs.
+    #[arg(long, default_value_t = 300)]
+    pub seconds: u64,
+}
+
+fn workspace_root() -> PathBuf {
+    // xtask lives one level below the workspace root.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Where the fuzz build, corpus and crash inputs go: beside the
+/// workspace's own build, in a directory of their own (the instrumented
+/// flags would otherwise rebuild the workspace's dependencies each time).
+fn fuzz_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    target.join("fuzz")
+}
+
+fn host_triple() -> Result<String> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .context("running rustc -vV")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("host:"))
+        .map(|h| h.trim().to_string())
+        .ok_or_else(|| anyhow!("`rustc -vV` names no host"))
+}
+
+/// What one run of a target did.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct RunStats {
+    runs: Option<u64>,
+    crash_input: Option<String>,
+}
+
+impl RunStats {
+    /// libFuzzer's `Done 123456 runs in 60 second(s)` and
+    /// `... Test unit written to ./crash-<sha1>` lines.
+    fn add_line(&mut self, line: &str) {
+        if let Some(rest) = line.strip_prefix("Done ") {
+            if let Some(n) = rest.split_whitespace().next() {
+                self.runs = n.parse().ok().or(self.runs);
+            }
+        }
+        if let Some((_, path)) = line.split_once("Test unit written to ") {
+            self.crash_input = Some(path.trim().to_string());
+        }
+    }
+}
+
+/// libFuzzer's progress lines (`#4096 pulse ...`, `#123 NEW ...`): kept
+/// in the log file, not printed, so a CI log shows what matters.
+fn is_progress(line: &str) -> bool {
+    line.starts_with('#') && !line.contains("INITED") && !line.contains("DONE")
+}
+
+/// Build `only` that target, or every one; the directory of the binaries.
+fn build(only: Option<&str>) -> Result<PathBuf> {
+    let dir = fuzz_dir();
+    let project = workspace_root().join("controller/fuzz");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["fuzz", "build", "--sanitizer", "none"])
+        // Debug assertions on: an overflow or a failed assertion in the
+        // controller is a crash, as in the unit tests.
+        .arg("--debug-assertions")
+        .arg("--fuzz-dir")
+        .arg(&project)
+        .arg("--target-dir")
+        .arg(&dir)
+        .args(only);
+    println!(
+        "+ cargo fuzz build --sanitizer none --debug-assertions --fuzz-dir {} --target-dir {} {}",
+        project.display(),
+        dir.display(),
+        only.unwrap_or("")
+    );
+    let status = cmd
+        .status()
+        .context("running cargo fuzz build (is cargo-fuzz installed? `cargo xtask setup`)")?;
+    if !status.success() {
+        bail!("cargo fuzz build failed with {status}");
+    }
+    Ok(dir.join(host_triple()?).join("release"))
+}
+
+/// Run `target` for `seconds`; Ok with the number of inputs tried, or an
+/// error naming the crash input.
+fn run_one(bin_dir: &Path, target: &str, seconds: u64) -> Result<u64> {
+    let dir = fuzz_dir();
+    let seeds = workspace_root().join("controller/fuzz/seeds").join(target);
+    let corpus = dir.join("corpus").join(target);
+    let artifacts = dir.join("artifacts").join(target);
+    let logs = dir.join("logs");
+    for d in [&corpus, &artifacts, &logs] {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let bin = bin_dir.join(target);
+    let log_path = logs.join(format!("{target}.log"));
+    let mut log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    let mut cmd = Command::new(&bin);
+    cmd.arg(format!("-max_total_time={seconds}"))
+        .arg(format!("-max_len={MAX_LEN}"))
+        .arg(format!("-rss_limit_mb={RSS_LIMIT_MB}"))
+        .arg(format!("-timeout={TIMEOUT_S}"))
+        .arg(format!("-artifact_prefix={}/", artifacts.display()))
+        .arg("-print_final_stats=1")
+        // The first directory receives new inputs; the seeds are only read.
+        .arg(&corpus)
+        .arg(&seeds)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    println!(
+        "+ {} -max_total_time={seconds} -max_len={MAX_LEN} -rss_limit_mb={RSS_LIMIT_MB} \
+         {} {} (log: {})",
+        bin.display(),
+        corpus.display(),
+        seeds.display(),
+        log_path.display()
+    );
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let mut stats = RunStats::default();
+    if let Some(err) = child.stderr.take() {
+        for line in BufReader::new(err).lines() {
+            let line = line.context("reading the fuzzer's output")?;
+            stats.add_line(&line);
+            use std::io::Write;
+            let _ = writeln!(log, "{line}");
+            if !is_progress(&line) {
+                println!("  {line}");
+            }
+        }
+    }
+    let status = child.wait().context("waiting for the fuzzer")?;
+    if !status.success() {
+        let input = stats
+            .crash_input
+            .unwrap_or_else(|| format!("(none written; see {})", log_path.display()));
+        bail!(
+            "fuzz target {target} failed ({status}); the input is {input}; \
+             reproduce with `{} {input}`",
+            bin.display()
+        );
+    }
+    Ok(stats.runs.unwrap_or(0))
+}
+
+/// Build and run `targets`, `seconds` each; prints one line per target and
+/// the time taken.
+pub fn run_targets(targets: &[&str], seconds: u64) -> Result<()> {
+    let start = Instant::now();
+    let only = match targets {
+        [one] => Some(*one),
+        _ => None,
+    };
+    let bin_dir = build(only)?;
+    let built = start.elapsed();
+    let mut failed = Vec::new();
+    let mut lines = Vec::new();
+    for t in targets {
+        let t0 = Instant::now();
+        match run_one(&bin_dir, t, seconds) {
+            Ok(runs) => lines.push(format!(
+                "fuzz {t}: ok, {runs} inputs in {:.0} s",
+                t0.elapsed().as_secs_f64()
+            )),
+            Err(e) => {
+                lines.push(format!("fuzz {t}: CRASH: {e:#}"));
+                failed.push(*t);
+            }
+        }
+    }
+    for l in &lines {
+        println!("{l}");
+    }
+    println!(
+        "fuzz: {} target(s), build {:.0} s, total {:.0} s",
+        targets.len(),
+        built.as_secs_f64(),
+        start.elapsed().as_secs_f64()
+    );
+    if !failed.is_empty() {
+        bail!("fuzz target(s) {} crashed", failed.join(", "));
+    }
+    Ok(())
+}
+
+pub fn run(opts: FuzzOpts) -> Result<()> {
+    crate::setup::cargo_fuzz().context("setup step `cargo-fuzz` failed")?;
+    let targets: Vec<&str> = match &opts.target {
+        Some(t) => {
+            let t = TARGETS
+                .iter()
+                .find(|k| **k == t.as_str())
+                .ok_or_else(|| anyhow!("no fuzz target {t:?}; there are {TARGETS:?}"))?;
+            vec![*t]
+        }
+        None => TARGETS.to_vec(),
+    };
+    run_targets(&targets, opts.seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_libfuzzer_summary_and_crash_lines() {
+        let mut s = RunStats::default();
+        s.add_line("#4096\tpulse  cov: 1 ft: 2 corp: 3/4b exec/s: 5 rss: 6Mb");
+        s.add_line("Done 123456 runs in 61 second(s)");
+        assert_eq!(s.runs, Some(123456));
+        s.add_line(
+            "artifact_prefix='/t/fuzz/artifacts/patch/'; Test unit written to /t/fuzz/artifacts/patch/crash-ab12",
+        );
+        assert_eq!(
+            s.crash_input.as_deref(),
+            Some("/t/fuzz/artifacts/patch/crash-ab12")
+        );
+        assert!(is_progress("#12\tNEW    cov: 1"));
+        assert!(!is_progress("#2\tINITED cov: 1"));
+        assert!(!is_progress(
+            "thread '<unnamed>' panicked at src/api/patch.rs:1:1:"
+        ));
+    }
+
+    #[test]
+    fn every_target_has_seeds_and_a_source() {
+        let fuzz = workspace_root().join("controller/fuzz");
+        for t in TARGETS {
+            let seeds = fuzz.join("seeds").join(t);
+            let n = std::fs::read_dir(&seeds)
+                .map(|d| d.count())
+                .unwrap_or_default();
+            assert!(n > 0, "no seeds in {}", seeds.display());
+            assert!(fuzz.join(format!("fuzz_targets/{t}.rs")).exists(), "{t}");
+        }
+    }
+}

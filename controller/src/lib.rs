@@ -10,4 +10,5 @@ pub mod init;
 pub mod kubeconfig;
 pub mod leader;
 pub mod pki;
+pub mod prefixed;
 pub mod serve;

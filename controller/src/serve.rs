@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -16,11 +15,20 @@ use tracing::{info, warn};
 
 use crate::api::{self, auth::Authenticator, objects::Objects};
 use crate::identity;
+use crate::prefixed::Prefixed;
 use sluice_store::{EtcdStore, RedbOptions, RedbStore, Store, WatchCache, WatchCacheOptions};
+use tokio::io::AsyncReadExt;
 
 /// A client that opens a connection and sends nothing is dropped after
 /// this, so idle sockets cannot pile up before TLS.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an HTTP/1 connection may take to send a request's headers,
+/// waiting for the next request included (`--idle-timeout`); an HTTP/2
+/// connection is pinged this often.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an HTTP/2 client has to answer a ping before its connection
+/// is closed.
+const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeOptions {
@@ -45,6 +53,10 @@ pub struct ServeOptions {
     /// `<hostname>-<pid>`).
     #[arg(long)]
     pub leader_identity: Option<String>,
+    /// Seconds an HTTP/1 connection may take to send a request's headers
+    /// (idle keep-alive connections included) before it is closed.
+    #[arg(long, default_value_t = IDLE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub idle_timeout: u64,
 }
 
 /// The store, and the etcd client when the store is etcd (for the
@@ -147,6 +159,7 @@ pub async fn run(
             _ = &mut shutdown => break,
         };
         let acceptor = acceptor.clone();
+        let idle = Duration::from_secs(opts.idle_timeout);
         let app = app.clone();
         tokio::spawn(async move {
             let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
@@ -159,10 +172,41 @@ pub async fn run(
                 Err(_) => return,
             };
             let svc = TowerToHyperService::new(app);
-            if let Err(e) = Builder::new(TokioExecutor::new())
-                .serve_connection_with_upgrades(TokioIo::new(tls), svc)
-                .await
-            {
+            // The protocol is the one ALPN chose, not guessed from the
+            // first bytes: hyper-util's detection runs without a timer, so
+            // a client that finished TLS and sent nothing was never closed.
+            // HTTP/1's header timeout starts at once and again after each
+            // answer, so idle connections cannot pile up either; an HTTP/2
+            // connection is pinged instead. Watches are answers in
+            // progress, not idle.
+            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+            let served = if h2 {
+                // HTTP/2 has no header timeout before the client's preface:
+                // wait for its first bytes here, within the same bound.
+                let mut tls = tls;
+                let mut first = vec![0u8; 64];
+                let n = match tokio::time::timeout(idle, tls.read(&mut first)).await {
+                    Ok(Ok(n)) if n > 0 => n,
+                    _ => return,
+                };
+                first.truncate(n);
+                let io = TokioIo::new(Prefixed::new(first, tls));
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .timer(TokioTimer::new())
+                    .keep_alive_interval(Some(idle))
+                    .keep_alive_timeout(HTTP2_PING_TIMEOUT)
+                    .serve_connection(io, svc)
+                    .await
+            } else {
+                let io = TokioIo::new(tls);
+                hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(idle)
+                    .serve_connection(io, svc)
+                    .with_upgrades()
+                    .await
+            };
+            if let Err(e) = served {
                 info!(%peer, error = %e, "connection ended");
             }
         });

@@ -136,3 +136,61 @@ fn bad_input(backend: Backend) {
 }
 
 on_both_stores!(bad_input);
+
+/// Connections that finish TLS and then say nothing (or stop after an
+/// answer) are closed after `--idle-timeout`, on HTTP/1.1 and HTTP/2
+/// alike, so a flood of them cannot hold the server's sockets; a client
+/// that talks is served meanwhile, and a watch outlives the timeout.
+#[test]
+fn idle_connections_are_closed() {
+    let s = Server::start_with_args("idle", None, None, &["--idle-timeout", "1"]);
+    let start = std::time::Instant::now();
+    std::thread::scope(|scope| {
+        let silent: Vec<_> = (0..40)
+            .map(|i| {
+                let alpn = if i % 2 == 0 { "h2" } else { "http/1.1" };
+                let s = &s;
+                scope.spawn(move || {
+                    let t = std::time::Instant::now();
+                    s.raw_alpn(b"", Some(alpn));
+                    (alpn, t.elapsed())
+                })
+            })
+            .collect();
+        // Served while the silent ones wait.
+        ok(&s, "admin", &["get", "namespaces"]);
+        for h in silent {
+            let (alpn, took) = h.join().expect("thread");
+            // Closed by the server, not by the client's own 10 s read
+            // timeout.
+            assert!(
+                took < std::time::Duration::from_secs(8),
+                "{alpn}: a silent connection stayed {took:?}"
+            );
+        }
+    });
+    assert!(start.elapsed() < std::time::Duration::from_secs(20));
+    // A keep-alive connection after its answer is closed too.
+    let token = s.admin_token();
+    let answer = s.raw_alpn(
+        format!("GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n")
+            .as_bytes(),
+        Some("http/1.1"),
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // A watch is an answer in progress: it outlives the idle timeout.
+    let log = s.dir.join("watch.log");
+    let mut w = s.kubectl_spawn(
+        "admin",
+        &["get", "namespaces", "-w", "--request-timeout", "0"],
+        &log,
+    );
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(
+        w.try_wait().expect("wait").is_none(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let _ = w.kill();
+    let _ = w.wait();
+}

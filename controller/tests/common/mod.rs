@@ -93,6 +93,16 @@ impl Server {
     /// A server on an etcd someone else runs (several controllers on one
     /// store), with a leader-election identity.
     pub fn start_with(tag: &str, etcd_endpoint: Option<&str>, identity: Option<&str>) -> Server {
+        Server::start_with_args(tag, etcd_endpoint, identity, &[])
+    }
+
+    /// As `start_with`, with more `serve` flags.
+    pub fn start_with_args(
+        tag: &str,
+        etcd_endpoint: Option<&str>,
+        identity: Option<&str>,
+        extra: &[&str],
+    ) -> Server {
         let dir =
             std::env::temp_dir().join(format!("sluice-ctl-serve-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -122,6 +132,7 @@ impl Server {
         if let Some(i) = identity {
             args.extend(["--leader-identity".into(), i.to_string()]);
         }
+        args.extend(extra.iter().map(|a| a.to_string()));
         let child = spawn_serve(&dir, &args);
         let s = Server {
             dir,
@@ -290,6 +301,11 @@ impl Server {
     /// server answers until it closes or 10 s pass: for requests no
     /// well-behaved client sends.
     pub fn raw(&self, request: &[u8]) -> String {
+        self.raw_alpn(request, None)
+    }
+
+    /// `raw`, offering one ALPN protocol (`h2`, `http/1.1`).
+    pub fn raw_alpn(&self, request: &[u8], alpn: Option<&str>) -> String {
         use std::io::{Read, Write};
         use std::sync::Arc;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -303,6 +319,10 @@ impl Server {
             .expect("tls versions")
             .with_root_certificates(roots)
             .with_no_client_auth();
+        let mut cfg = cfg;
+        if let Some(p) = alpn {
+            cfg.alpn_protocols = vec![p.as_bytes().to_vec()];
+        }
         let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
         let conn = rustls::ClientConnection::new(Arc::new(cfg), name).expect("tls");
         let tcp = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");

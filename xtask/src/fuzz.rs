@@ -96,10 +96,13 @@ impl RunStats {
     }
 }
 
-/// libFuzzer's progress lines (`#4096 pulse ...`, `#123 NEW ...`): kept
-/// in the log file, not printed, so a CI log shows what matters.
+/// libFuzzer's progress lines (`#4096 pulse ...`, `#123 NEW ...`, the
+/// new functions each brings, the recommended dictionary): kept in the
+/// log file, not printed, so a CI log shows what matters.
 fn is_progress(line: &str) -> bool {
-    line.starts_with('#') && !line.contains("INITED") && !line.contains("DONE")
+    (line.starts_with('#') && !line.contains("INITED") && !line.contains("DONE"))
+        || line.trim_start().starts_with("NEW_FUNC")
+        || line.contains("# Uses: ")
 }
 
 /// Build `only` that target, or every one; the directory of the binaries.
@@ -269,6 +272,8 @@ mod tests {
             Some("/t/fuzz/artifacts/patch/crash-ab12")
         );
         assert!(is_progress("#12\tNEW    cov: 1"));
+        assert!(is_progress("\tNEW_FUNC[1/2]: 0x55c915316261"));
+        assert!(is_progress("\"apiVersion\" # Uses: 55"));
         assert!(!is_progress("#2\tINITED cov: 1"));
         assert!(!is_progress(
             "thread '<unnamed>' panicked at src/api/patch.rs:1:1:"

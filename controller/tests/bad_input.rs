@@ -144,40 +144,32 @@ on_both_stores!(bad_input);
 #[test]
 fn idle_connections_are_closed() {
     let s = Server::start_with_args("idle", None, None, &["--idle-timeout", "1"]);
-    let start = std::time::Instant::now();
     std::thread::scope(|scope| {
         let silent: Vec<_> = (0..40)
             .map(|i| {
                 let alpn = if i % 2 == 0 { "h2" } else { "http/1.1" };
                 let s = &s;
-                scope.spawn(move || {
-                    let t = std::time::Instant::now();
-                    s.raw_alpn(b"", Some(alpn));
-                    (alpn, t.elapsed())
-                })
+                scope.spawn(move || (alpn, s.raw_closed(b"", Some(alpn)).1))
             })
             .collect();
         // Served while the silent ones wait.
         ok(&s, "admin", &["get", "namespaces"]);
         for h in silent {
-            let (alpn, took) = h.join().expect("thread");
-            // Closed by the server, not by the client's own 10 s read
+            let (alpn, closed) = h.join().expect("thread");
+            // Closed by the server, not ended by the client's own read
             // timeout.
-            assert!(
-                took < std::time::Duration::from_secs(8),
-                "{alpn}: a silent connection stayed {took:?}"
-            );
+            assert!(closed, "{alpn}: the server kept a silent connection open");
         }
     });
-    assert!(start.elapsed() < std::time::Duration::from_secs(20));
     // A keep-alive connection after its answer is closed too.
     let token = s.admin_token();
-    let answer = s.raw_alpn(
+    let (answer, closed) = s.raw_closed(
         format!("GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n")
             .as_bytes(),
         Some("http/1.1"),
     );
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(closed, "an idle keep-alive connection stayed open");
     // A watch is an answer in progress: it outlives the idle timeout.
     let log = s.dir.join("watch.log");
     let mut w = s.kubectl_spawn(

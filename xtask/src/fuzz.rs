@@ -43,13 +43,7 @@ pub struct FuzzOpts {
     pub seconds: u64,
 }
 
-fn workspace_root() -> PathBuf {
-    // xtask lives one level below the workspace root.
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
+use crate::bench::workspace_root;
 
 /// Where the fuzz build, corpus and crash inputs go: beside the
 /// workspace's own build, in a directory of their own (the instrumented

@@ -4,13 +4,9 @@
 //! the test bed's guards).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
-use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use anyhow::{bail, Result};
 use sluice_tests::{
     tcp_request, Cluster, ClusterSpec, EndpointSpec, Engine, Family, Policy, ServiceSpec,
     TcpOutcome,
@@ -39,65 +35,7 @@ pub struct LabOpts {
     pub keep: bool,
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
-fn install_signal_handlers() -> Result<()> {
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe { sigaction(sig, &action) }.with_context(|| format!("installing {sig} handler"))?;
-    }
-    Ok(())
-}
-
-fn workspace_root() -> PathBuf {
-    if let Some(root) = std::env::var_os("SLUICE_WORKSPACE") {
-        return PathBuf::from(root);
-    }
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
-}
-
-/// `cargo build -p sluice-agent`; the binary's path. `SLUICE_AGENT_BIN`
-/// names a prebuilt agent instead.
-fn build_agent() -> Result<PathBuf> {
-    if let Some(bin) = std::env::var_os("SLUICE_AGENT_BIN") {
-        let bin = PathBuf::from(bin);
-        println!("==> using SLUICE_AGENT_BIN={}", bin.display());
-        return Ok(bin);
-    }
-    let root = workspace_root();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    println!("==> cargo build -p sluice-agent");
-    let status = Command::new(cargo)
-        .args(["build", "-p", "sluice-agent"])
-        .current_dir(&root)
-        .status()
-        .context("running cargo build")?;
-    if !status.success() {
-        bail!("cargo build -p sluice-agent failed ({status})");
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let bin = target.join("debug").join("sluice-agent");
-    if !bin.is_file() {
-        bail!("{} missing after the build", bin.display());
-    }
-    Ok(bin)
-}
+use crate::signals::{install as install_signal_handlers, interrupted};
 
 pub fn run(opts: LabOpts) -> Result<()> {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -110,7 +48,7 @@ pub fn run(opts: LabOpts) -> Result<()> {
         Datapath::Kernel => Engine::Kernel,
         Datapath::Auto => Engine::Auto,
     };
-    let agent = build_agent()?;
+    let agent = crate::bench::build_agent(false)?;
     if interrupted() {
         bail!("interrupted");
     }

@@ -10,6 +10,7 @@ mod fuzz;
 mod kubectl;
 mod lab;
 mod setup;
+mod signals;
 mod state_bench;
 mod test;
 

@@ -251,7 +251,7 @@ fn table(rows: &[Row], opts: &StateBenchOpts) -> String {
 }
 
 pub fn run(opts: StateBenchOpts) -> Result<()> {
-    let agent = build_agent()?;
+    let agent = build_agent(true)?;
     let mut rows = Vec::new();
     for name in &opts.engines {
         let engine = match name.as_str() {

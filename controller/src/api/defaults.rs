@@ -20,8 +20,6 @@
 
 use serde_json::{json, Map, Value};
 
-/// kube-apiserver's default grace period for a pod's termination.
-pub const TERMINATION_GRACE_SECONDS: i64 = 30;
 /// DefaultTolerationSeconds: how long a pod stays on a node that is not
 /// ready or unreachable before the taint evicts it.
 pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
@@ -100,7 +98,7 @@ fn pod_spec(spec: &mut Value) {
     set(
         s,
         "terminationGracePeriodSeconds",
-        json!(TERMINATION_GRACE_SECONDS),
+        json!(super::deletion::DEFAULT_GRACE_SECONDS),
     );
     set(s, "dnsPolicy", json!("ClusterFirst"));
     set(s, "securityContext", json!({}));

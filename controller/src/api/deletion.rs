@@ -27,17 +27,7 @@ use super::status::ApiError;
 /// (Kubernetes' default `terminationGracePeriodSeconds`).
 pub const DEFAULT_GRACE_SECONDS: i64 = 30;
 
-/// The clock's reading in whole seconds, as Kubernetes writes times
-/// (jiff is built without `std` here, hence from `SystemTime`).
-pub fn now() -> Timestamp {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    i64::try_from(secs)
-        .ok()
-        .and_then(|s| Timestamp::from_second(s).ok())
-        .unwrap_or(Timestamp::UNIX_EPOCH)
-}
+pub use crate::clock::now;
 
 /// What a delete does to the object as read.
 #[derive(Debug, Clone, PartialEq)]

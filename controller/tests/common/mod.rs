@@ -306,6 +306,12 @@ impl Server {
 
     /// `raw`, offering one ALPN protocol (`h2`, `http/1.1`).
     pub fn raw_alpn(&self, request: &[u8], alpn: Option<&str>) -> String {
+        self.raw_closed(request, alpn).0
+    }
+
+    /// `raw_alpn`, and whether the server closed the connection (`false`:
+    /// the client's own 10 s read timeout ended it).
+    pub fn raw_closed(&self, request: &[u8], alpn: Option<&str>) -> (String, bool) {
         use std::io::{Read, Write};
         use std::sync::Arc;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -334,8 +340,14 @@ impl Server {
         // Half-close is not possible under TLS; the server answers what it
         // can and closes, or the read times out.
         let mut out = Vec::new();
-        let _ = tls.read_to_end(&mut out);
-        String::from_utf8_lossy(&out).into_owned()
+        let closed = match tls.read_to_end(&mut out) {
+            Ok(_) => true,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        };
+        (String::from_utf8_lossy(&out).into_owned(), closed)
     }
 }
 

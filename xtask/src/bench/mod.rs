@@ -29,11 +29,9 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use sluice_tests::Engine;
 
 mod measure;
@@ -144,32 +142,11 @@ struct Plan {
 
 // --- signals ----------------------------------------------------------------
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
+use crate::signals::{install as install_signal_handlers, interrupted};
 
 fn check_interrupted() -> Result<()> {
     if interrupted() {
         bail!("interrupted");
-    }
-    Ok(())
-}
-
-fn install_signal_handlers() -> Result<()> {
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe { sigaction(sig, &action) }.with_context(|| format!("installing {sig} handler"))?;
     }
     Ok(())
 }
@@ -299,7 +276,7 @@ pub fn run(opts: BenchOpts) -> Result<()> {
         .iter()
         .any(|c| matches!(c, Config::Kernel | Config::Emulated));
     let agent = if needs_agent {
-        Some(build_agent()?)
+        Some(build_agent(true)?)
     } else {
         None
     };
@@ -373,9 +350,11 @@ pub(crate) fn workspace_root() -> PathBuf {
     manifest.parent().map(PathBuf::from).unwrap_or(manifest)
 }
 
-/// `cargo build --release -p sluice-agent` (a debug build would measure the
-/// compiler, not the engine); `SLUICE_AGENT_BIN` names a prebuilt agent.
-pub(crate) fn build_agent() -> Result<PathBuf> {
+/// `cargo build [--release] -p sluice-agent`; the binary's path.
+/// `SLUICE_AGENT_BIN` names a prebuilt agent instead. Benchmarks build
+/// `release` (a debug build would measure the compiler, not the engine);
+/// the lab builds debug, as the tests do.
+pub(crate) fn build_agent(release: bool) -> Result<PathBuf> {
     if let Some(bin) = std::env::var_os("SLUICE_AGENT_BIN") {
         let bin = PathBuf::from(bin);
         println!("==> using SLUICE_AGENT_BIN={}", bin.display());
@@ -383,19 +362,24 @@ pub(crate) fn build_agent() -> Result<PathBuf> {
     }
     let root = workspace_root();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    println!("==> cargo build --release -p sluice-agent");
+    let mut args = vec!["build", "-p", "sluice-agent"];
+    if release {
+        args.insert(1, "--release");
+    }
+    println!("==> cargo {}", args.join(" "));
     let status = Command::new(cargo)
-        .args(["build", "--release", "-p", "sluice-agent"])
+        .args(&args)
         .current_dir(&root)
         .status()
         .context("running cargo build")?;
     if !status.success() {
-        bail!("cargo build --release -p sluice-agent failed ({status})");
+        bail!("cargo {} failed ({status})", args.join(" "));
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    let bin = target.join("release").join("sluice-agent");
+    let profile = if release { "release" } else { "debug" };
+    let bin = target.join(profile).join("sluice-agent");
     if !bin.is_file() {
         bail!("{} missing after the build", bin.display());
     }

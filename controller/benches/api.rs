@@ -2,10 +2,15 @@
 //! `cargo bench -p sluice-controller --bench api`
 //! (`SLUICE_BENCH_SERVICES`, `SLUICE_BENCH_PODS`, `SLUICE_BENCH_WATCHERS`
 //! scale it; defaults are issue 9's 10 000 Services, 100 000 Pods, 100
-//! watchers).
+//! watchers; `SLUICE_BENCH_STORES=embedded` or `etcd` runs one store;
+//! `SLUICE_BENCH_SERVE_BIN=PATH` serves with another build, for an A/B).
 //!
-//! Printed: create rates, list times, write-to-event latency over the
-//! watchers (p50/p99), the controller's RSS; for etcd, the rate of plain
+//! Printed: create rates, list times (decoded by kube-rs, and the body's
+//! bytes only: the server's part), write-to-event latency over the
+//! watchers (p50/p99) next to the write's own acknowledgement (p50: no
+//! event can come before its commit) and the server's CPU time per watched
+//! write (user and system, from /proc: what load on a shared machine does
+//! not change much), the controller's RSS; for etcd, the rate of plain
 //! etcd puts from the same client concurrency, measured in the same run, as
 //! the baseline the API's create rate is a ratio of.
 
@@ -62,6 +67,22 @@ fn rss_mib(pid: u32) -> f64 {
         / 1024.0
 }
 
+/// The process's CPU time so far (user + system), from /proc.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command name's closing parenthesis: fields 3.., of which
+    // utime and stime are the 14th and 15th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // Clock ticks: 100 per second on Linux (USER_HZ).
+    Duration::from_millis(f.iter().sum::<u64>() * 10)
+}
+
 fn pct(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -74,7 +95,10 @@ struct Row {
     svc_rate: f64,
     pod_rate: f64,
     list_s: f64,
+    list_bytes_s: f64,
     paged_s: f64,
+    ack_p50: Duration,
+    cpu_per_write: Duration,
     p50: Duration,
     p99: Duration,
     rss: f64,
@@ -119,6 +143,16 @@ async fn run(s: &Server, backend: &'static str, etcd: Option<&str>) -> Row {
     let list_s = t.elapsed().as_secs_f64();
     assert_eq!(all.items.len(), n_pod);
     drop(all);
+    // The same list as bytes only: what the server takes to answer, without
+    // the client's decoding of 100 000 typed Pods.
+    let t = Instant::now();
+    let req = axum::http::Request::get("/api/v1/namespaces/default/pods")
+        .body(Vec::new())
+        .expect("request");
+    let body = c.request_text(req).await.expect("list bytes");
+    let list_bytes_s = t.elapsed().as_secs_f64();
+    assert!(body.len() > n_pod * 100, "the whole list came back");
+    drop(body);
     let t = Instant::now();
     let mut n = 0;
     let mut lp = ListParams::default().limit(500);
@@ -166,6 +200,8 @@ async fn run(s: &Server, backend: &'static str, etcd: Option<&str>) -> Row {
     }
     drop(tx);
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut acks = Vec::with_capacity(writes);
+    let cpu0 = cpu_time(s.pid());
     for i in 0..writes {
         let t0 = Instant::now();
         let p = pods
@@ -176,6 +212,7 @@ async fn run(s: &Server, backend: &'static str, etcd: Option<&str>) -> Row {
             )
             .await
             .expect("patch");
+        acks.push(t0.elapsed());
         stamps
             .lock()
             .expect("stamps")
@@ -183,6 +220,7 @@ async fn run(s: &Server, backend: &'static str, etcd: Option<&str>) -> Row {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut lat = Vec::new();
+    let cpu_per_write = (cpu_time(s.pid()) - cpu0) / writes as u32;
     let deadline = Instant::now() + Duration::from_secs(30);
     let sent: std::collections::HashMap<String, Instant> =
         stamps.lock().expect("stamps").iter().cloned().collect();
@@ -198,6 +236,7 @@ async fn run(s: &Server, backend: &'static str, etcd: Option<&str>) -> Row {
     }
     assert_eq!(lat.len(), writes * n_watch, "every watcher saw every write");
     lat.sort();
+    acks.sort();
 
     let baseline_rate = match etcd {
         None => None,
@@ -223,7 +262,10 @@ async fn run(s: &Server, backend: &'static str, etcd: Option<&str>) -> Row {
         svc_rate,
         pod_rate,
         list_s,
+        list_bytes_s,
         paged_s,
+        ack_p50: pct(&acks, 0.5),
+        cpu_per_write,
         p50: pct(&lat, 0.5),
         p99: pct(&lat, 0.99),
         rss: rss_mib(s.pid()),
@@ -234,11 +276,13 @@ async fn run(s: &Server, backend: &'static str, etcd: Option<&str>) -> Row {
 fn main() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let mut rows = Vec::new();
-    {
+    let stores = std::env::var("SLUICE_BENCH_STORES").unwrap_or_default();
+    let wanted = |name: &str| stores.is_empty() || stores.split(',').any(|s| s.trim() == name);
+    if wanted("embedded") {
         let s = Server::start("bench-emb", Backend::Embedded);
         rows.push(rt.block_on(run(&s, "embedded", None)));
     }
-    {
+    if wanted("etcd") {
         let etcd = common::start_etcd();
         let s = Server::start_with("bench-etcd", Some(etcd.endpoint()), Some("b"));
         let ep = etcd.endpoint().to_string();
@@ -250,22 +294,25 @@ fn main() {
         env("SLUICE_BENCH_PODS", 100_000),
         env("SLUICE_BENCH_WATCHERS", 100)
     );
-    println!("| store | Services/s | Pods/s (ratio to etcd puts) | list all Pods s | paged (500) s | write→event p50 ms | p99 ms | controller RSS MiB |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| store | Services/s | Pods/s (ratio to etcd puts) | list all Pods s (bytes only) | paged (500) s | write ack p50 ms | write→event p50 ms | p99 ms | server CPU ms per watched write | controller RSS MiB |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let ratio = r.baseline_rate.map_or(String::new(), |b| {
             format!(" ({:.2}; etcd puts {:.0}/s)", r.pod_rate / b, b)
         });
         println!(
-            "| {} | {:.0} | {:.0}{} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |",
+            "| {} | {:.0} | {:.0}{} | {:.2} ({:.2}) | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |",
             r.backend,
             r.svc_rate,
             r.pod_rate,
             ratio,
             r.list_s,
+            r.list_bytes_s,
             r.paged_s,
+            r.ack_p50.as_secs_f64() * 1e3,
             r.p50.as_secs_f64() * 1e3,
             r.p99.as_secs_f64() * 1e3,
+            r.cpu_per_write.as_secs_f64() * 1e3,
             r.rss
         );
     }

@@ -139,7 +139,7 @@ pub async fn run(
         .unwrap_or_else(default_identity);
     crate::bootstrap::ensure_namespaces(store.as_ref()).await?;
     crate::leader::spawn(store.clone(), etcd, identity);
-    let app = api::router(Authenticator::new(&tokens), Objects { store });
+    let app = api::router(Authenticator::new(&tokens), Objects::new(store));
     let listener = TcpListener::bind(opts.bind)
         .await
         .with_context(|| format!("listening on {}", opts.bind))?;

@@ -34,6 +34,17 @@ pub const MAX_BODY: usize = 3 * 1024 * 1024;
 #[derive(Clone)]
 pub struct Objects {
     pub store: Arc<dyn Store>,
+    /// Watch lines made once for every watcher with the same selectors.
+    pub watch_lines: Arc<watch::Memo>,
+}
+
+impl Objects {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Objects {
+            store,
+            watch_lines: Arc::default(),
+        }
+    }
 }
 
 /// The storage key of one object, or the prefix of a collection.

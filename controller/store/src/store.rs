@@ -2,6 +2,7 @@
 //! is (embedded redb or etcd).
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::Stream;
@@ -13,7 +14,11 @@ use crate::types::{Event, Kv, ListOptions, ListPage, Revision};
 /// `Compacted` when the watcher asked for, or fell behind into, history
 /// that is gone (the API server's in-stream 410), or a backend error (etcd
 /// unreachable); either way the caller watches again or relists.
-pub type WatchStream = Pin<Box<dyn Stream<Item = Result<Event>> + Send>>;
+///
+/// Events are shared (`Arc`): the watch cache hands one event to every
+/// watcher, and a copy of its values per watcher was most of the cost of a
+/// write watched by many.
+pub type WatchStream = Pin<Box<dyn Stream<Item = Result<Arc<Event>>> + Send>>;
 
 /// A key-value store with one global revision, compare-and-swap writes and
 /// watches from a revision: kube-apiserver's storage contract.

@@ -9,7 +9,9 @@ use sluice_store::{ListOptions, RedbOptions, RedbStore, Revision, Store, StoreEr
 
 const WAIT: Duration = Duration::from_secs(60);
 
-async fn next(w: &mut WatchStream) -> Option<sluice_store::Result<sluice_store::Event>> {
+async fn next(
+    w: &mut WatchStream,
+) -> Option<sluice_store::Result<std::sync::Arc<sluice_store::Event>>> {
     tokio::time::timeout(WAIT, w.next())
         .await
         .expect("watch stuck")

@@ -58,7 +58,7 @@ async fn next_events(w: &mut WatchStream, n: usize) -> Vec<Event> {
             .await
             .unwrap_or_else(|_| panic!("no event after {} of {n}", out.len()))
             .expect("watch ended early");
-        out.push(item.expect("watch error"));
+        out.push(std::sync::Arc::unwrap_or_clone(item.expect("watch error")));
     }
     out
 }

@@ -32,7 +32,7 @@ async fn store(
     (bare, cache, dir)
 }
 
-async fn next(w: &mut WatchStream) -> Option<Result<Event, StoreError>> {
+async fn next(w: &mut WatchStream) -> Option<Result<std::sync::Arc<Event>, StoreError>> {
     tokio::time::timeout(WAIT, w.next())
         .await
         .expect("the watch neither sent nor ended")

@@ -40,7 +40,7 @@ fn spawn_serve(dir: &Path, args: &[String]) -> Child {
         .append(true)
         .open(dir.join("serve.log"))
         .expect("log");
-    Command::new(BIN)
+    Command::new(serve_bin())
         .args(args)
         .stderr(log)
         .spawn()
@@ -55,6 +55,12 @@ pub enum Backend {
 }
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sluice-controller");
+
+/// The binary that serves: this build's, or for an A/B comparison in the
+/// benches another build's (`SLUICE_BENCH_SERVE_BIN`).
+fn serve_bin() -> PathBuf {
+    std::env::var_os("SLUICE_BENCH_SERVE_BIN").map_or_else(|| PathBuf::from(BIN), PathBuf::from)
+}
 
 pub fn kubectl_bin() -> PathBuf {
     let p = std::env::var_os("SLUICE_KUBECTL")

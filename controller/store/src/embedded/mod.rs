@@ -400,10 +400,10 @@ struct WatchState {
 }
 
 impl WatchState {
-    async fn next(mut self) -> Option<(Result<Event>, Self)> {
+    async fn next(mut self) -> Option<(Result<Arc<Event>>, Self)> {
         loop {
             if let Some(ev) = self.buf.pop_front() {
-                return Some((Ok(ev), self));
+                return Some((Ok(Arc::new(ev)), self));
             }
             if self.done {
                 return None;

@@ -5,6 +5,8 @@
 
 mod errors;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse,
@@ -291,9 +293,9 @@ fn refused(key: &str, expected: Revision, now: Option<KeyValue>) -> StoreError {
 fn watch_events(
     stream: etcd_client::WatchStream,
     from_rev: Revision,
-) -> impl futures::Stream<Item = Result<Event>> + Send {
+) -> impl futures::Stream<Item = Result<Arc<Event>>> + Send {
     let events = stream
-        .map(move |resp| -> Vec<Result<Event>> {
+        .map(move |resp| -> Vec<Result<Arc<Event>>> {
             let resp = match resp {
                 Ok(r) => r,
                 Err(e) => return vec![Err(e.into())],
@@ -309,7 +311,10 @@ fn watch_events(
                     format!("watch canceled by etcd: {}", resp.cancel_reason()),
                 )))];
             }
-            resp.events().iter().map(to_event).collect()
+            resp.events()
+                .iter()
+                .map(|e| to_event(e).map(Arc::new))
+                .collect()
         })
         .flat_map(futures::stream::iter);
     // End right after the first error, without waiting for etcd's next

@@ -84,8 +84,7 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn publish(&self, ev: Event) {
-        let ev = Arc::new(ev);
+    fn publish(&self, ev: Arc<Event>) {
         let mut s = self.lock();
         s.window.push(ev.clone());
         // No receiver is no error: nobody watches right now.
@@ -196,19 +195,19 @@ struct Follower {
 }
 
 impl Follower {
-    async fn next(mut self) -> Option<(Result<Event>, Self)> {
+    async fn next(mut self) -> Option<(Result<Arc<Event>>, Self)> {
         if self.done {
             return None;
         }
         if let Some(ev) = self.replay.next() {
             self.after = ev.mod_rev;
-            return Some((Ok(Arc::unwrap_or_clone(ev)), self));
+            return Some((Ok(ev), self));
         }
         loop {
             let why = match self.live.recv().await {
                 Ok(ev) if ev.mod_rev > self.after && ev.key.starts_with(&self.prefix) => {
                     self.after = ev.mod_rev;
-                    return Some((Ok(Arc::unwrap_or_clone(ev)), self));
+                    return Some((Ok(ev), self));
                 }
                 Ok(_) => continue,
                 Err(broadcast::error::RecvError::Lagged(_)) => format!(

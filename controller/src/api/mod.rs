@@ -20,6 +20,7 @@ pub mod patch;
 pub mod path;
 pub mod resources;
 pub mod selector;
+pub mod services;
 pub mod status;
 pub mod stored;
 pub mod strategic;

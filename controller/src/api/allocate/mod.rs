@@ -121,7 +121,7 @@ impl fmt::Display for Alloc {
 }
 
 /// Where a value is chosen from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Pool {
     Ip(Family),
     Port,
@@ -230,9 +230,14 @@ impl FieldError {
 
     /// `spec.clusterIP: Invalid value: "198.18.0.9": field is immutable`.
     pub fn text(&self) -> String {
+        format!("{}: {}", self.field, self.body())
+    }
+
+    /// The text without the field (a cause's message).
+    pub fn body(&self) -> String {
         match &self.value {
-            Some(v) => format!("{}: Invalid value: {v}: {}", self.field, self.message),
-            None => format!("{}: Forbidden: {}", self.field, self.message),
+            Some(v) => format!("Invalid value: {v}: {}", self.message),
+            None => format!("Forbidden: {}", self.message),
         }
     }
 
@@ -271,7 +276,7 @@ impl Refusal {
                 let mut e = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message);
                 let causes: Vec<Value> = errs
                     .iter()
-                    .map(|f| json!({"reason": f.reason(), "message": f.text(), "field": f.field}))
+                    .map(|f| json!({"reason": f.reason(), "message": f.body(), "field": f.field}))
                     .collect();
                 e.details = Some(json!({"name": name, "kind": "services", "causes": causes}));
                 e
@@ -333,16 +338,36 @@ fn static_block(size: u128, low: u128, high: u128, step: u128) -> u128 {
     }
 }
 
-/// The free offset after `seed` in the dynamic block `[static_size,
-/// size)`, wrapping around in it, else in the static block. Looks at no
-/// more offsets than are used, so a large IPv6 range costs nothing.
+/// Free values a block may have for the choice to be uniform among them:
+/// when few are left, concurrent writers choosing from one list of what
+/// is taken spread over all of them instead of meeting on the first free
+/// value after a run of taken ones.
+const UNIFORM_BELOW: u128 = 4096;
+
+/// A free offset in the dynamic block `[static_size, size)`, else in the
+/// static block, picked by `seed`: uniformly among the free ones when
+/// they are few, else the first free one from a random start (wrapping
+/// around). Looks at no more offsets than are used plus that bound, so a
+/// large IPv6 range costs nothing.
 fn choose_offset(size: u128, static_size: u128, used: &BTreeSet<u128>, seed: u128) -> Option<u128> {
     let in_block = |lo: u128, hi: u128| -> Option<u128> {
         if hi <= lo {
             return None;
         }
         let taken = used.range(lo..hi).count() as u128;
-        if taken >= hi - lo {
+        let free = (hi - lo).checked_sub(taken).filter(|f| *f > 0)?;
+        if free <= UNIFORM_BELOW {
+            let mut k = seed % free;
+            let mut next_used = used.range(lo..hi).peekable();
+            for at in lo..hi {
+                if next_used.peek() == Some(&&at) {
+                    next_used.next();
+                } else if k == 0 {
+                    return Some(at);
+                } else {
+                    k -= 1;
+                }
+            }
             return None;
         }
         let start = lo + seed % (hi - lo);
@@ -380,14 +405,22 @@ mod tests {
     }
 
     #[test]
-    fn a_taken_offset_is_skipped_wrapping_around() {
-        let used: BTreeSet<u128> = [98, 99].into_iter().collect();
-        assert_eq!(choose_offset(100, 16, &used, 98 - 16), Some(16));
-        assert_eq!(choose_offset(100, 0, &used, 98), Some(0));
+    fn the_few_free_values_left_are_picked_uniformly() {
+        // 2 of 84 dynamic offsets free: every seed lands on one of them,
+        // and the seeds spread over both.
+        let used: BTreeSet<u128> = (16..100).filter(|o| *o != 20 && *o != 90).collect();
+        let picks: BTreeSet<u128> = (0..10)
+            .map(|seed| choose_offset(100, 16, &used, seed).expect("free"))
+            .collect();
+        assert_eq!(picks, [20, 90].into_iter().collect());
     }
 
     #[test]
-    fn a_huge_range_is_cheap() {
+    fn a_taken_offset_is_skipped_wrapping_around_in_a_large_block() {
+        let size = UNIFORM_BELOW * 4;
+        let used: BTreeSet<u128> = [size - 2, size - 1].into_iter().collect();
+        assert_eq!(choose_offset(size, 0, &used, size - 2), Some(0));
+        // A huge range with much taken costs what is taken.
         let used: BTreeSet<u128> = (0..1000).collect();
         assert_eq!(choose_offset(1 << 100, 0, &used, 0), Some(1000));
     }

@@ -13,6 +13,10 @@ use super::static_block;
 
 pub const FLAG: &str = "--service-cluster-ip-range";
 
+/// The default: kubeadm's (kube-apiserver's own, 10.0.0.0/24, has 254
+/// addresses, and most clusters are set up with kubeadm's).
+pub const DEFAULT: &str = "10.96.0.0/12";
+
 /// Host bits a range may have at most (kube-apiserver's limit).
 const MAX_HOST_BITS: u32 = 20;
 

@@ -169,18 +169,9 @@ fn taken_values_are_refused_until_really_released(backend: Backend) {
     // Deleted but held by its finalizer: still taken.
     ok(&s, "admin", &["delete", "service", "held", "--wait=false"]);
     assert!(!apply(&s, "b.yaml", &same_ip).status.success());
-    ok(
-        &s,
-        "admin",
-        &[
-            "patch",
-            "service",
-            "held",
-            "--type=merge",
-            "-p",
-            r#"{"metadata":{"finalizers":null}}"#,
-        ],
-    );
+    let release = r#"{"metadata":{"finalizers":null}}"#;
+    let patch = ["patch", "service", "held", "--type=merge", "-p", release];
+    ok(&s, "admin", &patch);
     assert!(!s
         .kubectl("admin", &["get", "service", "held"])
         .status

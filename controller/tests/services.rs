@@ -17,7 +17,7 @@ const RANGES: &str = "--service-cluster-ip-range=198.18.4.0/24,fd00:198:18::/120
 const PORTS: &str = "--service-node-port-range=30000-30199";
 
 fn server(tag: &str, backend: Backend, extra: &[&str]) -> Server {
-    Server::start_on(tag, backend, extra)
+    Server::start_on(&format!("{tag}-{backend:?}"), backend, extra)
 }
 
 fn get(s: &Server, name: &str) -> Value {

@@ -288,8 +288,8 @@ async fn create(
         &meta::uuid(random::<16>()),
         &crate::clock::now_rfc3339(),
     )?;
-    let unknown = fields::check(t, &obj, mode)?;
     let mut obj = obj;
+    let unknown = fields::check(t, &mut obj, mode)?;
     defaults::apply(t.resource.kind, &mut obj, true);
     let name = obj
         .pointer("/metadata/name")
@@ -357,7 +357,7 @@ pub fn updated(
         }
     }
     let mut merged = meta::prepare_update(t, old, Value::Object(merged))?;
-    let unknown = fields::check(t, &merged, mode)?;
+    let unknown = fields::check(t, &mut merged, mode)?;
     defaults::apply(t.resource.kind, &mut merged, false);
     Ok((merged, unknown))
 }

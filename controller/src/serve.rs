@@ -152,6 +152,10 @@ pub async fn run(
         .clone()
         .unwrap_or_else(default_identity);
     crate::bootstrap::ensure_namespaces(store.as_ref()).await?;
+    // Services stored without their allocation keys (before they were
+    // kept) get them before anything new is handed out; then every 3 min.
+    api::services::repair_logged(store.as_ref()).await;
+    api::services::spawn_repair(store.clone());
     crate::leader::spawn(store.clone(), etcd, identity);
     let objects = Objects {
         store,

@@ -394,7 +394,56 @@ fn concurrent_creates_get_distinct_values(backend: Backend) {
     assert_eq!(ports.len(), N, "{ports:?}");
 }
 
+/// A Service stored without its allocation keys (as before they were
+/// kept) gets them when the server starts, and a key no Service holds is
+/// freed: written into the store while the server is down.
+fn repair_adopts_and_frees_at_startup(backend: Backend) {
+    use sluice_store::{EtcdStore, RedbOptions, RedbStore, Store};
+    let mut s = server("svc-repair", backend, &[RANGES, PORTS]);
+    s.kill9();
+    let old = serde_json::json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "old", "namespace": "default", "uid": "u-old"},
+        "spec": {"type": "NodePort", "clusterIP": "198.18.4.20", "clusterIPs": ["198.18.4.20"],
+                 "ports": [{"port": 80, "nodePort": 30020}]}});
+    let orphan = serde_json::json!({"kind": "Service", "namespace": "default", "name": "gone", "uid": "u-gone"});
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let store: Box<dyn Store> = match s.etcd_endpoint() {
+            Some(e) => Box::new(EtcdStore::connect(&[e]).await.expect("etcd")),
+            None => Box::new(
+                RedbStore::open(s.dir.join("data/store.redb"), RedbOptions::default())
+                    .expect("redb"),
+            ),
+        };
+        let put = |k: &str, v: &Value| (k.to_string(), serde_json::to_vec(v).expect("json"));
+        for (k, v) in [
+            put("/registry/core/services/default/old", &old),
+            put("/sluice/allocations/serviceips/198.18.4.21", &orphan),
+        ] {
+            store.create(&k, v).await.expect("write");
+        }
+    });
+    s.respawn();
+    let ip_taken = svc_yaml("a", "{clusterIP: 198.18.4.20, ports: [{port: 80}]}");
+    let msg = refused(&apply(&s, "a.yaml", &ip_taken));
+    assert!(msg.contains("provided IP is already allocated"), "{msg}");
+    let port_taken = svc_yaml(
+        "b",
+        "{type: NodePort, ports: [{port: 80, nodePort: 30020}]}",
+    );
+    let msg = refused(&apply(&s, "b.yaml", &port_taken));
+    assert!(msg.contains("provided port is already allocated"), "{msg}");
+    let orphan_ip = svc_yaml("c", "{clusterIP: 198.18.4.21, ports: [{port: 80}]}");
+    let o = apply(&s, "c.yaml", &orphan_ip);
+    assert!(o.status.success(), "{}", text(&o));
+    // Deleting the adopted Service releases what it held.
+    ok(&s, "admin", &["delete", "service", "old"]);
+    let o = apply(&s, "a.yaml", &ip_taken);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
 on_both_stores!(
+    repair_adopts_and_frees_at_startup,
     concurrent_creates_get_distinct_values,
     each_type_gets_its_allocations,
     taken_values_are_refused_until_really_released,

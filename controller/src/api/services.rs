@@ -268,6 +268,135 @@ pub async fn remove(
     }))
 }
 
+/// Where Services are stored.
+const SERVICES: &str = "/registry/core/services/";
+/// How often the repair pass runs (kube-apiserver's repair controllers
+/// run every 3 minutes).
+pub const REPAIR_EVERY: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// What one repair pass did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Repaired {
+    pub freed: usize,
+    pub taken: usize,
+    pub reports: Vec<String>,
+}
+
+/// One repair pass over the Services and the allocation keys as they were
+/// at one revision (`allocate::repair` decides): keys no Service holds are
+/// deleted (at their revision, so one taken meanwhile stays), values
+/// Services hold without a key get one, values held twice are reported.
+/// Every write here is conditional, so any number of controllers may
+/// repair at once.
+pub async fn repair(store: &dyn Store) -> Result<Repaired, StoreError> {
+    use allocate::repair::{self as decide, Holder, Key};
+    let services = store
+        .list(ListOptions {
+            prefix: SERVICES,
+            ..ListOptions::default()
+        })
+        .await?;
+    let keys = store
+        .list(ListOptions {
+            prefix: PREFIX,
+            at_revision: Some(services.revision),
+            ..ListOptions::default()
+        })
+        .await?;
+    let objects: Vec<Value> = services
+        .items
+        .iter()
+        .filter_map(|kv| serde_json::from_slice(&kv.value).ok())
+        .collect();
+    let holders: Vec<Holder> = objects
+        .iter()
+        .map(|svc| Holder {
+            name: format!(
+                "{}/{}",
+                svc.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+                svc.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            ),
+            uid: uid(svc).unwrap_or_default().to_string(),
+            held: transitions::held(&ServiceView::read(svc))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| c.alloc)
+                .collect(),
+        })
+        .collect();
+    let keys: Vec<Key> = keys
+        .items
+        .iter()
+        .filter_map(|kv| {
+            let owner: Value = serde_json::from_slice(&kv.value).unwrap_or_default();
+            Some(Key {
+                alloc: alloc_of(&kv.key)?,
+                owner: uid(&owner).unwrap_or_default().to_string(),
+                mod_rev: kv.mod_rev,
+            })
+        })
+        .collect();
+    let plan = decide::plan(&holders, &keys);
+    let mut done = Repaired {
+        reports: plan.reports,
+        ..Repaired::default()
+    };
+    for k in plan.free {
+        // Moved meanwhile (taken again): not an orphan any more.
+        if store
+            .delete(&key_of(&k.alloc), Some(k.mod_rev))
+            .await
+            .is_ok()
+        {
+            done.freed += 1;
+        }
+    }
+    for (a, i) in plan.take {
+        match store.create(&key_of(&a), encode(&owner(&objects[i]))).await {
+            Ok(_) => done.taken += 1,
+            Err(StoreError::AlreadyExists { .. }) => done.reports.push(format!(
+                "{a} of Service {} is held by another Service",
+                holders[i].name
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// One repair pass, what it mended and reports logged.
+pub async fn repair_logged(store: &dyn Store) {
+    match repair(store).await {
+        Ok(r) => {
+            if r.freed > 0 || r.taken > 0 {
+                tracing::info!(
+                    freed = r.freed,
+                    taken = r.taken,
+                    "Service allocations repaired"
+                );
+            }
+            for report in r.reports {
+                tracing::warn!("Service allocations: {report}");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "repairing Service allocations"),
+    }
+}
+
+/// Repair every [`REPAIR_EVERY`] from now on.
+pub fn spawn_repair(store: std::sync::Arc<dyn Store>) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(REPAIR_EVERY).await;
+            repair_logged(store.as_ref()).await;
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

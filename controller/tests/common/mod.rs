@@ -177,6 +177,11 @@ impl Server {
         self.wait_ready();
     }
 
+    /// The etcd this server owns, if it runs on one.
+    pub fn etcd_endpoint(&self) -> Option<String> {
+        self.etcd.as_ref().map(|e| e.endpoint().to_string())
+    }
+
     /// The server process's id (for its memory).
     pub fn pid(&self) -> u32 {
         self.child.id()

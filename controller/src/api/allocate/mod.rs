@@ -10,6 +10,7 @@
 pub mod families;
 pub mod ports;
 pub mod range;
+pub mod repair;
 pub mod transitions;
 mod view;
 

@@ -442,6 +442,39 @@ fn repair_adopts_and_frees_at_startup(backend: Backend) {
     assert!(o.status.success(), "{}", text(&o));
 }
 
+/// `serve` with a range it cannot use stops at once, naming the flag.
+#[test]
+fn bad_ranges_stop_serve_naming_the_flag() {
+    for (flag, value, words) in [
+        (
+            "--service-cluster-ip-range",
+            "198.18.0.0/33",
+            "prefix length",
+        ),
+        (
+            "--service-cluster-ip-range",
+            "198.18.0.0/16,198.19.0.0/16",
+            "one IPv4 and one IPv6",
+        ),
+        (
+            "--service-node-port-range",
+            "32767-30000",
+            "ends before it starts",
+        ),
+    ] {
+        let o = std::process::Command::new(common::BIN)
+            .args(["serve", "--dir", "/nonexistent/sluice-test", flag, value])
+            .output()
+            .expect("serve");
+        assert!(!o.status.success());
+        let err = text(&o);
+        assert!(
+            err.contains(flag) && err.contains(words),
+            "{flag} {value}: {err}"
+        );
+    }
+}
+
 on_both_stores!(
     repair_adopts_and_frees_at_startup,
     concurrent_creates_get_distinct_values,

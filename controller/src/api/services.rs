@@ -138,24 +138,27 @@ pub async fn write(
         .collect();
     let mut taken: BTreeSet<Alloc> = plan.claims.iter().map(|c| c.alloc).collect();
     taken.extend(&old_held);
-    let mut listed = BTreeSet::new();
     let store = o.store.as_ref();
     let holder = encode(&owner(&svc));
     for _ in 0..ATTEMPTS {
         let mut view = view.clone();
+        // What this round chose is taken for this round only: a round
+        // refused for another key leaves its choices free for the next.
+        let mut round = taken.clone();
         let mut chosen: Vec<Alloc> = Vec::new();
         for need in &plan.needs {
-            let mut pick = cfg.choose(need.pool, &taken, seed());
-            if pick.is_none() && listed.insert(need.pool) {
-                taken.extend(
-                    held_in(store, need.pool)
-                        .await
-                        .map_err(|e| store_error(t, e))?,
-                );
-                pick = cfg.choose(need.pool, &taken, seed());
+            let mut pick = cfg.choose(need.pool, &round, seed());
+            if pick.is_none() {
+                // Full as far as known: the pool as it is now.
+                let now = held_in(store, need.pool)
+                    .await
+                    .map_err(|e| store_error(t, e))?;
+                taken.extend(&now);
+                round.extend(now);
+                pick = cfg.choose(need.pool, &round, seed());
             }
             let a = pick.ok_or_else(|| refuse(need.full()))?;
-            taken.insert(a);
+            round.insert(a);
             chosen.push(a);
             allocate::fill(&mut view, &need.slot, a);
         }
@@ -200,7 +203,6 @@ pub async fn write(
                         Alloc::Ip(ip) => Pool::Ip(allocate::Family::of(&ip)),
                         Alloc::Port(_) => Pool::Port,
                     };
-                    listed.insert(pool);
                     taken.extend(held_in(store, pool).await.map_err(|e| store_error(t, e))?);
                 }
             }

@@ -45,11 +45,14 @@ fn pod(i: usize) -> Pod {
     .expect("pod")
 }
 
+/// A LoadBalancer without node ports: each gets a cluster IP from the test
+/// bed's /16, and 10 000 node ports would not fit in 30000-32767.
 fn service(i: usize) -> Service {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": format!("s{i}"), "namespace": "default"},
-        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+        "spec": {"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false,
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
     }))
     .expect("service")
 }

@@ -57,6 +57,15 @@ pub struct ServeOptions {
     /// (idle keep-alive connections included) before it is closed.
     #[arg(long, default_value_t = IDLE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub idle_timeout: u64,
+    /// The CIDR Services get their cluster IPs from, or two of them
+    /// (comma-separated, one IPv4 and one IPv6: dual-stack, the first the
+    /// primary family), as kube-apiserver's flag.
+    #[arg(long, default_value = api::allocate::range::DEFAULT)]
+    pub service_cluster_ip_range: String,
+    /// The node ports NodePort and LoadBalancer Services get (and the
+    /// health-check node ports of `externalTrafficPolicy: Local`).
+    #[arg(long, default_value = api::allocate::ports::DEFAULT)]
+    pub service_node_port_range: String,
 }
 
 /// The store, and the etcd client when the store is etcd (for the
@@ -121,6 +130,11 @@ pub async fn run(
     opts: &ServeOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
+    let services = api::allocate::Config::from_flags(
+        &opts.service_cluster_ip_range,
+        &opts.service_node_port_range,
+    )
+    .map_err(anyhow::Error::msg)?;
     let tokens_text =
         String::from_utf8(read(&opts.dir, "tokens.csv")?).context("tokens.csv: not UTF-8")?;
     let tokens = identity::parse(&tokens_text).context("tokens.csv")?;
@@ -138,8 +152,12 @@ pub async fn run(
         .clone()
         .unwrap_or_else(default_identity);
     crate::bootstrap::ensure_namespaces(store.as_ref()).await?;
+    // Services stored without their allocation keys (before they were
+    // kept) get them before anything new is handed out; then every 3 min.
+    api::services::repair_logged(store.as_ref()).await;
+    api::services::spawn_repair(store.clone());
     crate::leader::spawn(store.clone(), etcd, identity);
-    let app = api::router(Authenticator::new(&tokens), Objects::new(store));
+    let app = api::router(Authenticator::new(&tokens), Objects::new(store, services));
     let listener = TcpListener::bind(opts.bind)
         .await
         .with_context(|| format!("listening on {}", opts.bind))?;

@@ -36,6 +36,7 @@ kind: Service
 metadata: {name: web, namespace: default}
 spec:
   type: LoadBalancer
+  clusterIP: 198.18.0.10
   selector: {app: web}
   ports: [{port: 80, targetPort: 8080, nodePort: 30080, protocol: TCP}]
 ";
@@ -111,7 +112,7 @@ fn tables(backend: Backend) {
     );
     assert_eq!(
         &svc[1..5],
-        ["LoadBalancer", "<none>", "<pending>", "80:30080/TCP"]
+        ["LoadBalancer", "198.18.0.10", "<pending>", "80:30080/TCP"]
     );
 
     // --show-labels and -A read the row's metadata.

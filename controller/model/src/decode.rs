@@ -24,7 +24,38 @@ pub enum FieldValidation {
 #[derive(Debug)]
 pub struct Decoded<T> {
     pub value: T,
+    /// Their paths as kube-apiserver writes them, to warn about (none
+    /// under [`FieldValidation::Ignore`]).
     pub unknown_fields: Vec<String>,
+    /// Their paths step by step, under `Warn` and `Ignore` alike: what
+    /// [`remove_unknown`] takes out of the document that was decoded.
+    pub unknown_paths: Vec<Vec<Step>>,
+}
+
+/// One step of a path into a JSON document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Take the fields at `paths` out of `doc` (the document a [`decode`]
+/// reported them in), so that what is kept is what the type holds, as
+/// kube-apiserver keeps only what its typed decoding read. Paths that do
+/// not lead anywhere are passed over; nothing else changes.
+pub fn remove_unknown(doc: &mut serde_json::Value, paths: &[Vec<Step>]) {
+    for path in paths {
+        let Some((Step::Key(last), parents)) = path.split_last() else {
+            continue;
+        };
+        let parent = parents.iter().try_fold(&mut *doc, |at, step| match step {
+            Step::Key(k) => at.get_mut(k.as_str()),
+            Step::Index(i) => at.get_mut(*i),
+        });
+        if let Some(m) = parent.and_then(serde_json::Value::as_object_mut) {
+            m.remove(last.as_str());
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,8 +85,14 @@ where
     D: Deserializer<'de>,
 {
     let mut unknown = Vec::new();
+    let mut paths = Vec::new();
     let value = {
-        let mut note = |path: serde_ignored::Path<'_>| unknown.push(render(&path));
+        let mut note = |path: serde_ignored::Path<'_>| {
+            unknown.push(render(&path));
+            let mut steps = Vec::new();
+            steps_of(&path, &mut steps);
+            paths.push(steps);
+        };
         let de = serde_ignored::Deserializer::new(de, &mut note);
         serde_path_to_error::deserialize(de).map_err(|e| {
             let field = e.path().to_string();
@@ -86,7 +123,27 @@ where
     Ok(Decoded {
         value,
         unknown_fields: unknown,
+        unknown_paths: paths,
     })
+}
+
+/// The steps of `path`, root first.
+fn steps_of(path: &serde_ignored::Path<'_>, out: &mut Vec<Step>) {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => {}
+        Path::Seq { parent, index } => {
+            steps_of(parent, out);
+            out.push(Step::Index(*index));
+        }
+        Path::Map { parent, key } => {
+            steps_of(parent, out);
+            out.push(Step::Key(key.clone()));
+        }
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => steps_of(parent, out),
+    }
 }
 
 /// Decode a `sluice.dev/v1` object and check that it says what it is.
@@ -139,5 +196,58 @@ fn render(path: &serde_ignored::Path<'_>) -> String {
         Path::Some { parent }
         | Path::NewtypeStruct { parent }
         | Path::NewtypeVariant { parent } => render(parent),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Outer {
+        name: String,
+        #[serde(default)]
+        items: Vec<Inner>,
+        #[serde(default)]
+        labels: std::collections::BTreeMap<String, String>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Inner {
+        port: i64,
+    }
+
+    #[test]
+    fn unknown_fields_are_removed_and_nothing_else() {
+        let mut doc = json!({"name": "n", "colour": "red", "a.b": 1,
+            "items": [{"port": 1}, {"port": 2, "nodePorte": 3}],
+            "labels": {"colour": "blue", "x.y/z": "w"}});
+        for mode in [FieldValidation::Warn, FieldValidation::Ignore] {
+            let d = decode::<Outer, _>(doc.clone(), mode).expect("decodes");
+            assert_eq!(d.unknown_paths.len(), 3, "{mode:?}");
+            let mut kept = doc.clone();
+            remove_unknown(&mut kept, &d.unknown_paths);
+            assert_eq!(
+                kept,
+                json!({"name": "n", "items": [{"port": 1}, {"port": 2}],
+                    "labels": {"colour": "blue", "x.y/z": "w"}})
+            );
+        }
+        let d = decode::<Outer, _>(doc.clone(), FieldValidation::Ignore).expect("decodes");
+        assert!(d.unknown_fields.is_empty());
+        // A path that leads nowhere changes nothing.
+        let before = doc.clone();
+        remove_unknown(
+            &mut doc,
+            &[vec![
+                Step::Key("items".into()),
+                Step::Index(9),
+                Step::Key("x".into()),
+            ]],
+        );
+        assert_eq!(doc, before);
     }
 }

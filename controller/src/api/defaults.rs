@@ -13,9 +13,9 @@
 //! its type (`fields.rs`), so a field of the wrong shape never gets here;
 //! one that does is left alone.
 //!
-//! Not filled in: the cluster IP, node ports and the health-check node
-//! port (allocations, not defaults; they need allocators over every
-//! Service), and the service account (no ServiceAccount objects are
+//! Not filled in here: the cluster IP, node ports and the health-check
+//! node port (allocations over every Service: `allocate/` and
+//! `services.rs`), and the service account (no ServiceAccount objects are
 //! served).
 
 use serde_json::{json, Map, Value};

@@ -3,8 +3,11 @@
 //! kinds, the model crate for `sluice.dev/v1`), a value of the wrong type
 //! is a 422 naming the field, and a field the type does not have is
 //! refused (`Strict`, what kubectl sends), reported in a `Warning` header
-//! (`Warn`, the default without the parameter) or dropped silently
-//! (`Ignore`).
+//! (`Warn`, the default without the parameter) or ignored (`Ignore`).
+//! Under `Warn` and `Ignore` the unknown fields are taken out of the
+//! object before it is stored, as kube-apiserver stores only what its
+//! typed decoding read; everything else is kept as sent (no re-encoding,
+//! so no known value changes its spelling).
 
 use std::collections::HashMap;
 
@@ -13,7 +16,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use sluice_model::cluster::Cluster;
-use sluice_model::decode::{decode, DecodeError, DecodeErrorKind, FieldValidation};
+use sluice_model::decode::{
+    decode, remove_unknown, DecodeError, DecodeErrorKind, Decoded, FieldValidation, Step,
+};
 use sluice_model::k8s;
 use sluice_model::kind::SluiceKind;
 use sluice_model::node_pool::NodePool;
@@ -39,11 +44,27 @@ pub fn mode(q: &HashMap<String, String>) -> Result<FieldValidation, ApiError> {
     }
 }
 
+/// The unknown fields decoding found: to warn about, and to remove.
+#[derive(Default)]
+struct Unknown {
+    warn: Vec<String>,
+    paths: Vec<Vec<Step>>,
+}
+
+impl<T> From<Decoded<T>> for Unknown {
+    fn from(d: Decoded<T>) -> Self {
+        Unknown {
+            warn: d.unknown_fields,
+            paths: d.unknown_paths,
+        }
+    }
+}
+
 fn check_as<T: DeserializeOwned>(
     obj: &Value,
     mode: FieldValidation,
-) -> Result<Vec<String>, DecodeError> {
-    decode::<T, _>(obj.clone(), mode).map(|d| d.unknown_fields)
+) -> Result<Unknown, DecodeError> {
+    decode::<T, _>(obj.clone(), mode).map(Unknown::from)
 }
 
 /// A `sluice.dev/v1` kind: decoded, then its spec validated (the rules of
@@ -52,7 +73,7 @@ fn check_kind<K: SluiceKind + DeserializeOwned>(
     t: &Target,
     obj: &Value,
     mode: FieldValidation,
-) -> Result<Vec<String>, ApiError> {
+) -> Result<Unknown, ApiError> {
     let d = decode::<K, _>(obj.clone(), mode).map_err(|e| decode_error(t, obj, e))?;
     if let Err(errs) = d.value.validate() {
         let name = name_of(obj);
@@ -68,14 +89,14 @@ fn check_kind<K: SluiceKind + DeserializeOwned>(
         );
         return Err(err);
     }
-    Ok(d.unknown_fields)
+    Ok(d.into())
 }
 
 /// A budget as kube-apiserver admits it: one of `minAvailable` and
 /// `maxUnavailable`, non-negative, a percentage at most 100%, a selector
 /// that parses, a known unhealthy-pod policy. Checked with the model's own
 /// parsing, so a stored budget is one the Eviction API can always read.
-fn check_budget(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Vec<String>, ApiError> {
+fn check_budget(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Unknown, ApiError> {
     let unknown =
         check_as::<k8s::PodDisruptionBudget>(obj, mode).map_err(|e| decode_error(t, obj, e))?;
     let Ok(pdb) = serde_json::from_value::<k8s::PodDisruptionBudget>(obj.clone()) else {
@@ -119,8 +140,15 @@ fn decode_error(t: &Target, obj: &Value, e: DecodeError) -> ApiError {
     err
 }
 
-/// Decode `obj` as the kind `t` serves; the unknown fields to warn about.
-pub fn check(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Vec<String>, ApiError> {
+/// Decode `obj` as the kind `t` serves and take its unknown fields out
+/// (`Warn`, `Ignore`; `Strict` refuses them); the ones to warn about.
+pub fn check(t: &Target, obj: &mut Value, mode: FieldValidation) -> Result<Vec<String>, ApiError> {
+    let unknown = decoded(t, obj, mode)?;
+    remove_unknown(obj, &unknown.paths);
+    Ok(unknown.warn)
+}
+
+fn decoded(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Unknown, ApiError> {
     let r = t.resource;
     let result = match (r.group, r.kind) {
         ("", "Namespace") => check_as::<Namespace>(obj, mode),
@@ -138,7 +166,7 @@ pub fn check(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Vec<Strin
         ("sluice.dev", "Operation") => return check_kind::<Operation>(t, obj, mode),
         // Every kind served has its type above; a new one without is
         // stored as sent.
-        _ => Ok(Vec::new()),
+        _ => Ok(Unknown::default()),
     };
     result.map_err(|e| decode_error(t, obj, e))
 }
@@ -193,7 +221,7 @@ mod tests {
                 "IfHealthyBudget",
             ),
         ] {
-            let e = check(&t, &pdb(spec.clone()), FieldValidation::Strict).unwrap_err();
+            let e = check(&t, &mut pdb(spec.clone()), FieldValidation::Strict).unwrap_err();
             let body = e.body();
             assert_eq!(body["code"], 422, "{spec}");
             assert_eq!(
@@ -210,7 +238,7 @@ mod tests {
             json!({"maxUnavailable": 0}),
             json!({}),
         ] {
-            check(&t, &pdb(ok.clone()), FieldValidation::Strict)
+            check(&t, &mut pdb(ok.clone()), FieldValidation::Strict)
                 .unwrap_or_else(|e| panic!("{ok}: {e:?}"));
         }
     }
@@ -221,19 +249,24 @@ mod tests {
         let mut p = pod();
         p["spec"]["colour"] = json!("red");
         p["spec"]["containers"][0]["imagePullPolice"] = json!("Always");
-        let e = check(&t, &p, FieldValidation::Strict).expect_err("strict");
+        let e = check(&t, &mut p.clone(), FieldValidation::Strict).expect_err("strict");
         assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY);
         assert!(
             e.message.contains("unknown field \"spec.colour\""),
             "{}",
             e.message
         );
-        let w = check(&t, &p, FieldValidation::Warn).expect("warn");
-        assert_eq!(w.len(), 2, "{w:?}");
-        assert!(check(&t, &p, FieldValidation::Ignore)
+        // Warn and Ignore take them out of what is stored, the rest as sent.
+        let mut warned = p.clone();
+        let w = check(&t, &mut warned, FieldValidation::Warn).expect("warn");
+        assert_eq!(w, ["spec.colour", "spec.containers[0].imagePullPolice"]);
+        assert_eq!(warned, pod());
+        let mut ignored = p.clone();
+        assert!(check(&t, &mut ignored, FieldValidation::Ignore)
             .expect("ignore")
             .is_empty());
-        assert!(check(&t, &pod(), FieldValidation::Strict)
+        assert_eq!(ignored, pod());
+        assert!(check(&t, &mut pod(), FieldValidation::Strict)
             .expect("known")
             .is_empty());
     }
@@ -243,7 +276,7 @@ mod tests {
         let t = resolve("/api/v1/namespaces/default/pods").expect("path");
         let mut p = pod();
         p["spec"]["terminationGracePeriodSeconds"] = json!("thirty");
-        let e = check(&t, &p, FieldValidation::Strict).expect_err("type");
+        let e = check(&t, &mut p.clone(), FieldValidation::Strict).expect_err("type");
         assert_eq!(
             e.body()["details"]["causes"][0]["field"],
             "spec.terminationGracePeriodSeconds"
@@ -257,7 +290,7 @@ mod tests {
         let np = json!({"apiVersion": "sluice.dev/v1", "kind": "NodePool", "metadata": {"name": "p"},
             "spec": {"locations": ["z-a"], "initialNodeCount": 1, "config": {"capacity": {"cpu": "2", "memory": "4Gi"}},
                      "upgradeSettings": {"maxSurge": 0, "maxUnavailable": 0}}});
-        let e = check(&t, &np, FieldValidation::Strict).expect_err("invalid");
+        let e = check(&t, &mut np.clone(), FieldValidation::Strict).expect_err("invalid");
         assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY);
         let causes = e.body()["details"]["causes"].clone();
         assert!(

@@ -37,7 +37,7 @@ pub fn create(
     let mode = fields::mode(&query(field_validation))?;
     let body = decode_body(ctype, body)?;
     let mut obj = meta::prepare_create(&t, body, SUFFIX, UID, NOW)?;
-    fields::check(&t, &obj, mode)?;
+    fields::check(&t, &mut obj, mode)?;
     defaults::apply(t.resource.kind, &mut obj, true);
     objects::decode_stored(&objects::encode(&obj))
 }

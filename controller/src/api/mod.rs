@@ -1,5 +1,6 @@
 //! The API server's HTTP side: one `Router` per concern, state given once.
 
+pub mod allocate;
 pub mod auth;
 pub mod authz;
 pub mod collection;
@@ -19,6 +20,7 @@ pub mod patch;
 pub mod path;
 pub mod resources;
 pub mod selector;
+pub mod services;
 pub mod status;
 pub mod stored;
 pub mod strategic;

@@ -23,7 +23,8 @@ use super::path::{resolve, Target};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::{
-    authz, collection, defaults, deletion, eviction, fields, list, patch, strategic, table, watch,
+    allocate, authz, collection, defaults, deletion, eviction, fields, list, patch, services,
+    strategic, table, watch,
 };
 use crate::identity::Identity;
 use sluice_model::decode::FieldValidation;
@@ -36,14 +37,38 @@ pub struct Objects {
     pub store: Arc<dyn Store>,
     /// Watch lines made once for every watcher with the same selectors.
     pub watch_lines: Arc<watch::Memo>,
+    /// The ranges Services get their cluster IPs and node ports from.
+    pub services: Arc<allocate::Config>,
 }
 
 impl Objects {
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn Store>, services: allocate::Config) -> Self {
         Objects {
             store,
             watch_lines: Arc::default(),
+            services: Arc::new(services),
         }
+    }
+}
+
+/// Services are written with their allocations (`services.rs`).
+fn is_service(t: &Target) -> bool {
+    t.resource.group.is_empty() && t.resource.kind == "Service"
+}
+
+/// Remove the object `obj` stored at `k` (at `rev`): a Service releases
+/// what it holds in the same transaction.
+async fn remove(
+    o: &Objects,
+    t: &Target,
+    k: &str,
+    obj: &Value,
+    rev: i64,
+) -> Result<i64, StoreError> {
+    if is_service(t) {
+        services::remove(o.store.as_ref(), k, obj, rev).await
+    } else {
+        o.store.delete(k, Some(rev)).await.map(|(gone, _)| gone)
     }
 }
 
@@ -275,8 +300,8 @@ async fn create(
         &meta::uuid(random::<16>()),
         &crate::clock::now_rfc3339(),
     )?;
-    let unknown = fields::check(t, &obj, mode)?;
     let mut obj = obj;
+    let unknown = fields::check(t, &mut obj, mode)?;
     defaults::apply(t.resource.kind, &mut obj, true);
     let name = obj
         .pointer("/metadata/name")
@@ -287,11 +312,18 @@ async fn create(
         name: Some(name.clone()),
         ..t.clone()
     };
-    let rev = o
-        .store
-        .create(&key(t, Some(&name)), encode(&obj))
-        .await
-        .map_err(|e| store_error(&named, e))?;
+    let k = key(t, Some(&name));
+    let (obj, rev) = if is_service(t) {
+        let (obj, rev) = services::write(o, &named, &k, None, obj, services::Own::Create).await?;
+        (obj, rev.unwrap_or_default())
+    } else {
+        let rev = o
+            .store
+            .create(&k, encode(&obj))
+            .await
+            .map_err(|e| store_error(&named, e))?;
+        (obj, rev)
+    };
     Ok(with_warnings(
         json_response(StatusCode::CREATED, meta::with_resource_version(obj, rev)),
         &unknown,
@@ -337,7 +369,7 @@ pub fn updated(
         }
     }
     let mut merged = meta::prepare_update(t, old, Value::Object(merged))?;
-    let unknown = fields::check(t, &merged, mode)?;
+    let unknown = fields::check(t, &mut merged, mode)?;
     defaults::apply(t.resource.kind, &mut merged, false);
     Ok((merged, unknown))
 }
@@ -359,23 +391,35 @@ async fn replace(
     let old = decode_stored(&current.value)?;
     let expected = sent.unwrap_or(current.mod_rev);
     let (merged, unknown) = updated(t, &old, new, status_only, mode)?;
-    if merged == old {
+    let unchanged = || {
         // Nothing changed: no new revision, as kube-apiserver.
-        return Ok(json_response(
+        json_response(
             StatusCode::OK,
-            meta::with_resource_version(old, current.mod_rev),
-        ));
-    }
-    let rev = o
-        .store
-        .update(&k, encode(&merged), expected)
-        .await
-        .map_err(|e| store_error(t, e))?;
+            meta::with_resource_version(old.clone(), current.mod_rev),
+        )
+    };
+    let (merged, rev) = if is_service(t) && !status_only {
+        let own = services::Own::Update(expected);
+        match services::write(o, t, &k, Some(&old), merged, own).await? {
+            (_, None) => return Ok(unchanged()),
+            (merged, Some(rev)) => (merged, rev),
+        }
+    } else {
+        if merged == old {
+            return Ok(unchanged());
+        }
+        let rev = o
+            .store
+            .update(&k, encode(&merged), expected)
+            .await
+            .map_err(|e| store_error(t, e))?;
+        (merged, rev)
+    };
     if deletion::finalized(&old, &merged) {
         // The last finalizer left an object being deleted: it goes now, as
         // kube-apiserver deletes during such an update. Against `rev`, so a
         // finalizer added meanwhile keeps it (that writer sees it pending).
-        if let Ok((gone, _)) = o.store.delete(&k, Some(rev)).await {
+        if let Ok(gone) = remove(o, t, &k, &merged, rev).await {
             return Ok(json_response(
                 StatusCode::OK,
                 meta::with_resource_version(merged, gone),
@@ -540,11 +584,9 @@ pub async fn delete_object(
         deletion::check_preconditions(t, &obj, current.mod_rev, opts)?;
         let now = deletion::now();
         let written = match deletion::decide(t, &obj, opts, now) {
-            deletion::Outcome::Remove => o
-                .store
-                .delete(&k, Some(current.mod_rev))
+            deletion::Outcome::Remove => remove(o, t, &k, &obj, current.mod_rev)
                 .await
-                .map(|(rev, _)| (StatusCode::OK, obj, rev)),
+                .map(|rev| (StatusCode::OK, obj, rev)),
             // Still there: 202, as kube-apiserver answers a pending deletion.
             deletion::Outcome::Mark(marked) => o
                 .store

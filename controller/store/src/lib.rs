@@ -14,6 +14,7 @@ mod etcd;
 mod keys;
 pub mod leader;
 mod store;
+mod txn;
 mod types;
 mod watch_cache;
 
@@ -21,7 +22,7 @@ pub use embedded::{RedbOptions, RedbStore, DEFAULT_CACHE_BYTES};
 pub use error::{Result, StoreError};
 pub use etcd::EtcdStore;
 pub use store::{Store, WatchStream};
-pub use types::{Event, EventKind, Kv, ListOptions, ListPage, Revision};
+pub use types::{Event, EventKind, Kv, ListOptions, ListPage, Revision, Write};
 pub use watch_cache::{WatchCache, WatchCacheOptions};
 
 #[cfg(feature = "testing")]

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use futures::Stream;
 
 use crate::error::Result;
-use crate::types::{Event, Kv, ListOptions, ListPage, Revision};
+use crate::types::{Event, Kv, ListOptions, ListPage, Revision, Write};
 
 /// Changes in revision order. An error is always the stream's last item:
 /// `Compacted` when the watcher asked for, or fell behind into, history
@@ -51,6 +51,17 @@ pub trait Store: Send + Sync {
     /// returns the deletion's revision and the last value.
     async fn delete(&self, key: &str, expected_mod_rev: Option<Revision>)
         -> Result<(Revision, Kv)>;
+
+    /// All of `writes` or none of them: each is checked as its single-key
+    /// call would be, against the keys as they are before the transaction
+    /// (each key at most once), and the first refused write's error is
+    /// returned with nothing written. Returns each write's revision, in
+    /// order. On etcd the writes share one revision; the embedded store
+    /// gives them consecutive revisions, committed together, so no reader
+    /// or watcher ever sees part of a transaction. The watch cache passes
+    /// on one event per revision: put at most one key under its prefix
+    /// (`/registry/`) in a transaction.
+    async fn txn(&self, writes: Vec<Write>) -> Result<Vec<Revision>>;
 
     /// The revision of the last write (0 for an empty store).
     async fn current_revision(&self) -> Result<Revision>;

@@ -63,3 +63,34 @@ pub struct Event {
     /// The revision of this change (for a delete, the deletion's own).
     pub mod_rev: Revision,
 }
+
+/// One write of a transaction ([`crate::Store::txn`]): the same checks as
+/// the single-key calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// Refused with `AlreadyExists` if the key exists.
+    Create { key: String, value: Vec<u8> },
+    /// Refused with `NotFound`, or `Conflict` unless the key is at
+    /// `expected_mod_rev`.
+    Update {
+        key: String,
+        value: Vec<u8>,
+        expected_mod_rev: Revision,
+    },
+    /// Refused with `NotFound`, or `Conflict` when `expected_mod_rev` is
+    /// given and the key is elsewhere.
+    Delete {
+        key: String,
+        expected_mod_rev: Option<Revision>,
+    },
+}
+
+impl Write {
+    pub fn key(&self) -> &str {
+        match self {
+            Write::Create { key, .. } | Write::Update { key, .. } | Write::Delete { key, .. } => {
+                key
+            }
+        }
+    }
+}

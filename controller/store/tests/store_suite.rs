@@ -8,7 +8,7 @@ use futures::StreamExt;
 use sluice_store::testing::EtcdServer;
 use sluice_store::{
     EtcdStore, Event, EventKind, ListOptions, RedbOptions, RedbStore, Revision, Store, StoreError,
-    WatchCache, WatchCacheOptions, WatchStream,
+    WatchCache, WatchCacheOptions, WatchStream, Write,
 };
 
 /// Bound on any wait for watch events (not a timing assertion: a stuck
@@ -422,6 +422,147 @@ async fn a_list_larger_than_one_response(s: Arc<dyn Store>) {
     assert!(!rest.more);
 }
 
+fn create(key: &str, value: &str) -> Write {
+    Write::Create {
+        key: key.into(),
+        value: value.into(),
+    }
+}
+
+/// A transaction writes all its keys or none, names the write refused,
+/// and a watcher sees its writes only once they are all made.
+async fn transactions_are_all_or_nothing(s: Arc<dyn Store>) {
+    let start = s.current_revision().await.expect("revision");
+    let mut w = s.watch("/registry/txn/", start).await.expect("watch");
+    let a = s
+        .create("/registry/txn/a", b"a1".to_vec())
+        .await
+        .expect("a");
+    // One key exists: nothing of the transaction is written.
+    let refused = s
+        .txn(vec![
+            create("/sluice/txn/x", "x"),
+            create("/registry/txn/a", "again"),
+        ])
+        .await
+        .expect_err("a exists");
+    assert!(
+        matches!(&refused, StoreError::AlreadyExists { key } if key == "/registry/txn/a"),
+        "{refused:?}"
+    );
+    assert!(s.get("/sluice/txn/x").await.expect("get").is_none());
+    // A stale update refuses the whole transaction too.
+    let stale = s
+        .txn(vec![
+            create("/sluice/txn/x", "x"),
+            Write::Update {
+                key: "/registry/txn/a".into(),
+                value: b"a2".to_vec(),
+                expected_mod_rev: a - 1,
+            },
+        ])
+        .await
+        .expect_err("stale");
+    assert!(matches!(stale, StoreError::Conflict { .. }), "{stale:?}");
+    assert!(s.get("/sluice/txn/x").await.expect("get").is_none());
+    // Everything in order: every key written.
+    let revs = s
+        .txn(vec![
+            Write::Update {
+                key: "/registry/txn/a".into(),
+                value: b"a2".to_vec(),
+                expected_mod_rev: a,
+            },
+            create("/sluice/txn/x", "x"),
+            create("/sluice/txn/y", "y"),
+        ])
+        .await
+        .expect("txn");
+    assert_eq!(revs.len(), 3);
+    assert!(revs.iter().all(|r| *r > a));
+    let got = s.get("/registry/txn/a").await.expect("get").expect("a");
+    assert_eq!((got.value.as_slice(), got.mod_rev), (&b"a2"[..], revs[0]));
+    assert_eq!(
+        s.current_revision().await.expect("rev"),
+        *revs.iter().max().unwrap()
+    );
+    // Deletes with and without a revision, and a missing key refused.
+    let x = s.get("/sluice/txn/x").await.expect("get").expect("x");
+    let missing = s
+        .txn(vec![
+            Write::Delete {
+                key: "/sluice/txn/x".into(),
+                expected_mod_rev: Some(x.mod_rev),
+            },
+            Write::Delete {
+                key: "/sluice/txn/nothing".into(),
+                expected_mod_rev: None,
+            },
+        ])
+        .await
+        .expect_err("missing");
+    assert!(
+        matches!(missing, StoreError::NotFound { .. }),
+        "{missing:?}"
+    );
+    s.txn(vec![
+        Write::Delete {
+            key: "/sluice/txn/x".into(),
+            expected_mod_rev: Some(x.mod_rev),
+        },
+        Write::Delete {
+            key: "/sluice/txn/y".into(),
+            expected_mod_rev: None,
+        },
+    ])
+    .await
+    .expect("deletes");
+    assert!(s.get("/sluice/txn/y").await.expect("get").is_none());
+    // A key twice is refused before anything is sent.
+    assert!(matches!(
+        s.txn(vec![create("/k", "1"), create("/k", "2")]).await,
+        Err(StoreError::InvalidRequest(_))
+    ));
+    // The watcher under /registry/ saw the create and the one update.
+    let evs = next_events(&mut w, 2).await;
+    assert_eq!(
+        evs.iter().map(|e| e.value.clone()).collect::<Vec<_>>(),
+        vec![b"a1".to_vec(), b"a2".to_vec()]
+    );
+}
+
+/// Concurrent transactions creating the same key: exactly one wins.
+async fn concurrent_transactions_claim_a_key_once(s: Arc<dyn Store>) {
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            s.txn(vec![
+                create(&format!("/registry/claim/svc{i}"), "svc"),
+                create("/sluice/claim/ip", &format!("{i}")),
+            ])
+            .await
+        }));
+    }
+    let mut won = 0;
+    for t in tasks {
+        match t.await.expect("task") {
+            Ok(_) => won += 1,
+            Err(StoreError::AlreadyExists { key }) => assert_eq!(key, "/sluice/claim/ip"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(won, 1);
+    let page = s
+        .list(ListOptions {
+            prefix: "/registry/claim/",
+            ..ListOptions::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(page.items.len(), 1);
+}
+
 macro_rules! suite {
     ([$($backend:ident),*] $behaviours:tt) => {
         $(suite!(@backend $backend $behaviours);)*
@@ -448,6 +589,8 @@ suite!(
         compaction_refuses_old_revisions,
         a_watcher_keeps_up_across_many_writes,
         a_list_larger_than_one_response,
+        transactions_are_all_or_nothing,
+        concurrent_transactions_claim_a_key_once,
     ]
 );
 
@@ -462,5 +605,7 @@ suite!(
         watch_replays_in_order_with_concurrent_writers,
         a_watcher_keeps_up_across_many_writes,
         a_list_larger_than_one_response,
+        transactions_are_all_or_nothing,
+        concurrent_transactions_claim_a_key_once,
     ]
 );

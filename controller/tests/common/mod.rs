@@ -62,6 +62,10 @@ fn serve_bin() -> PathBuf {
     std::env::var_os("SLUICE_BENCH_SERVE_BIN").map_or_else(|| PathBuf::from(BIN), PathBuf::from)
 }
 
+/// The cluster IP range of every test server that names none (the house
+/// rule: test addresses from 198.18.0.0/15 and fd00::/8 only).
+pub const TEST_SERVICE_RANGE: &str = "198.18.0.0/16";
+
 pub fn kubectl_bin() -> PathBuf {
     let p = std::env::var_os("SLUICE_KUBECTL")
         .map(PathBuf::from)
@@ -86,12 +90,17 @@ pub struct Server {
 
 impl Server {
     pub fn start(tag: &str, backend: Backend) -> Server {
+        Server::start_on(tag, backend, &[])
+    }
+
+    /// As `start`, with more `serve` flags.
+    pub fn start_on(tag: &str, backend: Backend, extra: &[&str]) -> Server {
         let etcd = match backend {
             Backend::Embedded => None,
             Backend::Etcd => Some(start_etcd()),
         };
         let endpoint = etcd.as_ref().map(|e| e.endpoint().to_string());
-        let mut s = Server::start_with(tag, endpoint.as_deref(), None);
+        let mut s = Server::start_with_args(tag, endpoint.as_deref(), None, extra);
         s.etcd = etcd;
         s
     }
@@ -138,6 +147,16 @@ impl Server {
         if let Some(i) = identity {
             args.extend(["--leader-identity".into(), i.to_string()]);
         }
+        if !extra
+            .iter()
+            .any(|a| a.starts_with("--service-cluster-ip-range"))
+        {
+            // Services get addresses in the range tests may use.
+            args.extend([
+                "--service-cluster-ip-range".into(),
+                TEST_SERVICE_RANGE.into(),
+            ]);
+        }
         args.extend(extra.iter().map(|a| a.to_string()));
         let child = spawn_serve(&dir, &args);
         let s = Server {
@@ -162,6 +181,11 @@ impl Server {
     pub fn respawn(&mut self) {
         self.child = spawn_serve(&self.dir, &self.args);
         self.wait_ready();
+    }
+
+    /// The etcd this server owns, if it runs on one.
+    pub fn etcd_endpoint(&self) -> Option<String> {
+        self.etcd.as_ref().map(|e| e.endpoint().to_string())
     }
 
     /// The server process's id (for its memory).

@@ -38,7 +38,7 @@ use tokio::sync::watch;
 use crate::error::{Result, StoreError};
 use crate::keys;
 use crate::store::{Store, WatchStream};
-use crate::types::{Event, Kv, ListOptions, ListPage, Revision};
+use crate::types::{Event, Kv, ListOptions, ListPage, Revision, Write};
 use codec::{Change, Record};
 use ops::Op;
 
@@ -165,14 +165,21 @@ impl RedbStore {
             .map_err(|e| StoreError::Task(e.to_string()))?
     }
 
-    /// Queues the write for the next batch and waits for its outcome.
+    /// Queues one write for the next batch and waits for its outcome.
     async fn write(&self, key: &str, op: Op) -> Result<(Revision, Option<Record>)> {
+        let mut written = self.write_all(vec![(key.to_owned(), op)]).await?;
+        written
+            .pop()
+            .ok_or_else(|| StoreError::Task("the writer answered no write".into()))
+    }
+
+    /// Queues writes made all or none for the next batch and waits.
+    async fn write_all(
+        &self,
+        writes: Vec<(String, Op)>,
+    ) -> Result<Vec<(Revision, Option<Record>)>> {
         let (reply, outcome) = tokio::sync::oneshot::channel();
-        let pending = writer::Pending {
-            key: key.to_owned(),
-            op,
-            reply,
-        };
+        let pending = writer::Pending { writes, reply };
         let gone = || StoreError::Task("the embedded store's writer has stopped".into());
         self.inner
             .queue
@@ -343,6 +350,33 @@ impl Store for RedbStore {
             StoreError::Corrupt(format!("delete of {key} without a previous record"))
         })?;
         Ok((rev, snapshot::kv(key.to_owned(), prev)))
+    }
+
+    async fn txn(&self, writes: Vec<Write>) -> Result<Vec<Revision>> {
+        crate::txn::check_keys(&writes)?;
+        let units = writes
+            .into_iter()
+            .map(|w| match w {
+                Write::Create { key, value } => (key, Op::Create(value)),
+                Write::Update {
+                    key,
+                    value,
+                    expected_mod_rev,
+                } => (
+                    key,
+                    Op::Update {
+                        value,
+                        expected_mod_rev,
+                    },
+                ),
+                Write::Delete {
+                    key,
+                    expected_mod_rev,
+                } => (key, Op::Delete { expected_mod_rev }),
+            })
+            .collect();
+        let written = self.write_all(units).await?;
+        Ok(written.into_iter().map(|(rev, _)| rev).collect())
     }
 
     async fn current_revision(&self) -> Result<Revision> {

@@ -28,13 +28,13 @@ use crate::types::Revision;
 /// waits behind the others' work.
 const MAX_BATCH: usize = 512;
 
-/// A write's outcome: its revision and the key's previous record.
-pub type Written = Result<(Revision, Option<Record>)>;
+/// A unit's outcome: each write's revision and its key's previous record.
+pub type Written = Result<Vec<(Revision, Option<Record>)>>;
 
-/// One write waiting for its batch.
+/// One unit of writes waiting for its batch: a single write, or a
+/// transaction's writes, made all or none.
 pub struct Pending {
-    pub key: String,
-    pub op: Op,
+    pub writes: Vec<(String, Op)>,
     pub reply: oneshot::Sender<Written>,
 }
 
@@ -49,7 +49,7 @@ pub fn run(core: Arc<Core>, queue: mpsc::Receiver<Pending>) {
             }
         }
         let (ops, replies): (Vec<_>, Vec<_>) =
-            batch.into_iter().map(|p| ((p.key, p.op), p.reply)).unzip();
+            batch.into_iter().map(|p| (p.writes, p.reply)).unzip();
         let outcomes = match commit(&core, ops) {
             Ok(outcomes) => outcomes,
             Err(e) => {
@@ -68,36 +68,55 @@ pub fn run(core: Arc<Core>, queue: mpsc::Receiver<Pending>) {
     }
 }
 
-/// One transaction for the batch: each write decided in order on what
-/// the ones before it left; the outcomes in the batch's order.
-fn commit(core: &Core, ops: Vec<(String, Op)>) -> Result<Vec<Written>> {
+/// One transaction for the batch: each unit decided in order on what the
+/// ones before it left, all of its writes or none; the outcomes in the
+/// batch's order.
+fn commit(core: &Core, units: Vec<Vec<(String, Op)>>) -> Result<Vec<Written>> {
     let mut txn = core.db.begin_write()?;
     txn.set_durability(Durability::Immediate)?;
-    let mut outcomes = Vec::with_capacity(ops.len());
+    let mut outcomes = Vec::with_capacity(units.len());
     let (first, last) = {
         let mut kv = txn.open_table(KV)?;
         let mut history = txn.open_table(HISTORY)?;
         let mut meta = txn.open_table(META)?;
         let first = meta_get(&meta, META_REVISION)?;
         let mut rev = first;
-        for (key, op) in ops {
-            let current = match kv.get(key.as_str())? {
-                Some(v) => Some(codec::decode_record(v.value())?),
-                None => None,
-            };
-            match ops::decide(&key, current, op, rev + 1) {
-                // Refused: nothing written, the revision not taken.
-                Err(e) => outcomes.push(Err(e)),
-                Ok((new, change)) => {
-                    rev += 1;
-                    match &new {
-                        Some(r) => kv.insert(key.as_str(), codec::encode_record(r).as_slice())?,
-                        None => kv.remove(key.as_str())?,
-                    };
-                    history.insert(rev, codec::encode_change(&change).as_slice())?;
-                    outcomes.push(Ok((rev, change.prev)));
+        for unit in units {
+            // Decided first, written after: a refused write leaves the
+            // unit's other keys as they were (its keys are distinct, so
+            // each is decided on the key as the batch left it).
+            let mut decided = Vec::with_capacity(unit.len());
+            let mut refused = None;
+            for (i, (key, op)) in unit.into_iter().enumerate() {
+                let current = match kv.get(key.as_str())? {
+                    Some(v) => Some(codec::decode_record(v.value())?),
+                    None => None,
+                };
+                let at = rev + 1 + i as i64;
+                match ops::decide(&key, current, op, at) {
+                    Ok(d) => decided.push((key, d)),
+                    Err(e) => {
+                        refused = Some(e);
+                        break;
+                    }
                 }
             }
+            if let Some(e) = refused {
+                // Refused: nothing written, no revision taken.
+                outcomes.push(Err(e));
+                continue;
+            }
+            let mut written = Vec::with_capacity(decided.len());
+            for (key, (new, change)) in decided {
+                rev += 1;
+                match &new {
+                    Some(r) => kv.insert(key.as_str(), codec::encode_record(r).as_slice())?,
+                    None => kv.remove(key.as_str())?,
+                };
+                history.insert(rev, codec::encode_change(&change).as_slice())?;
+                written.push((rev, change.prev));
+            }
+            outcomes.push(Ok(written));
         }
         meta.insert(META_REVISION, rev)?;
         let keep_from = rev - core.opts.keep_revisions + 1;

@@ -17,7 +17,7 @@ use futures::StreamExt;
 use crate::error::{Result, StoreError};
 use crate::keys;
 use crate::store::{Store, WatchStream};
-use crate::types::{Event, EventKind, Kv, ListOptions, ListPage, Revision};
+use crate::types::{Event, EventKind, Kv, ListOptions, ListPage, Revision, Write};
 use errors::RevisionRefusal;
 
 /// The store on an etcd cluster. Cheap to clone (the client is shared).
@@ -237,6 +237,73 @@ impl Store for EtcdStore {
             StoreError::Corrupt(format!("etcd deleted {key} without its previous value"))
         })?;
         Ok((header_revision(&resp)?, to_kv(&prev)?))
+    }
+
+    async fn txn(&self, writes: Vec<Write>) -> Result<Vec<Revision>> {
+        crate::txn::check_keys(&writes)?;
+        let mut when = Vec::new();
+        let mut then = Vec::with_capacity(writes.len());
+        for w in &writes {
+            let key = w.key();
+            match w {
+                Write::Create { value, .. } => {
+                    when.push(Compare::create_revision(key, CompareOp::Equal, 0));
+                    then.push(TxnOp::put(key, value.clone(), None));
+                }
+                Write::Update {
+                    value,
+                    expected_mod_rev,
+                    ..
+                } => {
+                    when.push(Compare::create_revision(key, CompareOp::Greater, 0));
+                    when.push(Compare::mod_revision(
+                        key,
+                        CompareOp::Equal,
+                        *expected_mod_rev,
+                    ));
+                    then.push(TxnOp::put(key, value.clone(), None));
+                }
+                Write::Delete {
+                    expected_mod_rev, ..
+                } => {
+                    when.push(Compare::create_revision(key, CompareOp::Greater, 0));
+                    if let Some(e) = expected_mod_rev {
+                        when.push(Compare::mod_revision(key, CompareOp::Equal, *e));
+                    }
+                    then.push(TxnOp::delete(key, None));
+                }
+            }
+        }
+        // Refused: every key read back, to name the first write refused.
+        let read: Vec<TxnOp> = writes.iter().map(|w| TxnOp::get(w.key(), None)).collect();
+        let txn = Txn::new().when(when).and_then(then).or_else(read);
+        let resp = self.client.clone().txn(txn).await?;
+        if resp.succeeded() {
+            let rev = header_revision(&resp)?;
+            return Ok(vec![rev; writes.len()]);
+        }
+        let now: Vec<Option<Revision>> = resp
+            .op_responses()
+            .into_iter()
+            .map(|op| match op {
+                TxnOpResponse::Get(g) => g.kvs().first().map(KeyValue::mod_revision),
+                _ => None,
+            })
+            .collect();
+        let refused = writes
+            .iter()
+            .zip(now)
+            .find_map(|(w, cur)| crate::txn::refusal(w, cur));
+        // A write refused when compared but not when read back: another
+        // writer changed the key in between; the caller reads again.
+        Err(refused.unwrap_or_else(|| StoreError::Conflict {
+            key: writes
+                .first()
+                .map(|w| w.key().to_owned())
+                .unwrap_or_default(),
+            expected: 0,
+            current: 0,
+        }))
     }
 
     async fn current_revision(&self) -> Result<Revision> {

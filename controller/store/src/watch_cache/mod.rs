@@ -30,7 +30,7 @@ use tracing::warn;
 
 use crate::error::{Result, StoreError};
 use crate::store::{Store, WatchStream};
-use crate::types::{Event, Kv, ListOptions, ListPage, Revision};
+use crate::types::{Event, Kv, ListOptions, ListPage, Revision, Write};
 use window::Window;
 
 /// How long the cache waits before watching the store again after its
@@ -254,6 +254,10 @@ impl Store for WatchCache {
         expected_mod_rev: Option<Revision>,
     ) -> Result<(Revision, Kv)> {
         self.store.delete(key, expected_mod_rev).await
+    }
+
+    async fn txn(&self, writes: Vec<Write>) -> Result<Vec<Revision>> {
+        self.store.txn(writes).await
     }
 
     async fn current_revision(&self) -> Result<Revision> {

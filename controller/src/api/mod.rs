@@ -1,5 +1,6 @@
 //! The API server's HTTP side: one `Router` per concern, state given once.
 
+pub mod apply;
 pub mod auth;
 pub mod authz;
 pub mod collection;

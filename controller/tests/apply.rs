@@ -365,43 +365,60 @@ fn apply_refusals(backend: Backend) {
     ssa(&s, "web.yaml", SERVED, &[]);
     let path = "/apis/apps/v1/namespaces/default/deployments/web";
     let yaml = "application/apply-patch+yaml";
-    let body = "{apiVersion: apps/v1, kind: Deployment, metadata: {name: db}}";
-    let answer = raw_patch(&s, &format!("{path}?fieldManager=m"), yaml, body);
-    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
-    assert!(
-        answer.contains("the name of the object (db) does not match the name on the URL (web)"),
-        "{answer}"
-    );
-    let answer = raw_patch(
-        &s,
-        path,
-        yaml,
-        "{apiVersion: apps/v1, kind: Deployment, metadata: {name: web}}",
-    );
-    assert!(answer.starts_with("HTTP/1.1 422"), "{answer}");
-    assert!(
-        answer.contains("fieldManager: Required value: is required for apply patch"),
-        "{answer}"
-    );
-    let answer = raw_patch(
-        &s,
-        &format!("{path}?fieldManager=m"),
-        yaml,
-        "{kind: Deployment, metadata: {name: web}}",
-    );
-    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
-    assert!(
-        answer.contains("invalid object type: /, Kind=Deployment"),
-        "{answer}"
-    );
-    let answer = raw_patch(
-        &s,
-        &format!("{path}?force=true"),
-        "application/merge-patch+json",
-        "{}",
-    );
-    assert!(answer.starts_with("HTTP/1.1 422"), "{answer}");
-    // None of it changed the object.
+    let merge = "application/merge-patch+json";
+    let named =
+        |n: &str| format!("{{apiVersion: apps/v1, kind: Deployment, metadata: {{name: {n}}}}}");
+    for (query, ctype, body, status, want) in [
+        (
+            "?fieldManager=m",
+            yaml,
+            named("db"),
+            "400",
+            "the name of the object (db) does not match the name on the URL (web)",
+        ),
+        (
+            "?fieldManager=m",
+            yaml,
+            named("db"),
+            "400",
+            "the name of the object (db) does not match the name on the URL (new)",
+        ),
+        (
+            "",
+            yaml,
+            named("web"),
+            "422",
+            "fieldManager: Required value: is required for apply patch",
+        ),
+        (
+            "?fieldManager=m",
+            yaml,
+            "{kind: Deployment, metadata: {name: web}}".to_string(),
+            "400",
+            "invalid object type: /, Kind=Deployment",
+        ),
+        (
+            "?force=true",
+            merge,
+            "{}".to_string(),
+            "422",
+            "force: Forbidden: may not be specified for non-apply patch",
+        ),
+    ] {
+        // The second case applies to an object that does not exist yet.
+        let at = match want.contains("(new)") {
+            true => path.replace("/web", "/new"),
+            false => path.to_string(),
+        };
+        let answer = raw_patch(&s, &format!("{at}{query}"), ctype, &body);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")) && answer.contains(want),
+            "{query} {body}: want {status} {want:?}: {answer}"
+        );
+    }
+    // None of it changed the object or made one.
+    let o = s.kubectl("admin", &["get", "deployment", "db"]);
+    assert!(!o.status.success(), "{}", text(&o));
     let d = held(&s, "web");
     assert_eq!(
         d["metadata"]["managedFields"].as_array().map(Vec::len),

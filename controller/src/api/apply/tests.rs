@@ -689,3 +689,24 @@ fn hostile_nesting_is_refused_not_a_stack_overflow() {
     let e = apply(&Request::new(&t, false, &w), None, &config).expect_err("too deep");
     assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+#[test]
+fn an_apply_to_the_status_subresource_owns_only_status() {
+    let t = deployment_target();
+    let live = fresh();
+    let w = writer("controller", false);
+    // The spec it sends is not its business: no conflict with kubectl's
+    // replicas, no ownership.
+    let mut config = deployment(9, json!({"app": "web"}));
+    config["status"] = json!({"replicas": 1});
+    let out = apply(&Request::new(&t, true, &w), Some(&live), &config).expect("status apply");
+    let e = entries(&out);
+    let mine = entry(&e, "controller", "Apply").expect("entry");
+    assert_eq!(mine["subresource"], "status");
+    assert_eq!(mine["fieldsV1"], json!({"f:status": {"f:replicas": {}}}));
+    assert_eq!(
+        entry(&e, "kubectl", "Apply"),
+        entries(&live).first(),
+        "kubectl's entry is untouched"
+    );
+}

@@ -3,7 +3,8 @@
 //! patch, delete, and status subresources. Every resource of the table is
 //! served the same way; objects are stored as JSON under
 //! `/registry/<group>/<plural>/[<namespace>/]<name>` and carry the
-//! store's revision as their resourceVersion.
+//! store's revision as their resourceVersion. Every create, update and
+//! patch records its manager's fields in `managedFields` (`apply/`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -52,6 +52,7 @@ pub fn create(
         ..t.clone()
     };
     apply::record_update(&apply::Request::new(&named, false, &writer), None, &mut obj);
+    meta::check_depth(&t, &obj)?;
     objects::decode_stored(&objects::encode(&obj))
 }
 

@@ -29,10 +29,10 @@
 //!
 //! Departures from kube-apiserver: no schema beyond `schema.rs`'s table
 //! (a map's entries are taken for struct fields); a create is compared
-//! against `{metadata, spec, status}` rather than the Go type's zero
-//! value, so objects below `spec` that a create adds own themselves
-//! (`.` in `FieldsV1`) where kube-apiserver's zero value already held
-//! them; live managedFields that do not decode are dropped rather than
+//! against the Go type's zero value for pods, Deployments and ReplicaSets
+//! only (`zero`), so for the other kinds objects a create adds below
+//! `spec` or `status` own themselves (`.` in `FieldsV1`) where
+//! kube-apiserver's zero value already held them; live managedFields that do not decode are dropped rather than
 //! failing the apply with a 500, and a configuration whose associative
 //! lists cannot be told apart is a 422 rather than a 500.
 
@@ -314,9 +314,20 @@ fn set_managed_fields(obj: &mut Value, m: &Managed) {
     }
 }
 
-/// What a create is compared against: the object before it existed.
-fn zero() -> Value {
-    json!({"metadata": {}, "spec": {}, "status": {}})
+/// What a create is compared against: the object before it existed, as
+/// kube-apiserver's Go zero value serializes (its structs are there,
+/// empty, so a create owns what it puts in them but not the structs
+/// themselves); `{metadata, spec, status}` for kinds not spelled out.
+fn zero(kind: &str) -> Value {
+    let pod_template = json!({"metadata": {}, "spec": {"containers": null}});
+    match kind {
+        "Pod" => json!({"metadata": {}, "spec": {"containers": null}, "status": {}}),
+        "Deployment" => json!({"metadata": {}, "spec": {"selector": null,
+            "template": pod_template, "strategy": {}}, "status": {}}),
+        "ReplicaSet" => json!({"metadata": {}, "spec": {"selector": null,
+            "template": pod_template}, "status": {}}),
+        _ => json!({"metadata": {}, "spec": {}, "status": {}}),
+    }
 }
 
 /// Record a write other than an apply: `new` (as it will be stored,
@@ -346,7 +357,7 @@ pub fn record_update(req: &Request, live: Option<&Value>, new: &mut Value) {
         set_managed_fields(new, &managed);
         return;
     }
-    let zero = zero();
+    let zero = zero(req.kind);
     let old = live.unwrap_or(&zero);
     let updated = updated_managed(req, old, new, managed.clone()).unwrap_or(managed);
     set_managed_fields(new, &updated);
@@ -548,7 +559,7 @@ pub fn apply(req: &Request, live: Option<&Value>, config: &Value) -> Result<Valu
 /// was never tracked belong to someone, so an apply that changes them
 /// conflicts.
 fn before_first_apply(req: &Request, live: &Value, managed: &mut Managed) {
-    let Ok(cmp) = compare(req.kind, &zero(), live) else {
+    let Ok(cmp) = compare(req.kind, &zero(req.kind), live) else {
         return;
     };
     let set = req.scope.filter(&cmp.changed()).difference(&server_owned());

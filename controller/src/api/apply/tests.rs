@@ -362,10 +362,19 @@ fn a_create_records_its_manager_and_objects_it_adds_own_themselves() {
     record_update(&Request::new(&t, false, &w), None, &mut obj);
     let f = &entries(&obj)[0]["fieldsV1"];
     assert_eq!(f["f:metadata"]["f:labels"], json!({".": {}, "f:app": {}}));
+    // As from kube-apiserver, whose zero Deployment holds spec, template,
+    // its metadata and spec, strategy and a null containers list.
     assert!(f["f:spec"].get(".").is_none(), "{f}");
+    let template = &f["f:spec"]["f:template"];
+    assert!(template.get(".").is_none(), "{f}");
+    assert!(template["f:spec"].get(".").is_none(), "{f}");
+    assert!(template["f:spec"]["f:containers"].get(".").is_none(), "{f}");
+    assert!(template["f:spec"]["f:containers"]["k:{\"name\":\"a\"}"]
+        .get(".")
+        .is_some());
     assert_eq!(
         f["f:spec"]["f:strategy"],
-        json!({".": {}, "f:rollingUpdate": {".": {}, "f:maxSurge": {}}})
+        json!({"f:rollingUpdate": {".": {}, "f:maxSurge": {}}})
     );
     assert!(f.get("f:apiVersion").is_none() && f["f:metadata"].get("f:name").is_none());
 }

@@ -284,6 +284,7 @@ async fn create(
     };
     if let Some(w) = track {
         apply::record_update(&apply::Request::new(&named, false, w), None, &mut obj);
+        meta::check_depth(t, &obj)?;
     }
     let rev = o
         .store
@@ -342,6 +343,7 @@ pub fn updated(
     if let Some(w) = track {
         let req = apply::Request::new(t, status_only, w);
         apply::record_update(&req, Some(old), &mut merged);
+        meta::check_depth(t, &merged)?;
     }
     Ok((merged, unknown))
 }
@@ -679,6 +681,31 @@ mod tests {
             None
         )
         .is_err());
+    }
+
+    #[test]
+    fn writes_whose_managed_fields_would_nest_too_deep_are_refused() {
+        // An object just within the store's depth: its managedFields entry
+        // names the deepest field four levels further down, where the
+        // store could never read it back.
+        let t = resolve("/api/v1/namespaces/default/pods/web").expect("path");
+        let deep = (0..124).fold(json!(1), |v, _| json!({ "a": v }));
+        let w = Writer {
+            manager: "m".into(),
+            force: false,
+            now: "2026-11-23T10:00:00Z".into(),
+        };
+        let old = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "default", "managedFields": [
+                {"manager": "m", "operation": "Update", "apiVersion": "v1",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}}]}});
+        let mut new = old.clone();
+        new["spec"] = deep;
+        let mode = FieldValidation::Ignore;
+        assert!(updated(&t, &old, new.clone(), false, mode, None).is_ok());
+        let e = updated(&t, &old, new, false, mode, Some(&w)).expect_err("too deep");
+        assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(e.message.contains("levels deep"), "{}", e.message);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! apply on a live object, then the update's checks (metadata, status,
 //! `fieldValidation`) into the object the server would store.
 //!
-//! Input: byte 0 picks the resource; byte 1 the format (bits 0-2), the
+//! Input: byte 0 picks the resource (bits 0-6) and whether the request
+//! says `force=true` (bit 7); byte 1 the format (bits 0-2), the
 //! `fieldValidation` mode (bits 3-5), the `/status` subresource (bit 6)
 //! and whether a field manager is sent (bit 7); then the
 //! live object as created (JSON), a NUL byte, and the patch body. The live
@@ -30,7 +31,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let (live, body) = split_nul(rest);
-    let collection = collection(*r);
+    let collection = collection(*r & 0x7f);
+    let force = *r & 0x80 != 0;
     let Ok(live) = fuzzing::create(&collection, "application/json", "Ignore", live) else {
         return;
     };
@@ -46,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
     if status_only {
         path.push_str("/status");
     }
-    match fuzzing::patch(&path, ctype, mode, manager, &live, body, status_only) {
+    match fuzzing::patch(&path, ctype, mode, manager, force, &live, body, status_only) {
         Ok(obj) => check_stored(&obj),
         Err(e) => check_error(&e, body),
     }

@@ -12,13 +12,16 @@ use super::list::decode_continue;
 use super::objects::{self, decode_body, Selectors};
 use super::path::resolve;
 use super::status::ApiError;
-use super::{defaults, deletion, fields, meta, patch};
+use super::{apply, defaults, deletion, fields, meta, patch};
 
 /// The clock's reading and the random parts a create fills in: fixed, so
 /// a crash reproduces.
 const NOW: &str = "2026-01-01T00:00:00Z";
 const UID: &str = "00000000-0000-4000-8000-000000000000";
 const SUFFIX: &str = "bcdfg";
+/// The User-Agent of the made-up requests (their manager when they name
+/// none).
+const USER_AGENT: &str = "fuzz/1.0";
 
 fn query(field_validation: &str) -> HashMap<String, String> {
     HashMap::from([("fieldValidation".to_string(), field_validation.to_string())])
@@ -36,9 +39,20 @@ pub fn create(
     let t = resolve(path).map_err(|_| ApiError::not_found(path))?;
     let mode = fields::mode(&query(field_validation))?;
     let body = decode_body(ctype, body)?;
+    let q = query(field_validation);
+    let writer = apply::writer("create", false, &q, USER_AGENT, NOW.into())?;
     let mut obj = meta::prepare_create(&t, body, SUFFIX, UID, NOW)?;
     fields::check(&t, &mut obj, mode)?;
     defaults::apply(t.resource.kind, &mut obj, true);
+    let named = super::path::Target {
+        name: obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .map(String::from),
+        ..t.clone()
+    };
+    apply::record_update(&apply::Request::new(&named, false, &writer), None, &mut obj);
+    meta::check_depth(&t, &obj)?;
     objects::decode_stored(&objects::encode(&obj))
 }
 
@@ -52,13 +66,16 @@ pub fn delete_options(ctype: &str, body: &[u8], grace: Option<&str>) -> Result<(
 }
 
 /// A patch (`PATCH` of the object `path` names, `status_only` for its
-/// `/status`) with `body` sent as `ctype`, on the live object `live`
-/// (stored as JSON, resourceVersion 7): the object as it would be stored.
+/// `/status`) with `body` sent as `ctype`, `?fieldManager=manager` and
+/// `?force=true` with `force`, on the live object `live` (stored as JSON,
+/// resourceVersion 7): the object as it would be stored.
+#[allow(clippy::too_many_arguments)]
 pub fn patch(
     path: &str,
     ctype: &str,
     field_validation: &str,
     manager: Option<&str>,
+    force: bool,
     live: &Value,
     body: &[u8],
     status_only: bool,
@@ -72,12 +89,22 @@ pub fn patch(
             format!("unknown patch format {ctype}"),
         )
     })?;
+    let mut q = query(field_validation);
+    if let Some(m) = manager {
+        q.insert("fieldManager".into(), m.into());
+    }
+    if force {
+        q.insert("force".into(), "true".into());
+    }
+    let is_apply = format == patch::Format::Apply;
+    let writer = apply::writer("patch", is_apply, &q, USER_AGENT, NOW.into())?;
     let body = decode_body(ctype, body)?;
     let mut obj = meta::with_resource_version(live.clone(), 7);
-    objects::apply_patch(&t, &mut obj, format, &body, manager, NOW)?;
+    objects::apply_patch(&t, &mut obj, format, &body, &writer, status_only)?;
     meta::sent_resource_version(&obj)
         .map_err(|m| meta::invalid(&t, "", "metadata.resourceVersion", &m))?;
-    let (merged, _unknown) = objects::updated(&t, live, obj, status_only, mode)?;
+    let track = (!is_apply).then_some(&writer);
+    let (merged, _unknown) = objects::updated(&t, live, obj, status_only, mode, track)?;
     objects::decode_stored(&objects::encode(&merged))
 }
 

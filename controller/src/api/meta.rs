@@ -174,7 +174,10 @@ pub fn depth(v: &Value) -> usize {
     }
 }
 
-fn check_depth(t: &Target, obj: &Value) -> Result<(), ApiError> {
+/// A 422 for an object nested deeper than `MAX_DEPTH`: checked on every
+/// object a write stores, after its managedFields were recorded (their
+/// `fieldsV1` nest four levels deeper than the fields they name).
+pub fn check_depth(t: &Target, obj: &Value) -> Result<(), ApiError> {
     if depth(obj) > MAX_DEPTH {
         let name = obj
             .pointer("/metadata/name")

@@ -1,6 +1,7 @@
 //! The API server's HTTP side: one `Router` per concern, state given once.
 
 pub mod allocate;
+pub mod apply;
 pub mod auth;
 pub mod authz;
 pub mod collection;

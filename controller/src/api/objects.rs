@@ -3,7 +3,8 @@
 //! patch, delete, and status subresources. Every resource of the table is
 //! served the same way; objects are stored as JSON under
 //! `/registry/<group>/<plural>/[<namespace>/]<name>` and carry the
-//! store's revision as their resourceVersion.
+//! store's revision as their resourceVersion. Every create, update and
+//! patch records its manager's fields in `managedFields` (`apply/`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -18,7 +19,8 @@ use serde_json::{json, Value};
 use sluice_model::k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use sluice_store::{Store, StoreError};
 
-use super::meta::{self, api_version};
+use super::apply::{self, Writer};
+use super::meta;
 use super::path::{resolve, Target};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
@@ -280,11 +282,15 @@ fn with_warnings(mut r: Response, unknown: &[String]) -> Response {
     r
 }
 
+/// Create `body` in the collection `t`; `track`: the writer whose fields
+/// the create records (none for an object a server-side apply made,
+/// which carries its managedFields already).
 async fn create(
     o: &Objects,
     t: &Target,
     body: Value,
     mode: FieldValidation,
+    track: Option<&Writer>,
 ) -> Result<Response, ApiError> {
     if t.resource.namespaced && t.namespace.is_none() {
         return Err(bad_request(format!(
@@ -312,6 +318,10 @@ async fn create(
         name: Some(name.clone()),
         ..t.clone()
     };
+    if let Some(w) = track {
+        apply::record_update(&apply::Request::new(&named, false, w), None, &mut obj);
+        meta::check_depth(t, &obj)?;
+    }
     let k = key(t, Some(&name));
     let (obj, rev) = if is_service(t) {
         let (obj, rev) = services::write(o, &named, &k, None, obj, services::Own::Create).await?;
@@ -332,14 +342,16 @@ async fn create(
 
 /// What an update of `old` (as stored) to `new` writes, decided without
 /// I/O: the status as the (sub)resource allows, the server-owned metadata
-/// kept, the object checked (`fieldValidation`); and the unknown fields to
-/// warn about.
+/// kept, the object checked (`fieldValidation`), the fields `track`
+/// changed recorded as its own (none for a server-side apply, which did
+/// its own bookkeeping); and the unknown fields to warn about.
 pub fn updated(
     t: &Target,
     old: &Value,
     new: Value,
     status_only: bool,
     mode: FieldValidation,
+    track: Option<&Writer>,
 ) -> Result<(Value, Vec<String>), ApiError> {
     // Found with the patch fuzz target: a body that is no object (a merge
     // patch `5`, a PUT of `[1]`) reached `m["status"] = ...` below, which
@@ -371,6 +383,11 @@ pub fn updated(
     let mut merged = meta::prepare_update(t, old, Value::Object(merged))?;
     let unknown = fields::check(t, &mut merged, mode)?;
     defaults::apply(t.resource.kind, &mut merged, false);
+    if let Some(w) = track {
+        let req = apply::Request::new(t, status_only, w);
+        apply::record_update(&req, Some(old), &mut merged);
+        meta::check_depth(t, &merged)?;
+    }
     Ok((merged, unknown))
 }
 
@@ -382,6 +399,7 @@ async fn replace(
     new: Value,
     status_only: bool,
     mode: FieldValidation,
+    track: Option<&Writer>,
 ) -> Result<Response, ApiError> {
     let name = t.name.clone().unwrap_or_default();
     let k = key(t, Some(&name));
@@ -390,7 +408,7 @@ async fn replace(
     let current = fetch(o, t).await?;
     let old = decode_stored(&current.value)?;
     let expected = sent.unwrap_or(current.mod_rev);
-    let (merged, unknown) = updated(t, &old, new, status_only, mode)?;
+    let (merged, unknown) = updated(t, &old, new, status_only, mode, track)?;
     let unchanged = || {
         // Nothing changed: no new revision, as kube-apiserver.
         json_response(
@@ -455,58 +473,56 @@ async fn patch(
             ),
         )
     })?;
+    let is_apply = format == patch::Format::Apply;
+    let writer = writer_of("patch", is_apply, q, headers)?;
     let name = t.name.clone().unwrap_or_default();
     let current = o
         .store
         .get(&key(t, Some(&name)))
         .await
         .map_err(|e| store_error(t, e))?;
-    let manager = q.get("fieldManager").filter(|m| !m.is_empty());
-    if format == patch::Format::Apply {
-        let manager = manager.ok_or_else(|| {
-            bad_request("fieldManager is required for apply requests (kubectl sends one)")
-        })?;
-        if current.is_none() && !status_only {
-            // Server-side apply creates what is missing.
-            let mut applied = body.clone();
-            patch::record_apply(
-                &mut applied,
-                &body,
-                manager,
-                &api_version(t),
-                &crate::clock::now_rfc3339(),
-            );
-            let collection = Target {
-                name: None,
-                ..t.clone()
-            };
-            return create(o, &collection, applied, mode).await;
-        }
+    if is_apply && current.is_none() && !status_only {
+        // Server-side apply creates what is missing.
+        let applied = apply::apply(&apply::Request::new(t, false, &writer), None, &body)?;
+        let collection = Target {
+            name: None,
+            ..t.clone()
+        };
+        return create(o, &collection, applied, mode, None).await;
     }
     let current =
         current.ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
     let mut obj = meta::with_resource_version(decode_stored(&current.value)?, current.mod_rev);
-    apply_patch(
-        t,
-        &mut obj,
-        format,
-        &body,
-        manager.map(String::as_str),
-        &crate::clock::now_rfc3339(),
-    )?;
-    replace(o, t, obj, status_only, mode).await
+    apply_patch(t, &mut obj, format, &body, &writer, status_only)?;
+    let track = (!is_apply).then_some(&writer);
+    replace(o, t, obj, status_only, mode, track).await
+}
+
+/// The writer of a request (`verb`: create, update or patch), checked.
+fn writer_of(
+    verb: &str,
+    is_apply: bool,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<Writer, ApiError> {
+    let ua = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    apply::writer(verb, is_apply, q, ua, crate::clock::now_rfc3339())
 }
 
 /// Apply a decoded patch `body` of `format` to `obj` (the live object,
-/// with its resourceVersion), without I/O; `manager` records server-side
-/// apply's fields, `now` is the clock's reading for it.
+/// with its resourceVersion), without I/O; a server-side apply is made by
+/// `writer` (to the status subresource with `status_only`) and records
+/// its fields, the other formats only change the object.
 pub fn apply_patch(
     t: &Target,
     obj: &mut Value,
     format: patch::Format,
     body: &Value,
-    manager: Option<&str>,
-    now: &str,
+    writer: &Writer,
+    status_only: bool,
 ) -> Result<(), ApiError> {
     match format {
         patch::Format::Merge => patch::merge(obj, body),
@@ -525,10 +541,11 @@ pub fn apply_patch(
             )
         })?,
         patch::Format::Apply => {
-            patch::merge(obj, body);
-            if let Some(m) = manager {
-                patch::record_apply(obj, body, m, &api_version(t), now);
-            }
+            *obj = apply::apply(
+                &apply::Request::new(t, status_only, writer),
+                Some(obj),
+                body,
+            )?;
         }
     }
     Ok(())
@@ -652,12 +669,14 @@ pub async fn handle(
             }
             ("create", None) => {
                 let mode = fields::mode(&q)?;
-                create(&o, &t, read_body(&headers, body).await?, mode).await
+                let w = writer_of("create", false, &q, &headers)?;
+                create(&o, &t, read_body(&headers, body).await?, mode, Some(&w)).await
             }
             ("update", Some(_)) => {
                 let mode = fields::mode(&q)?;
+                let w = writer_of("update", false, &q, &headers)?;
                 let new = read_body(&headers, body).await?;
-                replace(&o, &t, new, status_only, mode).await
+                replace(&o, &t, new, status_only, mode, Some(&w)).await
             }
             ("patch", Some(_)) => {
                 let mode = fields::mode(&q)?;
@@ -692,8 +711,15 @@ mod tests {
             "metadata": {"name": "web", "namespace": "default"}, "status": {"phase": "Running"}});
         for new in [json!(5), json!([1]), json!("x"), Value::Null] {
             for status_only in [false, true] {
-                let e = updated(&t, &old, new.clone(), status_only, FieldValidation::Strict)
-                    .expect_err("not an object");
+                let e = updated(
+                    &t,
+                    &old,
+                    new.clone(),
+                    status_only,
+                    FieldValidation::Strict,
+                    None,
+                )
+                .expect_err("not an object");
                 assert_eq!(e.code, StatusCode::BAD_REQUEST, "{new}");
             }
         }
@@ -704,9 +730,46 @@ mod tests {
             &json!(1),
             json!({"status": {}}),
             true,
-            FieldValidation::Strict
+            FieldValidation::Strict,
+            None
         )
         .is_err());
+    }
+
+    #[test]
+    fn deep_unknown_fields_leave_no_deep_managed_fields() {
+        // An object just within the store's depth, deep only in a field
+        // the Pod does not have: its managedFields entry would name that
+        // field four levels further down, where the store could never read
+        // it back. Unknown fields are dropped before fields are recorded,
+        // so neither is stored; were one recorded, the depth check after
+        // recording refuses the write (422) rather than store it.
+        let t = resolve("/api/v1/namespaces/default/pods/web").expect("path");
+        let deep = (0..124).fold(json!(1), |v, _| json!({ "a": v }));
+        let w = Writer {
+            manager: "m".into(),
+            force: false,
+            now: "2026-11-23T10:00:00Z".into(),
+        };
+        let old = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "default", "managedFields": [
+                {"manager": "m", "operation": "Update", "apiVersion": "v1",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}}]}});
+        let mut new = old.clone();
+        new["spec"] = json!({"a": deep});
+        let (stored, _) = updated(&t, &old, new, false, FieldValidation::Ignore, Some(&w))
+            .map_err(|e| e.message)
+            .expect("the unknown field is dropped");
+        assert!(stored["spec"].get("a").is_none());
+        assert!(!stored["metadata"]["managedFields"].to_string().contains("f:a"));
+        meta::check_depth(&t, &stored).expect("within the store's depth");
+
+        let mut too_deep = stored;
+        too_deep["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"] =
+            (0..130).fold(json!({}), |v, _| json!({ "f:a": v }));
+        let e = meta::check_depth(&t, &too_deep).expect_err("too deep");
+        assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(e.message.contains("levels deep"), "{}", e.message);
     }
 
     #[test]

@@ -6,13 +6,11 @@
 //!   kinds) is in `strategic/`;
 //! - JSON patch (RFC 6902; `patch --type json`): add, remove, replace,
 //!   move, copy, test, with RFC 6901 pointers;
-//! - server-side apply (`apply --server-side`, `application/apply-patch+yaml`):
-//!   the applied configuration merged into the live object (or the object
-//!   created), and the manager's fields recorded in `managedFields`.
-//!   Fields a manager stops applying are not removed, and conflicts with
-//!   other managers are not detected yet.
+//! - server-side apply (`apply --server-side`, `application/apply-patch+yaml`)
+//!   is told apart here and carried out by `apply/` (merge, field
+//!   ownership, conflicts, pruning).
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 /// Which format a `Content-Type` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,48 +250,6 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// The fields a configuration sets, as `managedFields[].fieldsV1`
-/// (`f:<name>` per object key; lists and scalars are leaves).
-pub fn fields_v1(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind"))
-                .map(|(k, v)| (format!("f:{k}"), fields_v1(v)))
-                .collect::<Map<_, _>>(),
-        ),
-        _ => json!({}),
-    }
-}
-
-/// Record `manager`'s applied fields in `obj.metadata.managedFields`
-/// (replacing its previous Apply entry).
-pub fn record_apply(obj: &mut Value, applied: &Value, manager: &str, api_version: &str, now: &str) {
-    let mut fields = fields_v1(applied);
-    if let Some(m) = fields.get_mut("f:metadata").and_then(Value::as_object_mut) {
-        // Identity fields are not "managed".
-        for k in ["f:name", "f:namespace", "f:resourceVersion", "f:uid"] {
-            m.remove(k);
-        }
-    }
-    let entry = json!({
-        "manager": manager,
-        "operation": "Apply",
-        "apiVersion": api_version,
-        "time": now,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": fields,
-    });
-    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let list = meta.entry("managedFields").or_insert_with(|| json!([]));
-    if let Some(a) = list.as_array_mut() {
-        a.retain(|e| !(e["manager"] == manager && e["operation"] == "Apply"));
-        a.push(entry);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,21 +344,7 @@ mod tests {
     }
 
     #[test]
-    fn apply_records_the_managers_fields() {
-        let applied = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"app": "w"}},
-                             "spec": {"nodeName": "n"}});
-        let mut obj = applied.clone();
-        record_apply(&mut obj, &applied, "kubectl", "v1", "2026-11-23T00:00:00Z");
-        record_apply(&mut obj, &applied, "kubectl", "v1", "2026-11-23T00:00:01Z");
-        let mf = obj["metadata"]["managedFields"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        assert_eq!(mf.len(), 1, "one entry per manager");
-        assert_eq!(
-            mf[0]["fieldsV1"],
-            json!({"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:nodeName": {}}})
-        );
+    fn formats_are_told_by_their_content_type() {
         assert_eq!(
             Format::of("application/apply-patch+yaml; charset=utf-8"),
             Some(Format::Apply)

@@ -99,6 +99,7 @@ struct Row {
     pod_rate: f64,
     list_s: f64,
     list_bytes_s: f64,
+    list_mb: f64,
     paged_s: f64,
     ack_p50: Duration,
     cpu_per_write: Duration,
@@ -155,6 +156,7 @@ async fn run(s: &Server, backend: &'static str, etcd: Option<&str>) -> Row {
     let body = c.request_text(req).await.expect("list bytes");
     let list_bytes_s = t.elapsed().as_secs_f64();
     assert!(body.len() > n_pod * 100, "the whole list came back");
+    let list_mb = body.len() as f64 / 1e6;
     drop(body);
     let t = Instant::now();
     let mut n = 0;
@@ -266,6 +268,7 @@ async fn run(s: &Server, backend: &'static str, etcd: Option<&str>) -> Row {
         pod_rate,
         list_s,
         list_bytes_s,
+        list_mb,
         paged_s,
         ack_p50: pct(&acks, 0.5),
         cpu_per_write,
@@ -297,20 +300,21 @@ fn main() {
         env("SLUICE_BENCH_PODS", 100_000),
         env("SLUICE_BENCH_WATCHERS", 100)
     );
-    println!("| store | Services/s | Pods/s (ratio to etcd puts) | list all Pods s (bytes only) | paged (500) s | write ack p50 ms | write→event p50 ms | p99 ms | server CPU ms per watched write | controller RSS MiB |");
+    println!("| store | Services/s | Pods/s (ratio to etcd puts) | list all Pods s (bytes only; MB) | paged (500) s | write ack p50 ms | write→event p50 ms | p99 ms | server CPU ms per watched write | controller RSS MiB |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let ratio = r.baseline_rate.map_or(String::new(), |b| {
             format!(" ({:.2}; etcd puts {:.0}/s)", r.pod_rate / b, b)
         });
         println!(
-            "| {} | {:.0} | {:.0}{} | {:.2} ({:.2}) | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |",
+            "| {} | {:.0} | {:.0}{} | {:.2} ({:.2}; {:.0}) | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} |",
             r.backend,
             r.svc_rate,
             r.pod_rate,
             ratio,
             r.list_s,
             r.list_bytes_s,
+            r.list_mb,
             r.paged_s,
             r.ack_p50.as_secs_f64() * 1e3,
             r.p50.as_secs_f64() * 1e3,

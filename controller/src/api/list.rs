@@ -108,22 +108,81 @@ struct Pager {
     kind: String,
     api_version: String,
     done: bool,
+    /// The next chunk's read, started before this chunk is written out:
+    /// the store reads (on its own thread) while the server renders and
+    /// encrypts, instead of one after the other.
+    ahead: Option<tokio::task::JoinHandle<Result<ListPage, StoreError>>>,
+}
+
+impl Drop for Pager {
+    fn drop(&mut self) {
+        // The client went away: no read for a chunk nobody will get.
+        if let Some(a) = self.ahead.take() {
+            a.abort();
+        }
+    }
 }
 
 impl Pager {
     async fn read(&mut self) -> Result<ListPage, StoreError> {
-        let want = self.limit.map_or(CHUNK, |l| (l - self.matched).min(CHUNK));
-        let page = self
-            .store
-            .list(ListOptions {
-                prefix: &self.prefix,
-                limit: Some(want),
-                start_after: self.cursor.as_deref(),
-                at_revision: self.at,
-            })
-            .await?;
+        let page = match self.ahead.take() {
+            Some(a) => a
+                .await
+                .map_err(|e| StoreError::Corrupt(format!("a list read ended: {e}")))??,
+            None => {
+                let want = self.want();
+                self.store
+                    .list(ListOptions {
+                        prefix: &self.prefix,
+                        limit: Some(want),
+                        start_after: self.cursor.as_deref(),
+                        at_revision: self.at,
+                    })
+                    .await?
+            }
+        };
         self.at = Some(page.revision);
         Ok(page)
+    }
+
+    fn want(&self) -> usize {
+        self.limit.map_or(CHUNK, |l| (l - self.matched).min(CHUNK))
+    }
+
+    /// Without a limit, a page with more after it is always followed by
+    /// the next: its read starts before this page is rendered.
+    fn read_ahead_of(&mut self, page: &ListPage) {
+        if self.limit.is_none() && page.more {
+            if let Some(last) = page.items.last() {
+                self.cursor = Some(last.key.clone());
+                self.read_ahead();
+            }
+        }
+    }
+
+    /// Starts reading the next chunk after `cursor`, unless the list is
+    /// written out or its read is already under way.
+    fn read_ahead(&mut self) {
+        if self.done || self.ahead.is_some() {
+            return;
+        }
+        let (store, prefix, cursor, at, want) = (
+            self.store.clone(),
+            self.prefix.clone(),
+            self.cursor.clone(),
+            self.at,
+            self.want(),
+        );
+        self.ahead = Some(tokio::spawn(async move {
+            store
+                .list(ListOptions {
+                    prefix: &prefix,
+                    limit: Some(want),
+                    start_after: cursor.as_deref(),
+                    at_revision: at,
+                })
+                .await
+        }));
     }
 
     /// One chunk of the body from a page: its selected items, and the end
@@ -185,7 +244,12 @@ impl Pager {
             return None;
         }
         let chunk = match self.read().await {
-            Ok(page) => self.chunk(page),
+            Ok(page) => {
+                self.read_ahead_of(&page);
+                let chunk = self.chunk(page);
+                self.read_ahead();
+                chunk
+            }
             Err(e) => Err(e.to_string()),
         };
         match chunk {
@@ -233,12 +297,15 @@ pub async fn list(
         kind: format!("{}List", t.resource.kind),
         api_version: api_version(t),
         done: false,
+        ahead: None,
     };
     // The first chunk before the status line: an expired `continue` is a
     // 410, a revision not reached a 504, an unreadable object a 500.
     let first = pager.read().await.map_err(|e| store_error(t, e))?;
+    pager.read_ahead_of(&first);
     let mut body = pager.head();
     body.extend_from_slice(&pager.chunk(first).map_err(unreadable)?);
+    pager.read_ahead();
     let first = futures::stream::once(async move { Ok::<_, std::io::Error>(Bytes::from(body)) });
     let rest = futures::stream::unfold(pager, Pager::next);
     Ok((

@@ -761,7 +761,9 @@ mod tests {
             .map_err(|e| e.message)
             .expect("the unknown field is dropped");
         assert!(stored["spec"].get("a").is_none());
-        assert!(!stored["metadata"]["managedFields"].to_string().contains("f:a"));
+        assert!(!stored["metadata"]["managedFields"]
+            .to_string()
+            .contains("f:a"));
         meta::check_depth(&t, &stored).expect("within the store's depth");
 
         let mut too_deep = stored;

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 
 use axum::extract::Query;
-use axum::http::{StatusCode, Uri};
+use axum::http::Uri;
 use sluice_store::DryRun;
 
 use super::objects::Objects;
@@ -129,6 +129,7 @@ impl Objects {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::StatusCode;
 
     fn v(xs: &[&str]) -> Vec<String> {
         xs.iter().map(|s| s.to_string()).collect()

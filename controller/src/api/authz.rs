@@ -186,6 +186,23 @@ mod tests {
             d(&n1, "delete", "/apis/sluice.dev/v1/nodepools/p"),
             Decision::Deny
         );
+        // NodeRestriction: a node reads a workload's scale, never sets it.
+        for verb in ["update", "patch"] {
+            for path in [
+                "/apis/apps/v1/namespaces/default/deployments/web/scale",
+                "/apis/apps/v1/namespaces/default/replicasets/web/scale",
+            ] {
+                assert_eq!(d(&n1, verb, path), Decision::Deny, "{verb} {path}");
+            }
+        }
+        assert_eq!(
+            d(
+                &n1,
+                "get",
+                "/apis/apps/v1/namespaces/default/deployments/web/scale"
+            ),
+            Decision::Allow
+        );
         let admin = Identity::Admin {
             user: "admin".into(),
         };

@@ -19,11 +19,10 @@ use sluice_store::ListOptions;
 
 use super::deletion;
 use super::meta::{api_version, with_resource_version};
-use super::objects::{
-    decode_stored, delete_object, json_response, key, store_error, Objects, Selectors,
-};
+use super::objects::{decode_stored, json_response, key, store_error, Objects, Selectors};
 use super::path::Target;
 use super::status::ApiError;
+use super::write::delete_object;
 
 /// Keys read per store page while collecting what to delete.
 const PAGE: usize = 1000;

@@ -121,4 +121,21 @@ mod tests {
         assert_eq!(ev["kind"], "Eviction");
         assert_eq!(ev["verbs"], json!(["create"]));
     }
+
+    #[test]
+    fn workloads_list_their_scale_as_an_autoscaling_kind() {
+        let v = resource_list("apps/v1", &in_group_version("apps", "v1"));
+        for parent in ["deployments", "replicasets"] {
+            let name = format!("{parent}/scale");
+            let sc = v["resources"]
+                .as_array()
+                .and_then(|a| a.iter().find(|r| r["name"] == name.as_str()))
+                .cloned()
+                .unwrap_or_else(|| panic!("{name} listed"));
+            assert_eq!(sc["group"], "autoscaling");
+            assert_eq!(sc["version"], "v1");
+            assert_eq!(sc["kind"], "Scale");
+            assert_eq!(sc["verbs"], json!(["get", "patch", "update"]));
+        }
+    }
 }

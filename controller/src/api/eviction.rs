@@ -11,7 +11,8 @@
 //! A spent disruption is written to the budget's status (`disruptionsAllowed`
 //! one fewer, the pod in `disruptedPods`) against the budget's revision
 //! before the pod is deleted, so two concurrent evictions cannot spend one
-//! allowance: the loser rereads and decides again.
+//! allowance: the loser rereads and decides again. A dry run
+//! (`dryRun=All`) runs against a store that writes nothing (`dry_run.rs`).
 
 use std::collections::BTreeMap;
 
@@ -30,9 +31,11 @@ use sluice_model::policy::disruption::{self as pdb, Budget, PodFacts, Verdict};
 use sluice_store::{ListOptions, StoreError};
 
 use super::deletion;
-use super::objects::{delete_with, key, store_error, Objects};
+use super::dry_run::{self, Commit};
+use super::objects::{key, store_error, Objects};
 use super::path::{resolve, Target};
 use super::status::ApiError;
+use super::write::delete_with;
 
 /// How often an eviction decides again after losing the race for a
 /// budget's status to another eviction, before it answers 409.
@@ -171,8 +174,16 @@ async fn evict(o: &Objects, pod: &Target, opts: &DeleteOptions) -> Result<Respon
     }
 }
 
-/// `POST .../pods/<name>/eviction`.
-pub async fn create(o: &Objects, t: &Target, body: Value) -> Result<Response, ApiError> {
+/// `POST .../pods/<name>/eviction`; `dry`: the query's `dryRun` values.
+/// A dry run (the query's or the `deleteOptions`') decides as a real one
+/// and answers the same, spending no disruption and deleting nothing.
+pub async fn create(
+    o: &Objects,
+    t: &Target,
+    body: Value,
+    dry: Vec<String>,
+) -> Result<Response, ApiError> {
+    Commit::of("CreateOptions", &dry)?;
     let name = t.name.clone().unwrap_or_default();
     if let Some(n) = body.pointer("/metadata/name").and_then(Value::as_str) {
         if n != name {
@@ -186,6 +197,9 @@ pub async fn create(o: &Objects, t: &Target, body: Value) -> Result<Response, Ap
         Some(d) => serde_json::from_value(d.clone())
             .map_err(|e| bad_request(format!("deleteOptions: {e}")))?,
     };
+    let dry = dry_run::eviction_values(dry, opts.dry_run.as_ref())?;
+    let committed = o.for_request("delete", &dry)?;
+    let o = &committed;
     let pod_target = Target {
         subresource: None,
         ..t.clone()

@@ -100,11 +100,11 @@ pub fn patch(
     let writer = apply::writer("patch", is_apply, &q, USER_AGENT, NOW.into())?;
     let body = decode_body(ctype, body)?;
     let mut obj = meta::with_resource_version(live.clone(), 7);
-    objects::apply_patch(&t, &mut obj, format, &body, &writer, status_only)?;
+    super::write::apply_patch(&t, &mut obj, format, &body, &writer, status_only)?;
     meta::sent_resource_version(&obj)
         .map_err(|m| meta::invalid(&t, "", "metadata.resourceVersion", &m))?;
     let track = (!is_apply).then_some(&writer);
-    let (merged, _unknown) = objects::updated(&t, live, obj, status_only, mode, track)?;
+    let (merged, _unknown) = super::write::updated(&t, live, obj, status_only, mode, track)?;
     objects::decode_stored(&objects::encode(&merged))
 }
 

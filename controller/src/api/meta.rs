@@ -254,10 +254,15 @@ pub fn validate_metadata(t: &Target, obj: &Value) -> Result<(), ApiError> {
 }
 
 /// Set `metadata.resourceVersion` (stored objects carry none: the store's
-/// revision is the truth).
+/// revision is the truth). [`sluice_store::NO_REVISION`] (what a dry-run
+/// create answers: it was never stored) sets none, as kube-apiserver.
 pub fn with_resource_version(mut obj: Value, rev: i64) -> Value {
     if let Some(m) = meta_mut(&mut obj) {
-        m.insert("resourceVersion".into(), json!(rev.to_string()));
+        if rev == sluice_store::NO_REVISION {
+            m.remove("resourceVersion");
+        } else {
+            m.insert("resourceVersion".into(), json!(rev.to_string()));
+        }
     }
     obj
 }

@@ -8,6 +8,7 @@ pub mod collection;
 pub mod defaults;
 pub mod deletion;
 pub mod discovery;
+pub mod dry_run;
 pub mod eviction;
 pub mod fields;
 /// Pure entry points over the request pipeline for the fuzz targets.
@@ -20,6 +21,7 @@ pub mod openapi;
 pub mod patch;
 pub mod path;
 pub mod resources;
+pub mod scale;
 pub mod selector;
 pub mod services;
 pub mod status;
@@ -27,6 +29,7 @@ pub mod stored;
 pub mod strategic;
 pub mod table;
 pub mod watch;
+pub mod write;
 
 use axum::http::Uri;
 use axum::routing::{any, get};

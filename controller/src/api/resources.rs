@@ -72,6 +72,22 @@ const fn status(
     }
 }
 
+/// The scale subresource of a workload: an `autoscaling/v1` `Scale`, as
+/// kube-apiserver lists it.
+const fn scale(name: &'static str) -> Resource {
+    Resource {
+        group: "apps",
+        version: "v1",
+        name,
+        singular: "",
+        kind: "Scale",
+        namespaced: true,
+        short_names: &[],
+        verbs: STATUS,
+        kind_group_version: Some(("autoscaling", "v1")),
+    }
+}
+
 /// Everything served, in discovery order.
 pub const RESOURCES: &[Resource] = &[
     res("", "namespaces", "namespace", "Namespace", false, &["ns"]),
@@ -101,6 +117,7 @@ pub const RESOURCES: &[Resource] = &[
         true,
         &["deploy"],
     ),
+    scale("deployments/scale"),
     status("apps", "deployments/status", "Deployment", true),
     res(
         "apps",
@@ -110,6 +127,7 @@ pub const RESOURCES: &[Resource] = &[
         true,
         &["rs"],
     ),
+    scale("replicasets/scale"),
     status("apps", "replicasets/status", "ReplicaSet", true),
     res("coordination.k8s.io", "leases", "lease", "Lease", true, &[]),
     res(

@@ -192,10 +192,73 @@ impl FieldSelector {
     }
 }
 
+/// A label selector (`matchLabels`, `matchExpressions`) as the string
+/// kube-apiserver puts in `status.selector`: requirements sorted by key,
+/// `k=v`, `k in (a,b)`, `k notin (a,b)` (values sorted), `k`, `!k`,
+/// joined by commas.
+pub fn to_string(sel: Option<&Value>) -> String {
+    let Some(sel) = sel else {
+        return String::new();
+    };
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    if let Some(labels) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or_default())));
+        }
+    }
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
+        let mut values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        values.sort_unstable();
+        let values = values.join(",");
+        let s = match e.get("operator").and_then(Value::as_str) {
+            Some("In") => format!("{key} in ({values})"),
+            Some("NotIn") => format!("{key} notin ({values})"),
+            Some("Exists") => key.to_string(),
+            Some("DoesNotExist") => format!("!{key}"),
+            // Validation refuses other operators when the parent is
+            // written; one stored anyway selects nothing here.
+            _ => continue,
+        };
+        reqs.push((key.to_string(), s));
+    }
+    reqs.sort_by(|a, b| a.0.cmp(&b.0));
+    reqs.into_iter()
+        .map(|(_, s)| s)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn selectors_print_as_kube_apiserver_prints_them() {
+        let sel = json!({"matchLabels": {"z": "1"}, "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["web", "api"]},
+            {"key": "env", "operator": "NotIn", "values": ["prod"]},
+            {"key": "canary", "operator": "DoesNotExist"},
+            {"key": "app", "operator": "Exists"}]});
+        assert_eq!(
+            to_string(Some(&sel)),
+            "app,!canary,env notin (prod),tier in (api,web),z=1"
+        );
+        assert_eq!(to_string(None), "");
+        assert_eq!(to_string(Some(&json!({}))), "");
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -47,6 +47,28 @@ impl ApiError {
         )
     }
 
+    /// kube-apiserver's 422 for request options that do not validate
+    /// (`CreateOptions`, `PatchOptions`, ...): each cause its field,
+    /// reason and message.
+    pub fn invalid_options(options: &str, causes: &[(&str, &str, String)]) -> Self {
+        let all: Vec<String> = causes.iter().map(|(f, _, m)| format!("{f}: {m}")).collect();
+        let listed = match all.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let mut e = ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            format!("{options}.meta.k8s.io \"\" is invalid: {listed}"),
+        );
+        e.details = Some(json!({
+            "group": "meta.k8s.io",
+            "kind": options,
+            "causes": causes.iter().map(|(f, r, m)| json!({"reason": r, "message": m, "field": f})).collect::<Vec<_>>(),
+        }));
+        e
+    }
+
     pub fn body(&self) -> Value {
         let mut v = json!({
             "kind": "Status",

@@ -6,8 +6,9 @@
 //! Two implementations of [`Store`]: [`RedbStore`], one embedded file (the
 //! default), and [`EtcdStore`], for controllers that run replicated;
 //! [`WatchCache`] in front of either shares one store watch among all
-//! watchers.
+//! watchers; [`DryRun`] over any answers writes without making them.
 
+mod dry_run;
 mod embedded;
 mod error;
 mod etcd;
@@ -18,6 +19,7 @@ mod txn;
 mod types;
 mod watch_cache;
 
+pub use dry_run::{dry_answer, DryRun, NO_REVISION};
 pub use embedded::{RedbOptions, RedbStore, DEFAULT_CACHE_BYTES};
 pub use error::{Result, StoreError};
 pub use etcd::EtcdStore;

@@ -218,6 +218,8 @@ impl Server {
         Command::new(kubectl_bin())
             .arg("--kubeconfig")
             .arg(self.kubeconfig(who))
+            .arg("--cache-dir")
+            .arg(cache_dir(&self.kubeconfig(who)))
             .args(args)
             .stdout(out)
             .stderr(err)
@@ -255,10 +257,20 @@ impl Drop for Server {
     }
 }
 
+/// kubectl's discovery cache for one kubeconfig, next to it: kubectl's
+/// default (`~/.kube/cache`, per host and port, kept 6 hours) would hand
+/// a server the discovery of an older one that had its port, lacking what
+/// was served since (a subresource kubectl looks up, `deployments/scale`).
+fn cache_dir(kubeconfig: &Path) -> PathBuf {
+    kubeconfig.with_extension("kubectl-cache")
+}
+
 pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
     Command::new(kubectl_bin())
         .arg("--kubeconfig")
         .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache_dir(kubeconfig))
         .args(["--request-timeout", "10s"])
         .args(args)
         .output()

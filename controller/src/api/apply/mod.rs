@@ -150,22 +150,7 @@ pub fn writer(
         ));
     }
     if !causes.is_empty() {
-        let all: Vec<String> = causes.iter().map(|(f, _, m)| format!("{f}: {m}")).collect();
-        let listed = match all.as_slice() {
-            [one] => one.clone(),
-            many => format!("[{}]", many.join(", ")),
-        };
-        let mut e = ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Invalid",
-            format!("{options}.meta.k8s.io \"\" is invalid: {listed}"),
-        );
-        e.details = Some(json!({
-            "group": "meta.k8s.io",
-            "kind": options,
-            "causes": causes.iter().map(|(f, r, m)| json!({"reason": r, "message": m, "field": f})).collect::<Vec<_>>(),
-        }));
-        return Err(e);
+        return Err(ApiError::invalid_options(options, &causes));
     }
     let manager = if sent.is_empty() {
         manager_from_user_agent(user_agent)
@@ -192,6 +177,10 @@ pub enum Scope {
     Main { status_reset: bool },
     /// The status subresource: `status` only.
     Status,
+    /// The scale subresource of a Deployment or ReplicaSet: the parent's
+    /// `spec.replicas` only (kube-apiserver's scale handler maps the
+    /// Scale's `spec.replicas` to it).
+    Scale,
 }
 
 impl Scope {
@@ -210,6 +199,7 @@ impl Scope {
     fn subresource(self) -> &'static str {
         match self {
             Scope::Status => "status",
+            Scope::Scale => "scale",
             Scope::Main { .. } => "",
         }
     }
@@ -226,6 +216,14 @@ impl Scope {
                 s.recursive_difference(&ignored)
             }
             Scope::Status => s.only(&status),
+            Scope::Scale => {
+                let mut replicas = Set::new();
+                replicas.insert(&[
+                    PathElement::Field("spec".into()),
+                    PathElement::Field("replicas".into()),
+                ]);
+                s.intersection(&replicas)
+            }
         }
     }
 }
@@ -251,6 +249,14 @@ impl<'a> Request<'a> {
             namespace: t.namespace.as_deref(),
             scope: Scope::of(t, status_only),
             writer,
+        }
+    }
+
+    /// A write of the parent `t` through its scale subresource.
+    pub fn scale(t: &'a Target, writer: &'a Writer) -> Request<'a> {
+        Request {
+            scope: Scope::Scale,
+            ..Request::new(t, false, writer)
         }
     }
 
@@ -342,7 +348,7 @@ pub fn record_update(req: &Request, live: Option<&Value>, new: &mut Value) {
             .unwrap_or_default()
     };
     let sent = managed_fields(new);
-    let managed = if req.scope == Scope::Status {
+    let managed = if matches!(req.scope, Scope::Status | Scope::Scale) {
         live_managed()
     } else if managed::is_reset(sent) {
         Managed::new()

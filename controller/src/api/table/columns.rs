@@ -141,35 +141,10 @@ fn label_map(v: &Value, ptr: &str) -> String {
     or_none(Some(&pairs))
 }
 
-/// A label selector (`matchLabels` and `matchExpressions`) as text.
+/// A label selector (`matchLabels` and `matchExpressions`) as text, as
+/// kubectl's columns print it (`<none>` when it selects on nothing).
 fn selector(v: &Value, ptr: &str) -> String {
-    let Some(sel) = v.pointer(ptr) else {
-        return "<none>".into();
-    };
-    let mut parts: Vec<String> = sel
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-        .collect();
-    for e in sel
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
-        let values: Vec<&str> = strings(e, "/values").collect();
-        parts.push(match e.get("operator").and_then(Value::as_str) {
-            Some("In") => format!("{key} in ({})", values.join(",")),
-            Some("NotIn") => format!("{key} notin ({})", values.join(",")),
-            Some("Exists") => key.to_string(),
-            Some("DoesNotExist") => format!("!{key}"),
-            _ => key.to_string(),
-        });
-    }
-    or_none(Some(&parts.join(",")))
+    or_none(Some(&crate::api::selector::to_string(v.pointer(ptr))))
 }
 
 fn template_cells(v: &Value) -> [Cell; 3] {

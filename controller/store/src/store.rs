@@ -58,9 +58,8 @@ pub trait Store: Send + Sync {
     /// returned with nothing written. Returns each write's revision, in
     /// order. On etcd the writes share one revision; the embedded store
     /// gives them consecutive revisions, committed together, so no reader
-    /// or watcher ever sees part of a transaction. The watch cache passes
-    /// on one event per revision: put at most one key under its prefix
-    /// (`/registry/`) in a transaction.
+    /// or watcher ever sees part of a transaction; a watcher gets one event
+    /// per key written.
     async fn txn(&self, writes: Vec<Write>) -> Result<Vec<Revision>>;
 
     /// The revision of the last write (0 for an empty store).

@@ -34,10 +34,14 @@ pub struct Memo {
     inner: Mutex<Inner>,
 }
 
+/// A change (its revision and key: the writes of one etcd transaction
+/// share a revision) and the selectors' text.
+type Key = (Revision, String, Arc<str>);
+
 #[derive(Default)]
 struct Inner {
-    lines: HashMap<(Revision, Arc<str>), Line>,
-    order: VecDeque<(Revision, Arc<str>)>,
+    lines: HashMap<Key, Line>,
+    order: VecDeque<Key>,
     bytes: usize,
 }
 
@@ -46,12 +50,19 @@ fn size(l: &Line) -> usize {
 }
 
 impl Memo {
-    /// The line of change `rev` for `selection` (the selectors' text), made
-    /// by `render` when no watcher with the same selection has made it yet.
+    /// The line of the change of `key` at `rev` for `selection` (the
+    /// selectors' text), made by `render` when no watcher with the same
+    /// selection has made it yet.
     /// Rendering happens outside the lock: two threads may both render the
     /// same line once, which costs less than making the others wait.
-    pub fn line(&self, rev: Revision, selection: &Arc<str>, render: impl FnOnce() -> Line) -> Line {
-        let key = (rev, selection.clone());
+    pub fn line(
+        &self,
+        rev: Revision,
+        key: &str,
+        selection: &Arc<str>,
+        render: impl FnOnce() -> Line,
+    ) -> Line {
+        let key = (rev, key.to_owned(), selection.clone());
         if let Some(l) = self.lock().lines.get(&key) {
             return l.clone();
         }
@@ -75,7 +86,7 @@ impl Memo {
 }
 
 impl Inner {
-    fn insert(&mut self, key: (Revision, Arc<str>), line: Line) {
+    fn insert(&mut self, key: Key, line: Line) {
         if self.lines.contains_key(&key) {
             return;
         }
@@ -108,17 +119,23 @@ mod tests {
             Some(Bytes::from_static(s.as_bytes()))
         };
         for _ in 0..100 {
-            assert_eq!(m.line(7, &a, || render("x")), Some(Bytes::from("x")));
+            assert_eq!(m.line(7, "k", &a, || render("x")), Some(Bytes::from("x")));
         }
         assert_eq!(renders.get(), 1);
         // Another selection, another change: rendered on their own.
-        assert_eq!(m.line(7, &b, || render("y")), Some(Bytes::from("y")));
-        assert_eq!(m.line(8, &a, || render("z")), Some(Bytes::from("z")));
+        assert_eq!(m.line(7, "k", &b, || render("y")), Some(Bytes::from("y")));
+        assert_eq!(m.line(8, "k", &a, || render("z")), Some(Bytes::from("z")));
         assert_eq!(renders.get(), 3);
+        // Another key at the same revision (one etcd transaction): its own.
+        assert_eq!(
+            m.line(8, "other", &a, || render("w")),
+            Some(Bytes::from("w"))
+        );
+        assert_eq!(renders.get(), 4);
         // "Nothing for these watchers" is remembered too.
-        assert_eq!(m.line(9, &a, || None), None);
-        assert_eq!(m.line(9, &a, || render("never")), None);
-        assert_eq!(renders.get(), 3);
+        assert_eq!(m.line(9, "k", &a, || None), None);
+        assert_eq!(m.line(9, "k", &a, || render("never")), None);
+        assert_eq!(renders.get(), 4);
     }
 
     #[test]
@@ -126,12 +143,12 @@ mod tests {
         let m = Memo::default();
         let s: Arc<str> = "".into();
         for rev in 0..(ENTRIES as i64 * 3) {
-            m.line(rev, &s, || Some(Bytes::from(vec![b'x'; 10])));
+            m.line(rev, "k", &s, || Some(Bytes::from(vec![b'x'; 10])));
         }
         assert_eq!(m.len(), (ENTRIES, ENTRIES * 10));
         // The oldest fell out and is rendered again.
         let again = Cell::new(false);
-        m.line(0, &s, || {
+        m.line(0, "k", &s, || {
             again.set(true);
             None
         });
@@ -139,16 +156,16 @@ mod tests {
 
         let big = Memo::default();
         for rev in 0..64 {
-            big.line(rev, &s, || Some(Bytes::from(vec![b'x'; 1024 * 1024])));
+            big.line(rev, "k", &s, || Some(Bytes::from(vec![b'x'; 1024 * 1024])));
         }
         let (n, bytes) = big.len();
         assert!(bytes <= BYTES, "{bytes} bytes kept");
         assert_eq!(n, BYTES / (1024 * 1024));
         // A line too big to be worth keeping is not kept at all.
-        big.line(100, &s, || Some(Bytes::from(vec![b'x'; BYTES / 2])));
+        big.line(100, "k", &s, || Some(Bytes::from(vec![b'x'; BYTES / 2])));
         assert!(big.len().1 <= BYTES);
         let again = Cell::new(false);
-        big.line(100, &s, || {
+        big.line(100, "k", &s, || {
             again.set(true);
             None
         });

@@ -100,7 +100,9 @@ impl Watching {
                         let sel = &self.sel;
                         if let Some(l) = self
                             .memo
-                            .line(ev.mod_rev, &self.selection, || lines::event_line(&ev, sel))
+                            .line(ev.mod_rev, &ev.key, &self.selection, || {
+                                lines::event_line(&ev, sel)
+                            })
                         {
                             return Some(l);
                         }

@@ -189,6 +189,13 @@ struct Follower {
     replay: std::vec::IntoIter<Arc<Event>>,
     live: broadcast::Receiver<Arc<Event>>,
     prefix: String,
+    /// The revision the watch started after. Live events are filtered by
+    /// it, not by the last one passed on: the writes of one etcd
+    /// transaction share a revision, and each is an event. (Replay and
+    /// live never overlap: the window and the broadcast change under one
+    /// lock, and the watcher subscribed under it.)
+    from: Revision,
+    /// The last revision passed on, for where to resume.
     after: Revision,
     buffer: usize,
     done: bool,
@@ -205,7 +212,7 @@ impl Follower {
         }
         loop {
             let why = match self.live.recv().await {
-                Ok(ev) if ev.mod_rev > self.after && ev.key.starts_with(&self.prefix) => {
+                Ok(ev) if ev.mod_rev > self.from && ev.key.starts_with(&self.prefix) => {
                     self.after = ev.mod_rev;
                     return Some((Ok(ev), self));
                 }
@@ -281,6 +288,7 @@ impl Store for WatchCache {
             replay: replay.into_iter(),
             live,
             prefix: prefix.to_owned(),
+            from: from_rev,
             after: from_rev,
             buffer: self.shared.buffer,
             done: false,

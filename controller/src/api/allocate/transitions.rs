@@ -107,9 +107,14 @@ fn collect(s: &ServiceView) -> (Vec<Claim>, Vec<Refusal>) {
             slot: slot.clone(),
             field: field.clone(),
         };
-        u16::try_from(n)
-            .map(claim)
-            .map_err(|_| claim(0).out_of_range("1-65535"))
+        u16::try_from(n).map(claim).map_err(|_| {
+            // The value as sent: no claim can hold it.
+            Refusal::invalid(
+                &field,
+                serde_json::json!(n),
+                "provided port is not in the valid range. The range of valid ports is 1-65535",
+            )
+        })
     };
     let mut by_number: HashMap<i64, i64> = HashMap::new();
     if s.needs_node_ports() {

@@ -157,10 +157,20 @@ pub fn writer(
     } else {
         sent.to_string()
     };
-    let force = matches!(
-        q.get("force").map(String::as_str),
-        Some("true" | "True" | "TRUE" | "t" | "T" | "1")
-    );
+    // Go's strconv.ParseBool, as kube-apiserver decodes the parameter;
+    // anything else is a 400, not a quiet "no".
+    let force = match q.get("force").map(String::as_str) {
+        None | Some("") => false,
+        Some("true" | "True" | "TRUE" | "t" | "T" | "1") => true,
+        Some("false" | "False" | "FALSE" | "f" | "F" | "0") => false,
+        Some(other) => {
+            return Err(ApiError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("force: {other:?} is not a boolean (true or false)"),
+            ))
+        }
+    };
     Ok(Writer {
         manager,
         force,

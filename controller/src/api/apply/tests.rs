@@ -719,3 +719,20 @@ fn an_apply_to_the_status_subresource_owns_only_status() {
         "kubectl's entry is untouched"
     );
 }
+#[test]
+fn force_must_be_a_boolean() {
+    let ua = "kubectl/v1.37.1 (linux/amd64) kubernetes/abc";
+    let w = |v: &str| {
+        let q: HashMap<String, String> = [("fieldManager", "m"), ("force", v)]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        super::writer("patch", true, &q, ua, NOW.into())
+    };
+    assert!(w("true").expect("true").force);
+    assert!(w("1").expect("1").force);
+    assert!(!w("false").expect("false").force);
+    let e = w("maybe").map(|_| ()).expect_err("not a boolean");
+    assert_eq!(e.code, StatusCode::BAD_REQUEST);
+    assert!(e.message.contains("\"maybe\""), "{}", e.message);
+}

@@ -95,6 +95,9 @@ fn asked_for_values_are_claimed_and_checked_against_the_ranges() {
             "spec.clusterIPs[0]: Invalid value: \"198.19.0.10\": failed to allocate IP 198.19.0.10: the provided IP (198.19.0.10) is not in the valid range. The range of valid IPs is 198.18.0.0/16"),
         (json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 29000}]}),
             "spec.ports[0].nodePort: Invalid value: 29000: provided port is not in the valid range. The range of valid ports is 30000-32767"),
+        // No port number at all: the value as sent is named (it was 0).
+        (json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 99999}]}),
+            "spec.ports[0].nodePort: Invalid value: 99999: provided port is not in the valid range. The range of valid ports is 1-65535"),
         (json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}, {"port": 81, "nodePort": 30080, "protocol": "UDP"}]}),
             "spec.ports[1].nodePort: Invalid value: 30080: provided port is already allocated"),
         (json!({"ports": [{"port": 80, "nodePort": 30080}]}),

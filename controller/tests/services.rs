@@ -143,6 +143,8 @@ fn taken_values_are_refused_until_really_released(backend: Backend) {
         msg.contains("spec.clusterIPs[0]: Invalid value: \"198.18.4.10\": failed to allocate IP 198.18.4.10: provided IP is already allocated"),
         "{msg}"
     );
+    // kubectl names the kind from the Status's details, as upstream's.
+    assert!(msg.contains("The Service \"b\" is invalid"), "{msg}");
     let same_port = svc_yaml(
         "c",
         "{type: NodePort, ports: [{port: 81, nodePort: 30080}]}",

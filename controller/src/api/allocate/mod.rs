@@ -279,7 +279,8 @@ impl Refusal {
                     .iter()
                     .map(|f| json!({"reason": f.reason(), "message": f.body(), "field": f.field}))
                     .collect();
-                e.details = Some(json!({"name": name, "kind": "services", "causes": causes}));
+                e.details =
+                    Some(json!({"name": name, "group": "", "kind": "Service", "causes": causes}));
                 e
             }
             Refusal::Internal(m) => {

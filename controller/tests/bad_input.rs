@@ -186,3 +186,100 @@ fn idle_connections_are_closed() {
     let _ = w.kill();
     let _ = w.wait();
 }
+
+/// One HTTP/2 frame: length, type, flags, stream, payload.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// A header as HPACK's literal without indexing, new name, no Huffman.
+fn hpack(out: &mut Vec<u8>, name: &str, value: &str) {
+    out.push(0);
+    for s in [name, value] {
+        assert!(s.len() < 127, "one-byte lengths only");
+        out.push(s.len() as u8);
+        out.extend_from_slice(s.as_bytes());
+    }
+}
+
+/// An HTTP/2 request refused before its body matters (a `dryRun` no
+/// server knows) gets its whole answer before anything ends the stream:
+/// the client here sends the headers, waits, then the body, as a client
+/// uploading does. (The server answers without reading the body; a
+/// RST_STREAM with NO_ERROR may follow the answer, which RFC 9113 8.1
+/// allows. curl 7.88 reports that reset as an error while its upload is
+/// unfinished; kubectl and kube-rs take the answer.)
+#[test]
+fn early_refusals_reach_http2_clients_whole() {
+    use std::io::{Read, Write};
+    let s = Server::start("h2early", Backend::Embedded);
+    let mut tls = s.tls(Some("h2"));
+    let mut headers = Vec::new();
+    hpack(&mut headers, ":method", "POST");
+    hpack(&mut headers, ":scheme", "https");
+    hpack(
+        &mut headers,
+        ":path",
+        "/api/v1/namespaces/default/services?dryRun=Bogus",
+    );
+    hpack(&mut headers, ":authority", "127.0.0.1");
+    hpack(&mut headers, "content-type", "application/json");
+    let token = format!("Bearer {}", s.admin_token());
+    hpack(&mut headers, "authorization", &token);
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend(h2_frame(4, 0, 0, &[])); // SETTINGS
+    hello.extend(h2_frame(1, 0x4, 1, &headers)); // HEADERS, END_HEADERS
+    tls.write_all(&hello).expect("headers");
+    tls.flush().expect("flush");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let body = br#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"ports":[{"port":80}]}}"#;
+    // The stream may already be reset (the old behaviour): then this
+    // write is simply ignored by the server.
+    let _ = tls.write_all(&h2_frame(0, 0x1, 1, body)); // DATA, END_STREAM
+    let _ = tls.flush();
+    let mut buf = Vec::new();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 16384];
+    loop {
+        while buf.len() >= 9 {
+            let len =
+                (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
+            if buf.len() < 9 + len {
+                break;
+            }
+            let (kind, flags) = (buf[3], buf[4]);
+            let stream = u32::from_be_bytes([buf[5], buf[6], buf[7], buf[8]]) & 0x7fff_ffff;
+            let payload: Vec<u8> = buf[9..9 + len].to_vec();
+            buf.drain(..9 + len);
+            match (kind, stream) {
+                (0, 1) => {
+                    answer.extend_from_slice(&payload);
+                    if flags & 0x1 != 0 {
+                        let text = String::from_utf8_lossy(&answer);
+                        assert!(
+                            text.contains(r#"dryRun: Unsupported value: \"Bogus\""#),
+                            "{text}"
+                        );
+                        return;
+                    }
+                }
+                (3, 1) => panic!(
+                    "stream reset (code {:?}) before the answer was whole: {:?}",
+                    payload,
+                    String::from_utf8_lossy(&answer)
+                ),
+                (7, _) => panic!("GOAWAY: {:?}", String::from_utf8_lossy(&payload)),
+                _ => {}
+            }
+        }
+        let n = tls
+            .read(&mut chunk)
+            .expect("the answer before the read timeout");
+        assert!(n > 0, "closed before the answer");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}

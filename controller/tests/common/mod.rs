@@ -351,10 +351,11 @@ impl Server {
         self.raw_closed(request, alpn).0
     }
 
-    /// `raw_alpn`, and whether the server closed the connection (`false`:
-    /// the client's own 10 s read timeout ended it).
-    pub fn raw_closed(&self, request: &[u8], alpn: Option<&str>) -> (String, bool) {
-        use std::io::{Read, Write};
+    /// A TLS connection to the server, offering one ALPN protocol.
+    pub fn tls(
+        &self,
+        alpn: Option<&str>,
+    ) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
         use std::sync::Arc;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = rustls::RootCertStore::empty();
@@ -362,12 +363,11 @@ impl Server {
         for c in rustls_pemfile::certs(&mut ca.as_slice()) {
             roots.add(c.expect("ca cert")).expect("add ca");
         }
-        let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .expect("tls versions")
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let mut cfg = cfg;
         if let Some(p) = alpn {
             cfg.alpn_protocols = vec![p.as_bytes().to_vec()];
         }
@@ -376,7 +376,14 @@ impl Server {
         let tcp = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
         tcp.set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
-        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        rustls::StreamOwned::new(conn, tcp)
+    }
+
+    /// `raw_alpn`, and whether the server closed the connection (`false`:
+    /// the client's own 10 s read timeout ended it).
+    pub fn raw_closed(&self, request: &[u8], alpn: Option<&str>) -> (String, bool) {
+        use std::io::{Read, Write};
+        let mut tls = self.tls(alpn);
         let _ = tls.write_all(request);
         let _ = tls.flush();
         // Half-close is not possible under TLS; the server answers what it

@@ -21,16 +21,14 @@ use serde_json::Value;
 
 use super::meta;
 use super::objects::Selectors;
-use scan::Member;
+use scan::{Member, Object};
 
-/// A stored object: where its top-level members and its metadata's are.
+/// A stored object: where its top-level members and its metadata's are
+/// (offsets in `bytes`).
 pub struct Split<'a> {
     bytes: &'a [u8],
-    top: Vec<Member<'a>>,
-    /// Where the top level's closing brace is.
-    top_close: usize,
-    /// The metadata's members and its offset in `bytes`, when it has one.
-    meta: Option<(Vec<Member<'a>>, usize, usize)>,
+    top: Object<'a>,
+    meta: Option<Object<'a>>,
 }
 
 /// Where a member with `key` goes among sorted `members`: replacing one
@@ -40,44 +38,37 @@ fn place(members: &[Member<'_>], key: &str) -> Result<usize, usize> {
     members.binary_search_by(|m| m.key.as_bytes().cmp(key.as_bytes()))
 }
 
-/// `bytes` of an object (`members`, closing brace at `close`) with the
-/// member `key` set to `value`, into `out`.
-fn splice(
-    out: &mut Vec<u8>,
-    bytes: &[u8],
-    members: &[Member<'_>],
-    close: usize,
-    key: &str,
-    value: &[u8],
-) {
+/// `bytes` with the member `key` of the object `obj` (found in them) set
+/// to `value`, into `out`.
+fn splice(out: &mut Vec<u8>, bytes: &[u8], obj: &Object<'_>, key: &str, value: &[u8]) {
     let member = |out: &mut Vec<u8>| {
         out.push(b'"');
         out.extend_from_slice(key.as_bytes());
         out.extend_from_slice(b"\":");
         out.extend_from_slice(value);
     };
-    match place(members, key) {
+    match place(&obj.members, key) {
         Ok(i) => {
-            let m = &members[i];
+            let m = &obj.members[i];
             let v0 = m.value.as_ptr() as usize - bytes.as_ptr() as usize;
             out.extend_from_slice(&bytes[..v0]);
             out.extend_from_slice(value);
             out.extend_from_slice(&bytes[v0 + m.value.len()..]);
         }
-        Err(i) if i < members.len() => {
-            let at = members[i].start;
+        Err(i) if i < obj.members.len() => {
+            let at = obj.members[i].start;
             out.extend_from_slice(&bytes[..at]);
             member(out);
             out.push(b',');
             out.extend_from_slice(&bytes[at..]);
         }
         Err(_) => {
-            out.extend_from_slice(&bytes[..close]);
-            if !members.is_empty() {
+            out.extend_from_slice(&bytes[..obj.close]);
+            if !obj.members.is_empty() {
                 out.push(b',');
             }
             member(out);
-            out.extend_from_slice(&bytes[close..]);
+            out.extend_from_slice(&bytes[obj.close..]);
         }
     }
 }
@@ -86,27 +77,23 @@ impl<'a> Split<'a> {
     /// `None` when the bytes are not a compact JSON object with sorted
     /// keys and an object (or no) `metadata`.
     pub fn parse(stored: &'a [u8]) -> Option<Self> {
-        let (top, top_close) = scan::members(stored)?;
-        let meta = match place(&top, "metadata") {
-            Ok(i) => {
-                let m = top[i].value;
-                let (members, close) = scan::members(m)?;
-                let offset = m.as_ptr() as usize - stored.as_ptr() as usize;
-                Some((members, close, offset))
-            }
-            Err(_) => None,
-        };
+        let (top, meta) = scan::scan(stored, "metadata")?;
+        if meta.is_none() && place(&top.members, "metadata").is_ok() {
+            // A metadata that is no object: the decoding path's to answer.
+            return None;
+        }
         Some(Split {
             bytes: stored,
             top,
-            top_close,
             meta,
         })
     }
 
     fn meta_member(&self, key: &str) -> Option<&'a [u8]> {
-        let (members, _, _) = self.meta.as_ref()?;
-        place(members, key).ok().map(|i| members[i].value)
+        let meta = self.meta.as_ref()?;
+        place(&meta.members, key)
+            .ok()
+            .map(|i| meta.members[i].value)
     }
 
     /// `metadata.labels`, the string values only (as the slow path reads
@@ -132,29 +119,10 @@ impl<'a> Split<'a> {
         let rv = format!("\"{rev}\"");
         let mut out = Vec::with_capacity(self.bytes.len() + rv.len() + 32);
         match &self.meta {
-            Some((members, close, offset)) => {
-                let meta = &self.bytes[*offset..*offset + *close + 1];
-                out.extend_from_slice(&self.bytes[..*offset]);
-                splice(
-                    &mut out,
-                    meta,
-                    members,
-                    *close,
-                    "resourceVersion",
-                    rv.as_bytes(),
-                );
-                out.extend_from_slice(&self.bytes[*offset + meta.len()..]);
-            }
+            Some(meta) => splice(&mut out, self.bytes, meta, "resourceVersion", rv.as_bytes()),
             None => {
                 let meta = format!("{{\"resourceVersion\":{rv}}}");
-                splice(
-                    &mut out,
-                    self.bytes,
-                    &self.top,
-                    self.top_close,
-                    "metadata",
-                    meta.as_bytes(),
-                );
+                splice(&mut out, self.bytes, &self.top, "metadata", meta.as_bytes());
             }
         }
         Some(out)
@@ -175,7 +143,9 @@ impl<'a> Split<'a> {
             // The metadata as stored has no resourceVersion: as selectors
             // see it on the slow path only after it is added, and no field
             // selector reads it.
-            let raw = place(&self.top, f).ok().map(|i| self.top[i].value);
+            let raw = place(&self.top.members, f)
+                .ok()
+                .map(|i| self.top.members[i].value);
             if let Some(v) = raw.and_then(|r| serde_json::from_slice::<Value>(r).ok()) {
                 partial.insert(f.to_owned(), v);
             }

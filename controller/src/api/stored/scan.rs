@@ -21,41 +21,24 @@ pub struct Member<'a> {
     pub start: usize,
 }
 
-/// The members of the object that `bytes` is exactly (no trailing bytes),
-/// and the offset of its closing brace.
-pub fn members(bytes: &[u8]) -> Option<(Vec<Member<'_>>, usize)> {
+/// An object's members, and where its closing brace is, both as offsets
+/// in the bytes scanned (an object inside another is placed in the outer
+/// one's bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object<'a> {
+    pub members: Vec<Member<'a>>,
+    pub close: usize,
+}
+
+/// The object that `bytes` is exactly (no trailing bytes), and the members
+/// of its member `descend` when that is an object: found in the same pass
+/// (the metadata of a stored object, most of its bytes with its
+/// managedFields, is not scanned twice).
+pub fn scan<'a>(bytes: &'a [u8], descend: &str) -> Option<(Object<'a>, Option<Object<'a>>)> {
     let mut s = Scanner { b: bytes, i: 0 };
-    s.eat(b'{')?;
-    let mut out: Vec<Member<'_>> = Vec::new();
-    if s.peek()? != b'}' {
-        loop {
-            let start = s.i;
-            let key = s.key()?;
-            if out
-                .last()
-                .is_some_and(|m| m.key.as_bytes() >= key.as_bytes())
-            {
-                return None;
-            }
-            s.eat(b':')?;
-            let v0 = s.i;
-            s.value()?;
-            out.push(Member {
-                key,
-                value: &bytes[v0..s.i],
-                start,
-            });
-            match s.next()? {
-                b',' => continue,
-                b'}' => break,
-                _ => return None,
-            }
-        }
-    } else {
-        s.i += 1;
-    }
-    let close = s.i - 1;
-    (s.i == bytes.len()).then_some((out, close))
+    let mut inner = None;
+    let top = s.object(Some(descend), &mut inner)?;
+    (s.i == bytes.len()).then_some((top, inner))
 }
 
 struct Scanner<'a> {
@@ -64,6 +47,53 @@ struct Scanner<'a> {
 }
 
 impl<'a> Scanner<'a> {
+    /// An object from here, its member `descend` (if an object) scanned
+    /// into `inner` rather than skipped. One level only: no recursion
+    /// beyond it.
+    fn object(
+        &mut self,
+        descend: Option<&str>,
+        inner: &mut Option<Object<'a>>,
+    ) -> Option<Object<'a>> {
+        self.eat(b'{')?;
+        let mut members: Vec<Member<'a>> = Vec::new();
+        if self.peek()? == b'}' {
+            self.i += 1;
+        } else {
+            loop {
+                let start = self.i;
+                let key = self.key()?;
+                if members
+                    .last()
+                    .is_some_and(|m| m.key.as_bytes() >= key.as_bytes())
+                {
+                    return None;
+                }
+                self.eat(b':')?;
+                let v0 = self.i;
+                if descend == Some(key) && self.peek()? == b'{' {
+                    *inner = Some(self.object(None, &mut None)?);
+                } else {
+                    self.value()?;
+                }
+                members.push(Member {
+                    key,
+                    value: &self.b[v0..self.i],
+                    start,
+                });
+                match self.next()? {
+                    b',' => continue,
+                    b'}' => break,
+                    _ => return None,
+                }
+            }
+        }
+        Some(Object {
+            members,
+            close: self.i - 1,
+        })
+    }
+
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
     }
@@ -165,8 +195,9 @@ mod tests {
     use super::*;
 
     fn keys(b: &[u8]) -> Option<Vec<(&str, &str)>> {
-        members(b).map(|(m, _)| {
-            m.iter()
+        scan(b, "").map(|(o, _)| {
+            o.members
+                .iter()
                 .map(|m| (m.key, std::str::from_utf8(m.value).expect("utf-8")))
                 .collect()
         })
@@ -185,8 +216,26 @@ mod tests {
                 ("g", "-1.5e3"),
             ])
         );
-        let (m, close) = members(br#"{"a":[]}"#).expect("ok");
-        assert_eq!((m[0].start, close), (1, 7));
+        let (o, _) = scan(br#"{"a":[]}"#, "").expect("ok");
+        assert_eq!((o.members[0].start, o.close), (1, 7));
+        // The member to descend into, placed in the outer bytes.
+        let b = br#"{"a":1,"m":{"x":2,"y":{}},"z":[]}"#;
+        let (o, inner) = scan(b, "m").expect("ok");
+        let inner = inner.expect("m is an object");
+        assert_eq!(o.members.len(), 3);
+        assert_eq!(
+            inner.members.iter().map(|m| m.key).collect::<Vec<_>>(),
+            ["x", "y"]
+        );
+        assert_eq!((inner.members[1].start, inner.close), (18, 24));
+        assert_eq!(&b[inner.members[1].start..inner.close + 1], br#""y":{}}"#);
+        // Not an object: nothing to descend into, the member is there.
+        assert_eq!(
+            scan(br#"{"m":1}"#, "m").map(|(o, i)| (o.members.len(), i)),
+            Some((1, None))
+        );
+        // A fault inside the descended object is a fault of the whole.
+        assert_eq!(scan(br#"{"m":{"b":1,"a":2}}"#, "m"), None);
     }
 
     #[test]

@@ -5,15 +5,16 @@
 //! invented. The compaction makes the watcher's resume fail with the
 //! in-stream 410 it relists on.
 
+#[macro_use]
 mod common;
-use common::{start_etcd, Server};
+use common::{start_etcd, Backend, Server};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use sluice_model::k8s::Pod;
 
@@ -150,4 +151,53 @@ fn the_watcher_misses_nothing_through_compaction_and_restart() {
         "the watcher relisted after the 410"
     );
     watching.abort();
+}
+
+on_both_stores!(racing_patches_all_land);
+
+/// Patches that name no resourceVersion, racing on one object: each is
+/// applied again to what is stored when its write loses the race, as
+/// kube-apiserver does, so none answers 409 and every label is kept. One
+/// that names a stale version is a precondition and gets its 409.
+fn racing_patches_all_land(backend: Backend) {
+    let s = Server::start(&format!("race-{backend:?}").to_lowercase(), backend);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let api: Api<Pod> = Api::namespaced(common::kube_client(&s).await, "default");
+        let created = api
+            .create(&PostParams::default(), &pod("raced"))
+            .await
+            .expect("create");
+        let stale = created
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
+        let n = 24;
+        let results = futures::future::join_all((0..n).map(|i| {
+            let api = api.clone();
+            async move {
+                let p = serde_json::json!({"metadata": {"labels": {format!("l{i}"): "x"}}});
+                api.patch("raced", &PatchParams::default(), &Patch::Merge(&p))
+                    .await
+            }
+        }))
+        .await;
+        for r in &results {
+            assert!(r.is_ok(), "{r:?}\n{}", s.log());
+        }
+        let got = api.get("raced").await.expect("get");
+        let labels = got.metadata.labels.unwrap_or_default();
+        assert_eq!(labels.len(), n, "{labels:?}");
+
+        let pinned =
+            serde_json::json!({"metadata": {"resourceVersion": stale, "labels": {"late": "x"}}});
+        match api
+            .patch("raced", &PatchParams::default(), &Patch::Merge(&pinned))
+            .await
+        {
+            Err(kube::Error::Api(e)) => assert_eq!((e.code, e.reason.as_str()), (409, "Conflict")),
+            other => panic!("a patch with a stale resourceVersion: {other:?}"),
+        }
+    });
 }

@@ -215,12 +215,23 @@ pub async fn replace_object(
     new: Value,
     req: &Update<'_>,
 ) -> Result<Written, ApiError> {
+    let current = fetch(o, t).await?;
+    replace_read(o, t, new, req, current).await
+}
+
+/// `replace_object` over `current`, the object as just read.
+async fn replace_read(
+    o: &Objects,
+    t: &Target,
+    new: Value,
+    req: &Update<'_>,
+    current: sluice_store::Kv,
+) -> Result<Written, ApiError> {
     let status_only = req.status_only;
     let name = t.name.clone().unwrap_or_default();
     let k = key(t, Some(&name));
     let sent = meta::sent_resource_version(&new)
         .map_err(|m| meta::invalid(t, &name, "metadata.resourceVersion", &m))?;
-    let current = fetch(o, t).await?;
     let old = decode_stored(&current.value)?;
     let expected = sent.unwrap_or(current.mod_rev);
     let (merged, unknown) = updated(t, &old, new, status_only, req.mode, req.track)?;
@@ -272,26 +283,49 @@ pub(super) async fn patch(
     let is_apply = format == patch::Format::Apply;
     let writer = writer_of("patch", is_apply, q, headers)?;
     let name = t.name.clone().unwrap_or_default();
-    let current = o
-        .store
-        .get(&key(t, Some(&name)))
-        .await
-        .map_err(|e| store_error(t, e))?;
-    if is_apply && current.is_none() && !status_only {
-        // Server-side apply creates what is missing.
-        let applied = apply::apply(&apply::Request::new(t, false, &writer), None, &body)?;
-        let collection = Target {
-            name: None,
-            ..t.clone()
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let retry = attempt < PATCH_ATTEMPTS;
+        let current = o
+            .store
+            .get(&key(t, Some(&name)))
+            .await
+            .map_err(|e| store_error(t, e))?;
+        let Some(current) = current else {
+            if !is_apply || status_only {
+                return Err(store_error(t, StoreError::NotFound { key: name.clone() }));
+            }
+            // Server-side apply creates what is missing.
+            let applied = apply::apply(&apply::Request::new(t, false, &writer), None, &body)?;
+            let collection = Target {
+                name: None,
+                ..t.clone()
+            };
+            match create(o, &collection, applied, mode, None).await {
+                // Created by another writer since the read: applied to
+                // that one instead, as kube-apiserver's patcher does.
+                Err(e) if e.reason == "AlreadyExists" && retry => continue,
+                done => return done,
+            }
         };
-        return create(o, &collection, applied, mode, None).await;
+        let rev = current.mod_rev;
+        let mut obj = meta::with_resource_version(decode_stored(&current.value)?, rev);
+        apply_patch(t, &mut obj, format, &body, &writer, status_only)?;
+        // A patch that names a resourceVersion is a precondition: its
+        // conflict is the client's to see. Any other is applied again to
+        // what is stored now (kube-apiserver retries such patches too).
+        let pinned = matches!(meta::sent_resource_version(&obj), Ok(Some(v)) if v != rev);
+        let req = Update {
+            status_only,
+            mode,
+            track: (!is_apply).then_some(&writer),
+        };
+        match replace_read(o, t, obj, &req, current).await {
+            Err(e) if e.reason == "Conflict" && !pinned && retry => {}
+            done => return done.map(Written::response),
+        }
     }
-    let current =
-        current.ok_or_else(|| store_error(t, StoreError::NotFound { key: name.clone() }))?;
-    let mut obj = meta::with_resource_version(decode_stored(&current.value)?, current.mod_rev);
-    apply_patch(t, &mut obj, format, &body, &writer, status_only)?;
-    let track = (!is_apply).then_some(&writer);
-    replace(o, t, obj, status_only, mode, track).await
 }
 
 /// The patch format a request's `Content-Type` names (415 for others).
@@ -383,6 +417,11 @@ pub(super) async fn delete_options(
 /// How often a delete rereads the object after losing a race with a
 /// concurrent write, before it answers 409.
 const DELETE_ATTEMPTS: usize = 5;
+
+/// Tries of a patch whose write lost a race. kube-apiserver's store loop
+/// has no bound; this one has a generous one, so a hot object costs a
+/// client a 409 after many lost races rather than a request that spins.
+const PATCH_ATTEMPTS: usize = 32;
 
 /// Delete the object at `t` as `opts` say (preconditions, graceful
 /// deletion of bound pods, finalizers; `deletion.rs` decides). Every write

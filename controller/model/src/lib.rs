@@ -9,7 +9,10 @@
 //! - [`validation`]: the rules a spec must satisfy on its own, each error
 //!   naming its field path;
 //! - [`openapi`]: the OpenAPI v3 schemas the API server serves for these kinds;
-//! - [`policy`]: pure policy, the PodDisruptionBudget arithmetic of evictions.
+//! - [`policy`]: pure policy, the PodDisruptionBudget arithmetic of evictions
+//!   (and the label selectors it compiles once, for every controller);
+//! - [`quantity`]: resource quantities as exact integers, for the
+//!   scheduler's arithmetic.
 //!
 //! Nothing here touches the kernel or the network: no aya, no nix.
 
@@ -22,6 +25,7 @@ pub mod node_pool;
 pub mod openapi;
 pub mod operation;
 pub mod policy;
+pub mod quantity;
 pub mod validation;
 
 pub use k8s_openapi;

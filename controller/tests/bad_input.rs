@@ -114,6 +114,25 @@ fn bad_input(backend: Backend) {
         assert!(text(&o).contains(want), "{what}: {}", text(&o));
     }
 
+    // A watch from a version the store has not reached: after a short
+    // wait, kube-apiserver's in-stream 504 with the cause client-go checks.
+    let o = s.kubectl(
+        "admin",
+        &[
+            "get",
+            "--raw",
+            "/api/v1/pods?watch=true&resourceVersion=999999999",
+        ],
+    );
+    let out = text(&o);
+    let event: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
+    assert_eq!(event["type"], "ERROR", "{out}");
+    assert_eq!(event["object"]["code"], 504, "{out}");
+    assert_eq!(
+        event["object"]["details"]["causes"][0]["reason"], "ResourceVersionTooLarge",
+        "{out}"
+    );
+
     // A body cut short: Content-Length promises more than arrives.
     let token = s.admin_token();
     let head = format!(

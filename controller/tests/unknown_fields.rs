@@ -18,7 +18,7 @@ spec:
 ";
 
 fn pod(s: &Server) -> Value {
-    serde_json::from_str(&ok(s, "admin", &["get", "pod", "odd", "-o", "json"])).expect("json")
+    pod_named(s, "odd")
 }
 
 fn unknown_fields_are_dropped_unless_strict(backend: Backend) {
@@ -75,4 +75,67 @@ fn unknown_fields_are_dropped_unless_strict(backend: Backend) {
     assert!(stored["status"].get("mood").is_none(), "{stored}");
 }
 
-on_both_stores!(unknown_fields_are_dropped_unless_strict);
+/// A field twice in one body: `Strict` refuses naming its path, `Warn`
+/// stores the last and says so, `Ignore` stores the last quietly (kube-
+/// apiserver's duplicate-field handling).
+fn duplicate_fields_are_named(backend: Backend) {
+    let s = Server::start(&format!("dup-fields-{backend:?}"), backend);
+    let body = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"twice","namespace":"default","labels":{"a":"1","a":"2"}},
+        "spec":{"containers":[{"name":"c","image":"x","image":"y"}]}}"#;
+    let f = write(&s, "twice.json", body);
+    let raw = |q: &str| {
+        s.kubectl(
+            "admin",
+            &[
+                "create",
+                "--raw",
+                &format!("/api/v1/namespaces/default/pods{q}"),
+                "-f",
+                &f,
+            ],
+        )
+    };
+    let strict = raw("?fieldValidation=Strict");
+    assert!(!strict.status.success(), "{}", text(&strict));
+    let msg = text(&strict);
+    for field in ["metadata.labels.a", "spec.containers[0].image"] {
+        assert!(
+            msg.contains(&format!("duplicate field \"{field}\"")),
+            "{msg}"
+        );
+    }
+    assert!(
+        !s.kubectl("admin", &["get", "pod", "twice"])
+            .status
+            .success(),
+        "nothing stored"
+    );
+
+    let warned = raw("");
+    assert!(warned.status.success(), "{}", text(&warned));
+    let err = String::from_utf8_lossy(&warned.stderr);
+    assert!(
+        err.contains("duplicate field \"spec.containers[0].image\""),
+        "{err}"
+    );
+    let stored = pod_named(&s, "twice");
+    assert_eq!(
+        stored["spec"]["containers"][0]["image"], "y",
+        "the last one kept"
+    );
+    assert_eq!(stored["metadata"]["labels"]["a"], "2");
+
+    ok(&s, "admin", &["delete", "pod", "twice", "--grace-period=0"]);
+    let ignored = raw("?fieldValidation=Ignore");
+    assert!(ignored.status.success(), "{}", text(&ignored));
+    assert!(!String::from_utf8_lossy(&ignored.stderr).contains("duplicate"));
+}
+
+fn pod_named(s: &Server, name: &str) -> Value {
+    serde_json::from_str(&ok(s, "admin", &["get", "pod", name, "-o", "json"])).expect("json")
+}
+
+on_both_stores!(
+    unknown_fields_are_dropped_unless_strict,
+    duplicate_fields_are_named
+);

@@ -38,6 +38,8 @@ pub fn create(
 ) -> Result<Value, ApiError> {
     let t = resolve(path).map_err(|_| ApiError::not_found(path))?;
     let mode = fields::mode(&query(field_validation))?;
+    // The duplicate-field walk sees every body the decoder does.
+    let _ = super::duplicates::find(ctype.contains("yaml"), body);
     let body = decode_body(ctype, body)?;
     let q = query(field_validation);
     let writer = apply::writer("create", false, &q, USER_AGENT, NOW.into())?;

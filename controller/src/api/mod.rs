@@ -9,6 +9,7 @@ pub mod defaults;
 pub mod deletion;
 pub mod discovery;
 pub mod dry_run;
+pub mod duplicates;
 pub mod eviction;
 pub mod fields;
 /// Pure entry points over the request pipeline for the fuzz targets.

@@ -24,8 +24,11 @@ use super::path::{resolve, Target};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::write::{self, delete_options};
-use super::{allocate, authz, collection, dry_run, eviction, fields, list, scale, table, watch};
+use super::{
+    allocate, authz, collection, dry_run, duplicates, eviction, fields, list, scale, table, watch,
+};
 use crate::identity::Identity;
+use sluice_model::decode::FieldValidation;
 
 /// kube-apiserver's limit on a request body (3 MiB); larger is a 413.
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -92,11 +95,20 @@ pub fn store_error(t: &Target, e: StoreError) -> ApiError {
             "Expired",
             format!("too old resource version: {e}"),
         ),
-        StoreError::FutureRevision { .. } => ApiError::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            "Timeout",
-            format!("Too large resource version: {e}"),
-        ),
+        StoreError::FutureRevision { requested, current } => {
+            // As kube-apiserver words it, with the cause client-go's
+            // IsTooLargeResourceVersionError looks for.
+            let mut err = ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "Timeout",
+                format!("Too large resource version: {requested}, current: {current}"),
+            );
+            let mut d = details;
+            d["causes"] = json!([{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]);
+            d["retryAfterSeconds"] = json!(1);
+            err.details = Some(d);
+            return err;
+        }
         other => ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "InternalError",
@@ -113,6 +125,70 @@ pub fn bad_request(m: impl Into<String>) -> ApiError {
 
 /// The body, bounded, decoded from JSON or YAML.
 pub(super) async fn read_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+    let (ctype, bytes) = read_bytes(headers, body).await?;
+    decode_body(ctype, &bytes)
+}
+
+/// The body of a create, update or patch: decoded, with its duplicate
+/// fields (`Strict` refuses them, naming each; `Warn` returns the warnings
+/// to answer with; `Ignore` keeps the last of each, as the decoding did).
+pub(super) async fn read_write_body(
+    headers: &HeaderMap,
+    body: Body,
+    t: &Target,
+    mode: FieldValidation,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let (ctype, bytes) = read_bytes(headers, body).await?;
+    let value = decode_body(ctype, &bytes)?;
+    if mode == FieldValidation::Ignore {
+        return Ok((value, Vec::new()));
+    }
+    let dups = duplicates::find(ctype.contains("yaml"), &bytes);
+    if mode == FieldValidation::Strict && !dups.is_empty() {
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .or(t.name.as_deref())
+            .unwrap_or_default();
+        let listed: Vec<String> = dups
+            .iter()
+            .map(|d| format!("duplicate field {d:?}"))
+            .collect();
+        let mut err = ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            format!(
+                "{} {name:?}: strict decoding error: {}",
+                t.resource.kind,
+                listed.join(", ")
+            ),
+        );
+        let causes: Vec<Value> = dups
+            .iter()
+            .map(|d| json!({"reason": "FieldValueDuplicate", "field": d, "message": format!("strict decoding error: duplicate field {d:?}")}))
+            .collect();
+        err.details = Some(
+            json!({"name": name, "group": t.resource.group, "kind": t.resource.kind, "causes": causes}),
+        );
+        return Err(err);
+    }
+    Ok((value, dups.iter().map(|d| duplicates::warning(d)).collect()))
+}
+
+/// A write's answer with the duplicate-field warnings its body earned.
+fn warned(r: Result<Response, ApiError>, warnings: &[String]) -> Result<Response, ApiError> {
+    r.map(|mut r| {
+        for w in warnings {
+            if let Ok(v) = header::HeaderValue::from_str(w) {
+                r.headers_mut().append("warning", v);
+            }
+        }
+        r
+    })
+}
+
+/// The body's bytes, at most [`MAX_BODY`], and its `Content-Type`.
+async fn read_bytes(headers: &HeaderMap, body: Body) -> Result<(&str, Bytes), ApiError> {
     let limited = http_body_util::Limited::new(body, MAX_BODY);
     let bytes: Bytes = match limited.collect().await {
         Ok(c) => c.to_bytes(),
@@ -128,7 +204,7 @@ pub(super) async fn read_body(headers: &HeaderMap, body: Body) -> Result<Value, 
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
-    decode_body(ctype, &bytes)
+    Ok((ctype, bytes))
 }
 
 fn too_large() -> ApiError {
@@ -311,21 +387,25 @@ pub async fn handle(
                 let o = o.for_request(verb, &dry)?;
                 let mode = fields::mode(&q)?;
                 let w = write::writer_of("create", false, &q, &headers)?;
-                let new = read_body(&headers, body).await?;
-                write::create(&o, &t, new, mode, Some(&w)).await
+                let (new, dups) = read_write_body(&headers, body, &t, mode).await?;
+                warned(write::create(&o, &t, new, mode, Some(&w)).await, &dups)
             }
             ("update", Some(_)) => {
                 let o = o.for_request(verb, &dry)?;
                 let mode = fields::mode(&q)?;
                 let w = write::writer_of("update", false, &q, &headers)?;
-                let new = read_body(&headers, body).await?;
-                write::replace(&o, &t, new, status_only, mode, Some(&w)).await
+                let (new, dups) = read_write_body(&headers, body, &t, mode).await?;
+                warned(
+                    write::replace(&o, &t, new, status_only, mode, Some(&w)).await,
+                    &dups,
+                )
             }
             ("patch", Some(_)) => {
                 let o = o.for_request(verb, &dry)?;
                 let mode = fields::mode(&q)?;
-                let patch_body = read_body(&headers, body).await?;
-                write::patch(&o, &t, &headers, &q, patch_body, status_only, mode).await
+                let (patch_body, dups) = read_write_body(&headers, body, &t, mode).await?;
+                let r = write::patch(&o, &t, &headers, &q, patch_body, status_only, mode).await;
+                warned(r, &dups)
             }
             _ => Err(not_allowed(&method, &uri)),
         }

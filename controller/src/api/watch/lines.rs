@@ -8,6 +8,7 @@ use sluice_store::{Event, EventKind, StoreError};
 use crate::api::meta::api_version;
 use crate::api::objects::Selectors;
 use crate::api::path::Target;
+use crate::api::status::ApiError;
 use crate::api::stored;
 
 pub fn line(kind: &str, object: Value) -> Bytes {
@@ -25,6 +26,11 @@ pub fn bookmark(t: &Target, rev: i64, initial_end: bool) -> Bytes {
         "BOOKMARK",
         json!({"kind": t.resource.kind, "apiVersion": api_version(t), "metadata": meta}),
     )
+}
+
+/// An in-stream error with the `Status` a request would have answered.
+pub fn error(e: &ApiError) -> Bytes {
+    line("ERROR", e.body())
 }
 
 pub fn expired(e: &StoreError) -> Bytes {

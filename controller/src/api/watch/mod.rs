@@ -72,7 +72,10 @@ impl Watching {
             return Some(l);
         }
         if let Some(e) = self.refused.take() {
-            return Some(lines::expired(&e));
+            return Some(match e {
+                StoreError::FutureRevision { .. } => lines::error(&store_error(&self.target, e)),
+                e => lines::expired(&e),
+            });
         }
         loop {
             let events = self.events.as_mut()?;
@@ -110,6 +113,30 @@ impl Watching {
                 }
             }
         }
+    }
+}
+
+/// How long a watch from a resourceVersion the store has not reached
+/// waits for it (kube-apiserver's watch cache waits as long) before it
+/// answers with an in-stream 504: a client that read the version from
+/// another server of a replicated controller is only a little ahead.
+const FUTURE_WAIT: Duration = Duration::from_secs(3);
+
+/// Waits until the store has reached `rev`, for at most [`FUTURE_WAIT`].
+async fn wait_for_revision(o: &Objects, rev: i64) -> Result<(), StoreError> {
+    let give_up = tokio::time::Instant::now() + FUTURE_WAIT;
+    loop {
+        let current = o.store.current_revision().await?;
+        if rev <= current {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= give_up {
+            return Err(StoreError::FutureRevision {
+                requested: rev,
+                current,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -171,9 +198,18 @@ pub async fn serve(
             )
         })?
     };
-    let (events, refused) = match o.store.watch(&prefix, from).await {
-        Ok(s) => (Some(s), None),
-        Err(e) => (None, Some(e)),
+    // Only a version the client named can be ahead of the store.
+    let named = !(send_initial || rv.is_empty() || rv == "0");
+    let ahead = match named {
+        true => wait_for_revision(o, from).await.err(),
+        false => None,
+    };
+    let (events, refused) = match ahead {
+        Some(e) => (None, Some(e)),
+        None => match o.store.watch(&prefix, from).await {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(e)),
+        },
     };
     let bookmarks = flag("allowWatchBookmarks").then(|| {
         let start = tokio::time::Instant::now() + BOOKMARK_EVERY;

@@ -158,6 +158,66 @@ fn node_restriction(backend: Backend) {
     assert!(text(&o).contains("Forbidden"), "{}", text(&o));
     let o = s.kubectl("node-1", &["create", "namespace", "x"]);
     assert!(text(&o).contains("Forbidden"), "{}", text(&o));
+    // NodeRestriction reads the name of what a node creates: only its own.
+    let n3 = write(&s, "n3.yaml", &node("node-3"));
+    let o = s.kubectl("node-1", &["create", "-f", &n3]);
+    assert!(
+        text(&o).contains("node \"node-1\" is not allowed to modify node \"node-3\""),
+        "{}",
+        text(&o)
+    );
+    // Only an admin (the scheduler) binds pods to nodes.
+    let pod = write(
+        &s,
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec: {containers: [{name: c, image: x}]}\n",
+    );
+    ok(&s, "admin", &["create", "-f", &pod]);
+    let binding = write(
+        &s,
+        "binding.json",
+        r#"{"apiVersion":"v1","kind":"Binding","metadata":{"name":"p"},"target":{"kind":"Node","name":"node-1"}}"#,
+    );
+    let bind = [
+        "create",
+        "--raw",
+        "/api/v1/namespaces/default/pods/p/binding",
+        "-f",
+        &binding,
+    ];
+    let o = s.kubectl("node-1", &bind);
+    assert!(text(&o).contains("Forbidden"), "{}", text(&o));
+    ok(&s, "admin", &bind);
+    let got: serde_json::Value =
+        serde_json::from_str(&ok(&s, "admin", &["get", "pod", "p", "-o", "json"])).expect("json");
+    assert_eq!(got["spec"]["nodeName"], "node-1", "{got}");
+    let scheduled = got["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "PodScheduled"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(scheduled["status"], "True", "{got}");
+    // A pod is bound once; the second answer says to which node.
+    let o = s.kubectl("admin", &bind);
+    assert!(
+        text(&o).contains("already assigned to node \"node-1\""),
+        "{}",
+        text(&o)
+    );
+    // The bound pod's status is now node-1's to write.
+    ok(
+        &s,
+        "node-1",
+        &[
+            "patch",
+            "pod",
+            "p",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Running"}}"#,
+        ],
+    );
     // The admin may.
     ok(&s, "admin", &["label", "node", "node-2", "x=y"]);
 }

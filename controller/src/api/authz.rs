@@ -113,6 +113,40 @@ pub async fn check(o: &Objects, who: &Identity, verb: &str, t: &Target) -> Resul
     }
 }
 
+/// NodeRestriction on a create, where the name is in the body: a node
+/// creates only its own Node and its own Lease (kube-apiserver's
+/// admission answers with the same words).
+pub fn check_created(who: &Identity, t: &Target, body: &Value) -> Result<(), ApiError> {
+    let Identity::Node { name: node } = who else {
+        return Ok(());
+    };
+    let r = t.resource;
+    let what = match (r.group, r.name) {
+        ("", "nodes") => "node",
+        ("coordination.k8s.io", "leases") => "lease",
+        _ => return Ok(()),
+    };
+    let named = body
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if named == node {
+        return Ok(());
+    }
+    let mut e = ApiError::forbidden(
+        &who.user(),
+        &format!(
+            "create resource \"{}\" in API group \"{}\"",
+            r.name, r.group
+        ),
+    );
+    e.message = format!(
+        "{} {named:?} is forbidden: node {node:?} is not allowed to modify {what} {named:?}",
+        r.name
+    );
+    Err(e)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

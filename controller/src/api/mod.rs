@@ -4,6 +4,7 @@ pub mod allocate;
 pub mod apply;
 pub mod auth;
 pub mod authz;
+pub mod binding;
 pub mod collection;
 pub mod defaults;
 pub mod deletion;

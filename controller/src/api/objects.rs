@@ -25,7 +25,8 @@ use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::write::{self, delete_options};
 use super::{
-    allocate, authz, collection, dry_run, duplicates, eviction, fields, list, scale, table, watch,
+    allocate, authz, binding, collection, dry_run, duplicates, eviction, fields, list, scale,
+    table, watch,
 };
 use crate::identity::Identity;
 use sluice_model::decode::FieldValidation;
@@ -345,6 +346,10 @@ pub async fn handle(
             let dry = dry_run::query_values(&uri)?;
             return eviction::create(&o, &t, read_body(&headers, body).await?, dry).await;
         }
+        if verb == "create" && sub == Some("pods/binding") {
+            let dry = dry_run::query_values(&uri)?;
+            return binding::create(&o, &t, read_body(&headers, body).await?, dry).await;
+        }
         if sub.is_some_and(|s| s.ends_with("/scale")) {
             return scale::handle(&o, &t, verb, &uri, &q, &headers, body).await;
         }
@@ -388,6 +393,7 @@ pub async fn handle(
                 let mode = fields::mode(&q)?;
                 let w = write::writer_of("create", false, &q, &headers)?;
                 let (new, dups) = read_write_body(&headers, body, &t, mode).await?;
+                authz::check_created(&who, &t, &new)?;
                 warned(write::create(&o, &t, new, mode, Some(&w)).await, &dups)
             }
             ("update", Some(_)) => {

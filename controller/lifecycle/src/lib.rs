@@ -18,5 +18,6 @@
 
 pub mod endpoint_slices;
 pub mod error;
+pub mod node_lifecycle;
 
 pub use error::LifecycleError;

@@ -20,4 +20,10 @@ pub enum LifecycleError {
         field: String,
         message: String,
     },
+    /// A flag of the controller's configuration cannot be used.
+    #[error("{flag}: {message}")]
+    Config { flag: &'static str, message: String },
+    /// Every node block of a cluster CIDR is taken.
+    #[error("no pod CIDR left: every /{mask} of {cidr} is in use")]
+    CidrExhausted { cidr: String, mask: u8 },
 }

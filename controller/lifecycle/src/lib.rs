@@ -19,5 +19,6 @@
 pub mod endpoint_slices;
 pub mod error;
 pub mod node_lifecycle;
+pub mod pod_cidrs;
 
 pub use error::LifecycleError;

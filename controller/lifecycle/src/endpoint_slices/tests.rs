@@ -503,3 +503,40 @@ fn inputs_that_cannot_be_read_are_named() {
         }
     );
 }
+
+#[test]
+fn a_target_port_change_rewrites_the_slice_in_place() {
+    let pods = [pod("a", &["10.0.0.1"], true, "n1")];
+    let slices = settle(&web(), &pods, &[]);
+    let moved = service(vec![port("http", 80, IntOrString::Int(9090))]);
+    let plan = reconcile(&moved, &pods, &[], &slices).unwrap();
+    assert!(plan.create.is_empty() && plan.delete.is_empty(), "{plan:?}");
+    assert_eq!(plan.update[0].metadata.name, slices[0].metadata.name);
+    assert_eq!(plan.update[0].ports.as_ref().unwrap()[0].port, Some(9090));
+}
+
+#[test]
+fn an_ipv6_only_service_without_endpoints_is_stable() {
+    let mut svc = web();
+    svc.spec.as_mut().unwrap().ip_families = Some(vec!["IPv6".into()]);
+    let published = settle(&svc, &[], &[]);
+    assert_eq!(published.len(), 1);
+    assert!(reconcile(&svc, &[], &[], &published).unwrap().is_empty());
+}
+
+#[test]
+fn the_plan_does_not_depend_on_input_order() {
+    let svc = web();
+    let pods = many(230);
+    let nodes = [node("n1", "z1"), node("n2", "z2")];
+    let slices = settle(&svc, &pods[..120], &nodes);
+    let forward = reconcile(&svc, &pods, &nodes, &slices).unwrap();
+    let mut rev_pods = pods.clone();
+    rev_pods.reverse();
+    let mut rev_slices = slices.clone();
+    rev_slices.reverse();
+    let nodes_rev = [node("n2", "z2"), node("n1", "z1")];
+    let backward = reconcile(&svc, &rev_pods, &nodes_rev, &rev_slices).unwrap();
+    assert_eq!(forward, backward);
+    assert!(!forward.is_empty());
+}

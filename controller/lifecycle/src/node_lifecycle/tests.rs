@@ -490,3 +490,20 @@ fn disrupted_zones_hold_new_taints_and_a_full_outage_lifts_them() {
     let plan = run(&nodes, &[], &pods, 101);
     assert_eq!(plan.evictions.len(), 1);
 }
+
+#[test]
+fn the_plan_does_not_depend_on_input_order() {
+    let mut nodes = zone_of_nodes(10, 3, "a");
+    nodes.extend(zone_of_nodes(2, 2, "b"));
+    let pods: Vec<Pod> = ["a-bad-00", "a-bad-01", "b-bad-00", "a-ok-00"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| pod(&format!("p{i}"), n, vec![]))
+        .collect();
+    let forward = run(&nodes, &[], &pods, 101);
+    nodes.reverse();
+    let mut rev_pods = pods.clone();
+    rev_pods.reverse();
+    assert_eq!(run(&nodes, &[], &rev_pods, 101), forward);
+    assert!(!forward.node_updates.is_empty() && !forward.evictions.is_empty());
+}

@@ -399,8 +399,10 @@ fn new_endpoints_fill_existing_slices_before_new_ones() {
     assert_eq!(plan.update.len(), 1);
     assert_eq!(plan.update[0].metadata.name, slices[1].metadata.name);
     assert_eq!(eps(&plan.update[0]).len(), 50);
-    // The unchanged slice closest to full takes them: 30 + 2 before 20 + 2.
-    let a = settle(&svc, &pods[..30], &[]);
+    // The unchanged slice closest to full takes them: 30 + 2 before 20 + 2
+    // (whatever their names' order).
+    let mut a = settle(&svc, &pods[..30], &[]);
+    a[0].metadata.name = Some("web-z".into());
     let mut b = settle(&svc, &pods[30..50], &[]);
     b[0].metadata.name = Some("web-b".into());
     let existing = [a[0].clone(), b[0].clone()];
@@ -539,4 +541,33 @@ fn the_plan_does_not_depend_on_input_order() {
     let backward = reconcile(&svc, &rev_pods, &nodes_rev, &rev_slices).unwrap();
     assert_eq!(forward, backward);
     assert!(!forward.is_empty());
+}
+
+#[test]
+fn a_slice_written_anyway_takes_the_new_endpoints() {
+    let svc = web();
+    let mut pods = many(256);
+    let named = |range: std::ops::Range<usize>, name: &str| {
+        let mut s = settle(&svc, &pods[range], &[]).remove(0);
+        s.metadata.name = Some(name.into());
+        s
+    };
+    // 100, 60 and 90 endpoints.
+    let existing = [
+        named(0..100, "web-a"),
+        named(100..160, "web-b"),
+        named(160..250, "web-c"),
+    ];
+    // A pod of web-b changes and six pods come: web-b is written anyway,
+    // so it takes them (web-c, the fullest that fits, is left alone).
+    pods[120] = pod("p120", &["10.0.0.121"], false, "n1");
+    let plan = reconcile(&svc, &pods, &[], &existing).unwrap();
+    assert!(plan.create.is_empty() && plan.delete.is_empty(), "{plan:?}");
+    let written: Vec<_> = plan
+        .update
+        .iter()
+        .map(|s| s.metadata.name.as_deref())
+        .collect();
+    assert_eq!(written, [Some("web-b")]);
+    assert_eq!(eps(&plan.update[0]).len(), 66);
 }

@@ -61,11 +61,13 @@ pub fn assess(node: &Node, lease: Option<&Lease>, config: &Config, now: Timestam
         .map(|t| t.0);
     let created = node.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let (last_seen, grace) = match ready {
-        Some(_) => (renewed.max(heartbeat), config.grace_period),
+        // A Ready condition without a heartbeat and no Lease: counted
+        // from the node's creation.
+        Some(_) => (renewed.max(heartbeat).or(created), config.grace_period),
         None => (renewed.max(created), config.startup_grace_period),
     };
-    // A node with no time at all to go by is counted from now: it is
-    // never declared dead on no evidence.
+    // A node with no time at all to go by (not even its creation) is
+    // counted from now: it is never declared dead on no evidence.
     let deadline = after(last_seen.unwrap_or(now), grace);
     if now < deadline {
         let readiness = match ready.map(|c| c.status.as_str()) {

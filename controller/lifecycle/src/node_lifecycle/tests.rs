@@ -181,6 +181,12 @@ fn without_a_lease_the_ready_heartbeat_counts() {
     let mut elsewhere = lease("n1", 40);
     elsewhere.metadata.namespace = Some("default".into());
     assert_eq!(run(&nodes, &[elsewhere], &[], 41).node_updates.len(), 1);
+    // No heartbeat and no Lease: counted from the node's creation.
+    let mut silent = node("n1", "z", "True", 0);
+    silent.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].last_heartbeat_time = None;
+    let silent = [silent, witness()];
+    assert!(run(&silent, &[], &[], -961).node_updates.is_empty());
+    assert_eq!(run(&silent, &[], &[], -959).node_updates.len(), 1);
     // The grace period is configurable.
     let slow = Config {
         grace_period: SignedDuration::from_secs(120),

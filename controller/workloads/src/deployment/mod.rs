@@ -1,0 +1,1 @@
+//! Deployment decisions (in progress).

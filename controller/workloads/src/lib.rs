@@ -24,5 +24,7 @@ mod owner;
 mod pods;
 pub mod replica_set;
 mod spec;
+#[cfg(test)]
+mod test_support;
 
 pub use error::WorkloadError;

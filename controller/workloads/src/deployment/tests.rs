@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
+use crate::test_support::labels;
 
 fn now() -> Timestamp {
     "2026-02-01T10:00:00Z".parse().unwrap()
@@ -18,13 +19,6 @@ fn now() -> Timestamp {
 
 fn ago(secs: i64) -> Time {
     Time(now() - SignedDuration::from_secs(secs))
-}
-
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 fn template(version: &str) -> PodTemplateSpec {
@@ -147,17 +141,17 @@ fn sized_for(mut r: ReplicaSet, desired: i32) -> ReplicaSet {
     r
 }
 
-/// A status that has seen `replicas` pods, `updated` of them new, all
-/// available.
-fn seen(replicas: i32, updated: i32) -> Option<DeploymentStatus> {
-    Some(DeploymentStatus {
+/// A status that has seen `replicas` pods, `updated` of them new,
+/// `available` of them available.
+fn seen(replicas: i32, updated: i32, available: i32) -> DeploymentStatus {
+    DeploymentStatus {
         observed_generation: Some(2),
         replicas: Some(replicas),
         updated_replicas: Some(updated),
-        available_replicas: Some(replicas),
-        ready_replicas: Some(replicas),
+        available_replicas: Some(available),
+        ready_replicas: Some(available),
         ..Default::default()
-    })
+    }
 }
 
 fn created(plan: &Plan) -> Vec<&ReplicaSet> {
@@ -198,7 +192,8 @@ fn cond(s: &DeploymentStatus, type_: &str) -> (String, String) {
     (c.status.clone().unwrap(), c.reason.clone().unwrap())
 }
 
-fn progressing_since(reason: &str, secs: i64) -> DeploymentStatus {
+/// `s` with a `Progressing` condition of `reason` last updated `secs` ago.
+fn progressing_since(s: DeploymentStatus, reason: &str, secs: i64) -> DeploymentStatus {
     DeploymentStatus {
         conditions: Some(vec![DeploymentCondition {
             type_: Some(PROGRESSING.into()),
@@ -208,14 +203,14 @@ fn progressing_since(reason: &str, secs: i64) -> DeploymentStatus {
             last_update_time: Some(ago(secs)),
             last_transition_time: Some(ago(secs)),
         }]),
-        ..Default::default()
+        ..s
     }
 }
 
 #[test]
 fn a_new_template_creates_its_replica_set_within_the_surge() {
     let mut d = deploy(3, "2");
-    d.status = seen(3, 3);
+    d.status = Some(seen(3, 3, 3));
     let plan = reconcile(&d, &[rs("1", 3, 1, 100)], &[], now()).unwrap();
     let made = created(&plan);
     assert_eq!(made.len(), 1);
@@ -273,7 +268,7 @@ fn a_taken_name_raises_the_collision_count_instead() {
 #[test]
 fn the_existing_new_replica_set_gets_the_next_revision_and_min_ready_seconds() {
     let mut d = deploy(3, "1");
-    d.status = seen(3, 3);
+    d.status = Some(seen(3, 3, 3));
     d.spec.min_ready_seconds = Some(5);
     // Rolled back to v1, whose ReplicaSet had revision 1; v2 had 2.
     let plan = reconcile(&d, &[rs("1", 0, 1, 100), rs("2", 3, 2, 50)], &[], now()).unwrap();
@@ -394,14 +389,7 @@ fn availability_condition_follows_max_unavailable() {
 #[test]
 fn a_complete_rollout_says_so_and_cleans_up_history() {
     let mut d = deploy(3, "4");
-    d.status = Some(DeploymentStatus {
-        observed_generation: Some(2),
-        replicas: Some(3),
-        updated_replicas: Some(3),
-        available_replicas: Some(3),
-        ready_replicas: Some(3),
-        ..progressing_since(reasons::RS_UPDATED, 30)
-    });
+    d.status = Some(progressing_since(seen(3, 3, 3), reasons::RS_UPDATED, 30));
     // Scaled to 0, but its controller has not seen that yet.
     let mut busy = rs("0", 0, 1, 400);
     busy.metadata.generation = Some(2);
@@ -427,14 +415,7 @@ fn a_stalled_rollout_is_rechecked_at_its_deadline_then_times_out() {
     let mut d = deploy(3, "2");
     let old = rs("1", 2, 1, 300);
     let new = with_available(rs("2", 2, 2, 200), 0);
-    d.status = Some(DeploymentStatus {
-        observed_generation: Some(2),
-        replicas: Some(4),
-        updated_replicas: Some(2),
-        available_replicas: Some(2),
-        ready_replicas: Some(2),
-        ..progressing_since(reasons::RS_UPDATED, 100)
-    });
+    d.status = Some(progressing_since(seen(4, 2, 2), reasons::RS_UPDATED, 100));
     let plan = reconcile(&d, &[old.clone(), new.clone()], &[], now()).unwrap();
     assert_eq!(
         cond(&plan.status, PROGRESSING),
@@ -442,14 +423,7 @@ fn a_stalled_rollout_is_rechecked_at_its_deadline_then_times_out() {
     );
     assert_eq!(plan.requeue_after, Some(SignedDuration::from_secs(500)));
 
-    d.status = Some(DeploymentStatus {
-        observed_generation: Some(2),
-        replicas: Some(4),
-        updated_replicas: Some(2),
-        available_replicas: Some(2),
-        ready_replicas: Some(2),
-        ..progressing_since(reasons::RS_UPDATED, 601)
-    });
+    d.status = Some(progressing_since(seen(4, 2, 2), reasons::RS_UPDATED, 601));
     let plan = reconcile(&d, &[old, new], &[], now()).unwrap();
     assert_eq!(
         cond(&plan.status, PROGRESSING),

@@ -1,5 +1,3 @@
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::{
     ContainerStatus, Pod, PodCondition, PodSpec, PodStatus, PodTemplateSpec,
@@ -10,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::*;
+use crate::test_support::labels;
 
 fn now() -> Timestamp {
     "2026-01-01T12:00:00Z".parse().unwrap()
@@ -17,13 +16,6 @@ fn now() -> Timestamp {
 
 fn ago(secs: i64) -> Time {
     Time(now() - SignedDuration::from_secs(secs))
-}
-
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 fn rs(replicas: i32) -> ReplicaSet {

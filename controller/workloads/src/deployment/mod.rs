@@ -121,11 +121,11 @@ fn decide(
     pods: &[Pod],
 ) -> Ending {
     if ctx.deleting() {
-        let _ = new_rs::sync(ctx, ws, dst, rss, false);
+        new_rs::sync(ctx, ws, dst);
         return Ending::Status;
     }
     status::note_pause(ctx, dst);
-    let _ = new_rs::sync(ctx, ws, dst, rss, false);
+    new_rs::sync(ctx, ws, dst);
     if ctx.paused() || scale::is_scaling_event(ctx, ws) {
         scale::scale(ctx, ws, dst);
         if ctx.paused() {
@@ -151,7 +151,7 @@ fn roll(
     dst: &mut DState,
     rss: &[ReplicaSet],
 ) -> Result<(), new_rs::Collision> {
-    new_rs::sync(ctx, ws, dst, rss, true)?;
+    new_rs::ensure(ctx, ws, dst, rss)?;
     if rolling::grow_new(ctx, ws) || rolling::shrink_old(ctx, ws) {
         return Ok(());
     }
@@ -172,7 +172,7 @@ fn recreate(
     if recreate::scale_down_old(ctx, ws) || recreate::old_pods_running(ctx, ws, pods) {
         return Ok(());
     }
-    new_rs::sync(ctx, ws, dst, rss, true)?;
+    new_rs::ensure(ctx, ws, dst, rss)?;
     if let Some(i) = ws.new {
         if ws.scale_if_needed(ctx, i, ctx.replicas) {
             return Ok(());

@@ -34,15 +34,9 @@ fn equal_ignore_hash(a: &PodTemplateSpec, b: &PodTemplateSpec) -> bool {
 
 /// Find the new ReplicaSet (the oldest whose template matches) and bring
 /// its revision annotations and `minReadySeconds` up to date, then the
-/// Deployment's revision to it; if there is none and `create`, make it.
-/// Calling again in the same sync changes nothing more.
-pub(super) fn sync(
-    ctx: &Ctx,
-    ws: &mut Workset,
-    dst: &mut DState,
-    namespace_rss: &[ReplicaSet],
-    create: bool,
-) -> Result<(), Collision> {
+/// Deployment's revision to it. Calling again in the same sync changes
+/// nothing more.
+pub(super) fn sync(ctx: &Ctx, ws: &mut Workset, dst: &mut DState) {
     if ws.new.is_none() {
         ws.new = (0..ws.entries.len()).find(|i| {
             ws.rs(*i)
@@ -52,54 +46,73 @@ pub(super) fn sync(
                 .is_some_and(|t| equal_ignore_hash(t, &ctx.d.spec.template))
         });
     }
+    let Some(i) = ws.new else {
+        return;
+    };
+    let new_revision = next_revision(ws);
+    let rs = &mut ws.entries[i].rs;
+    let annotated = annotations::set_new_rs_annotations(
+        ctx.d.metadata.annotations.as_ref(),
+        rs,
+        new_revision,
+        true,
+        desired_and_max(ctx),
+    );
+    let min_ready_changed = rs.spec.min_ready_seconds != ctx.min_ready_seconds();
+    rs.spec.min_ready_seconds = ctx.min_ready_seconds();
+    let name = rs.metadata.name.clone().unwrap_or_default();
+    let revision = rs
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REVISION))
+        .cloned();
+    if annotated || min_ready_changed {
+        ws.mark(i, Change::Updated);
+    }
+    dst.set_revision(revision);
+    if ctx.progress_deadline().is_some()
+        && status::condition(&dst.status, status::PROGRESSING).is_none()
+    {
+        dst.set_condition(status::new_condition(
+            status::PROGRESSING,
+            "True",
+            reasons::FOUND_NEW_RS,
+            format!("Found new replica set {name:?}"),
+            ctx.now,
+        ));
+    }
+}
+
+/// One more than the highest revision of the old ReplicaSets.
+fn next_revision(ws: &Workset) -> i64 {
     let max_old = ws
         .old()
         .iter()
         .filter_map(|i| annotations::revision(ws.rs(*i)))
         .max()
         .unwrap_or(0);
-    let new_revision = max_old + 1;
-    let desired_and_max = (ctx.replicas, ctx.replicas.saturating_add(ctx.max_surge()));
+    max_old + 1
+}
 
-    if let Some(i) = ws.new {
-        let rs = &mut ws.entries[i].rs;
-        let annotated = annotations::set_new_rs_annotations(
-            ctx.d.metadata.annotations.as_ref(),
-            rs,
-            new_revision,
-            true,
-            desired_and_max,
-        );
-        let min_ready_changed = rs.spec.min_ready_seconds != ctx.min_ready_seconds();
-        rs.spec.min_ready_seconds = ctx.min_ready_seconds();
-        let name = rs.metadata.name.clone().unwrap_or_default();
-        let revision = rs
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REVISION))
-            .cloned();
-        if annotated || min_ready_changed {
-            ws.mark(i, Change::Updated);
-        }
-        dst.set_revision(revision);
-        if ctx.progress_deadline().is_some()
-            && status::condition(&dst.status, status::PROGRESSING).is_none()
-        {
-            dst.set_condition(status::new_condition(
-                status::PROGRESSING,
-                "True",
-                reasons::FOUND_NEW_RS,
-                format!("Found new replica set {name:?}"),
-                ctx.now,
-            ));
-        }
+/// `desired-replicas` and `max-replicas` for the Deployment as it is.
+fn desired_and_max(ctx: &Ctx) -> (i32, i32) {
+    (ctx.replicas, ctx.replicas.saturating_add(ctx.max_surge()))
+}
+
+/// [`sync`], then make the new ReplicaSet if there is none, unless its
+/// name is taken.
+pub(super) fn ensure(
+    ctx: &Ctx,
+    ws: &mut Workset,
+    dst: &mut DState,
+    namespace_rss: &[ReplicaSet],
+) -> Result<(), Collision> {
+    sync(ctx, ws, dst);
+    if ws.new.is_some() {
         return Ok(());
     }
-    if !create {
-        return Ok(());
-    }
-
+    let new_revision = next_revision(ws);
     let hash = pod_template_hash(&ctx.d.spec.template, dst.status.collision_count);
     let name = format!("{}-{hash}", ctx.name);
     if namespace_rss.iter().any(|r| {
@@ -120,7 +133,7 @@ pub(super) fn sync(
         &mut rs,
         new_revision,
         false,
-        desired_and_max,
+        desired_and_max(ctx),
     );
     let i = ws.add_created(rs);
     ws.new = Some(i);

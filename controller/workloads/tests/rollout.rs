@@ -16,9 +16,9 @@ fn pct(s: &str) -> IntOrString {
 }
 
 /// Roll `replicas` pods from v1 to v2 with the kubelet starting at most
-/// `ready_per_step` pods per step; at every step at most `replicas +
-/// max_surge` pods exist and at least `replicas − max_unavailable` are
-/// Ready (available: `minReadySeconds` is 0).
+/// `ready_per_step` pods per step and a second passing per step; at every
+/// step at most `replicas + max_surge` pods exist and at least `replicas −
+/// max_unavailable` are available (Ready for over `min_ready` seconds).
 fn roll(
     replicas: i32,
     surge: IntOrString,
@@ -26,12 +26,15 @@ fn roll(
     max_surge: usize,
     max_unavailable: usize,
     ready_per_step: usize,
+    min_ready: i32,
 ) {
     let r = replicas as usize;
-    let mut c = Cluster::new(deployment(replicas, rolling(surge, unavailable), "1"));
+    let mut d = deployment(replicas, rolling(surge, unavailable), "1");
+    d.spec.min_ready_seconds = Some(min_ready);
+    let mut c = Cluster::new(d);
     c.settle();
     assert_eq!(c.pods_of("1"), r);
-    assert_eq!(c.ready_pods(), r);
+    assert_eq!(c.available_pods(), r);
 
     c.set_version("2");
     let check = |c: &Cluster, when: &str, step: usize| {
@@ -42,9 +45,9 @@ fn roll(
             r
         );
         assert!(
-            c.ready_pods() + max_unavailable >= r,
+            c.available_pods() + max_unavailable >= r,
             "step {step} {when}: {} available, fewer than {r} - {max_unavailable}",
-            c.ready_pods()
+            c.available_pods()
         );
     };
     let mut done = false;
@@ -57,8 +60,9 @@ fn roll(
         c.sync_replica_sets();
         check(&c, "after pods turned Ready", step);
         c.tick(1);
-        if c.pods_of("2") == r && c.total_pods() == r && c.ready_pods() == r {
-            // One more round for the status to say so.
+        if c.pods_of("2") == r && c.total_pods() == r && c.available_pods() == r {
+            // One more round for the statuses to say so.
+            c.sync_replica_sets();
             c.sync_deployment();
             done = true;
             break;
@@ -90,26 +94,32 @@ fn roll(
 #[test]
 fn rolling_update_with_default_fenceposts() {
     // 25% of 10: surge rounds up to 3, unavailable down to 2.
-    roll(10, pct("25%"), pct("25%"), 3, 2, 1);
-    roll(10, pct("25%"), pct("25%"), 3, 2, 100);
+    roll(10, pct("25%"), pct("25%"), 3, 2, 1, 0);
+    roll(10, pct("25%"), pct("25%"), 3, 2, 100, 0);
 }
 
 #[test]
 fn rolling_update_without_surge() {
-    roll(5, int(0), int(1), 0, 1, 1);
-    roll(4, int(0), int(2), 0, 2, 100);
+    roll(5, int(0), int(1), 0, 1, 1, 0);
+    roll(4, int(0), int(2), 0, 2, 100, 0);
 }
 
 #[test]
 fn rolling_update_without_unavailability() {
-    roll(4, int(1), int(0), 1, 0, 1);
-    roll(3, pct("100%"), pct("0%"), 3, 0, 2);
+    roll(4, int(1), int(0), 1, 0, 1, 0);
+    roll(3, pct("100%"), pct("0%"), 3, 0, 2, 0);
+}
+
+#[test]
+fn rolling_update_waits_for_min_ready_seconds() {
+    roll(6, int(2), int(1), 2, 1, 100, 3);
+    roll(4, int(0), int(1), 0, 1, 1, 5);
 }
 
 #[test]
 fn rolling_update_of_one_replica_where_both_round_to_zero() {
     // 10% of 1 rounds to 0 both ways: maxUnavailable becomes 1.
-    roll(1, int(0), pct("10%"), 0, 1, 1);
+    roll(1, int(0), pct("10%"), 0, 1, 1, 0);
 }
 
 #[test]
@@ -129,7 +139,7 @@ fn recreate_removes_every_old_pod_before_making_new_ones() {
         c.make_ready(1);
         c.sync_replica_sets();
         c.tick(1);
-        if c.pods_of("2") == 3 && c.ready_pods() == 3 {
+        if c.pods_of("2") == 3 && c.available_pods() == 3 {
             done = true;
             break;
         }

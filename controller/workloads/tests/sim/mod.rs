@@ -242,14 +242,25 @@ impl Cluster {
         self.pods.len()
     }
 
-    pub fn ready_pods(&self) -> usize {
+    /// Pods Ready for longer than the Deployment's `minReadySeconds`.
+    pub fn available_pods(&self) -> usize {
+        let min_ready =
+            SignedDuration::from_secs(i64::from(self.d.spec.min_ready_seconds.unwrap_or(0)));
         self.pods
             .iter()
             .filter(|p| {
                 p.status
                     .as_ref()
                     .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c.type_ == "Ready"
+                                && c.status == "True"
+                                && (min_ready.is_zero()
+                                    || c.last_transition_time.as_ref().unwrap().0 + min_ready
+                                        < self.now)
+                        })
+                    })
             })
             .count()
     }
@@ -312,8 +323,8 @@ impl Cluster {
             let readied = self.make_ready(usize::MAX);
             self.sync_replica_sets();
             self.tick(1);
-            if readied == 0 && before == (self.rss.clone(), self.pods.len(), self.d.status.clone())
-            {
+            let after = (self.rss.clone(), self.pods.len(), self.d.status.clone());
+            if readied == 0 && before == after && self.available_pods() == self.pods.len() {
                 return;
             }
         }

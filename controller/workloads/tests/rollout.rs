@@ -4,6 +4,7 @@
 mod sim;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use proptest::prelude::*;
 use sim::{deployment, recreate, rolling, Cluster};
 use sluice_workloads::deployment::reasons;
 
@@ -170,4 +171,23 @@ fn scaling_mid_rollout_keeps_the_proportions() {
     c.sync_deployment();
     assert_eq!(c.sizes().get("web:1"), Some(&18));
     assert_eq!(c.sizes().get("web:2"), Some(&5));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any whole-number fenceposts (not both 0), any kubelet pace, any
+    /// `minReadySeconds`: the same guarantees at every step.
+    #[test]
+    fn rolling_update_keeps_its_bounds(
+        replicas in 1i32..9,
+        surge in 0i32..4,
+        unavailable in 0i32..4,
+        ready_per_step in 1usize..5,
+        min_ready in 0i32..3,
+    ) {
+        prop_assume!(surge + unavailable > 0);
+        let max_unavailable = unavailable.min(replicas) as usize;
+        roll(replicas, int(surge), int(unavailable), surge as usize, max_unavailable, ready_per_step, min_ready);
+    }
 }

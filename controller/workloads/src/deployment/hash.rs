@@ -1,13 +1,5 @@
 //! The `pod-template-hash` that names a Deployment's ReplicaSets and tells
 //! their pods apart.
-//!
-//! Rendered as upstream renders it: the decimal form of a 32-bit FNV-1a
-//! hash, each digit mapped into the alphabet of `rand.SafeEncodeString`
-//! (no vowels, no look-alikes), so it looks like `7d4b9c8f6`. The bytes
-//! hashed are the template's JSON (fields in a fixed order, maps sorted),
-//! not Go's struct dump that upstream hashes, so the value is stable and
-//! unique per template here but not the one kube-controller-manager would
-//! compute for the same template.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 
@@ -29,6 +21,17 @@ fn fnv1a(hash: u32, bytes: &[u8]) -> u32 {
 /// The hash of `template`, with `collision_count` (the Deployment's
 /// `status.collisionCount`) mixed in as upstream does, eight bytes little
 /// endian, so that a name taken by someone else yields a new one.
+///
+/// Rendered as upstream renders it: the decimal form of a 32-bit FNV-1a
+/// hash, each digit mapped into the alphabet of `rand.SafeEncodeString`
+/// (no vowels, no look-alikes), so it looks like `7d4b9c8f6`. The bytes
+/// hashed are the template's JSON (fields in a fixed order, maps sorted),
+/// not the Go struct dump upstream hashes: the value is stable and differs
+/// between templates here, but it is not the one kube-controller-manager
+/// computes for the same template. That only changes the names of new
+/// ReplicaSets: the new one is found by comparing templates (the hash
+/// label left out), so ReplicaSets kube-controller-manager made are still
+/// recognised.
 pub fn pod_template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
     // Serialising these types cannot fail: every map is keyed by strings.
     let json = serde_json::to_vec(template).unwrap_or_default();

@@ -16,6 +16,7 @@ use crate::owner::{self, Claim};
 use crate::{pods, spec, WorkloadError};
 
 pub use burst::{slow_start_batches, BURST_REPLICAS};
+pub use ranking::DELETION_COST_ANNOTATION;
 
 const KIND: &str = "ReplicaSet";
 

@@ -186,6 +186,21 @@ impl IntOrPercent {
     /// A non-negative count or a whole percentage 0–100 (`"25%"`), as the
     /// API server accepts for a budget's `minAvailable` / `maxUnavailable`.
     pub fn parse(field: &'static str, v: &IntOrString) -> Result<Self, PolicyError> {
+        let parsed = Self::parse_uncapped(field, v)?;
+        if let (IntOrPercent::Percent(p), IntOrString::String(s)) = (parsed, v) {
+            if p > 100 {
+                return Err(PolicyError::OverHundredPercent {
+                    field,
+                    value: s.clone(),
+                });
+            }
+        }
+        Ok(parsed)
+    }
+
+    /// A non-negative count or a whole percentage of any size (`"200%"`),
+    /// as the API server accepts for a Deployment's `maxSurge`.
+    pub fn parse_uncapped(field: &'static str, v: &IntOrString) -> Result<Self, PolicyError> {
         match v {
             IntOrString::Int(n) => {
                 u32::try_from(*n)
@@ -205,12 +220,6 @@ impl IntOrPercent {
                         field,
                         value: s.clone(),
                     })?;
-                if p > 100 {
-                    return Err(PolicyError::OverHundredPercent {
-                        field,
-                        value: s.clone(),
-                    });
-                }
                 Ok(IntOrPercent::Percent(p))
             }
         }
@@ -218,10 +227,25 @@ impl IntOrPercent {
 
     /// Kubernetes' `GetScaledValueFromIntOrPercent(v, total, roundUp=true)`.
     pub fn scaled_up(self, total: u32) -> u32 {
+        self.scaled(total, true)
+    }
+
+    /// Kubernetes' `GetScaledValueFromIntOrPercent(v, total, roundUp=false)`
+    /// (a Deployment's `maxUnavailable`).
+    pub fn scaled_down(self, total: u32) -> u32 {
+        self.scaled(total, false)
+    }
+
+    fn scaled(self, total: u32, round_up: bool) -> u32 {
         match self {
             IntOrPercent::Int(n) => n,
             IntOrPercent::Percent(p) => {
-                let v = (u64::from(p) * u64::from(total)).div_ceil(100);
+                let product = u64::from(p) * u64::from(total);
+                let v = if round_up {
+                    product.div_ceil(100)
+                } else {
+                    product / 100
+                };
                 u32::try_from(v).unwrap_or(u32::MAX)
             }
         }

@@ -70,8 +70,22 @@ fn stored(v: &Value) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap_or_default()
 }
 
-/// Campaign on etcd forever; while leader, renew the Lease, fenced.
-pub async fn run_on_etcd(client: Client, identity: String) {
+/// The decision loops a leader runs (`None`: only the election, as the
+/// election tests run it).
+#[derive(Clone)]
+pub struct Loops {
+    pub client: kube::Client,
+    pub config: crate::loops::LoopConfig,
+}
+
+fn start(loops: Option<&Loops>) -> Option<tokio::task::JoinSet<()>> {
+    loops.map(|l| crate::loops::run(l.client.clone(), &l.config))
+}
+
+/// Campaign on etcd forever; while leader, run the loops and renew the
+/// Lease, fenced. A deposed leader's loops are stopped before it
+/// campaigns again.
+pub async fn run_on_etcd(client: Client, identity: String, loops: Option<Loops>) {
     loop {
         let candidate = Candidate::new(client.clone(), LEADER_KEY, &identity, TTL_SECS);
         let lead = match candidate.campaign().await {
@@ -88,6 +102,8 @@ pub async fn run_on_etcd(client: Client, identity: String) {
             "leader: running the decision loops"
         );
         let mut kv = client.clone();
+        // Dropped (every task aborted) when this leadership ends.
+        let _running = start(loops.as_ref());
         loop {
             let previous = kv.get(LEASE_KEY, None).await.ok().and_then(|r| {
                 r.kvs()
@@ -120,8 +136,9 @@ pub async fn run_on_etcd(client: Client, identity: String) {
 }
 
 /// The embedded store has one controller: it leads, unfenced.
-pub async fn run_alone(store: Arc<dyn Store>, identity: String) {
+pub async fn run_alone(store: Arc<dyn Store>, identity: String, loops: Option<Loops>) {
     info!(identity, "leader (embedded store: the only controller)");
+    let _running = start(loops.as_ref());
     loop {
         let result = async {
             match store.get(LEASE_KEY).await? {
@@ -151,10 +168,10 @@ pub async fn run_alone(store: Arc<dyn Store>, identity: String) {
 }
 
 /// Run the election for `store` in the background.
-pub fn spawn(store: Arc<dyn Store>, etcd: Option<Client>, identity: String) {
+pub fn spawn(store: Arc<dyn Store>, etcd: Option<Client>, identity: String, loops: Option<Loops>) {
     match etcd {
-        Some(c) => tokio::spawn(run_on_etcd(c, identity)),
-        None => tokio::spawn(run_alone(store, identity)),
+        Some(c) => tokio::spawn(run_on_etcd(c, identity, loops)),
+        None => tokio::spawn(run_alone(store, identity, loops)),
     };
 }
 

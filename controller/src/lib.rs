@@ -9,6 +9,7 @@ pub mod identity;
 pub mod init;
 pub mod kubeconfig;
 pub mod leader;
+pub mod loops;
 pub mod pki;
 pub mod prefixed;
 pub mod serve;

@@ -66,6 +66,16 @@ pub struct ServeOptions {
     /// health-check node ports of `externalTrafficPolicy: Local`).
     #[arg(long, default_value = api::allocate::ports::DEFAULT)]
     pub service_node_port_range: String,
+    /// Allocate each Node's `spec.podCIDRs` from this CIDR, or two
+    /// (comma-separated, one IPv4 and one IPv6), as kube-controller-
+    /// manager's `--cluster-cidr` with `--allocate-node-cidrs`; unset, Nodes
+    /// keep the podCIDRs they register with.
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_cidr: Vec<String>,
+    /// The prefix length of each Node's pod CIDR, per cluster CIDR in
+    /// order (default /24 for IPv4, /64 for IPv6).
+    #[arg(long, value_delimiter = ',')]
+    pub node_cidr_mask_size: Vec<u8>,
 }
 
 /// The store, and the etcd client when the store is etcd (for the
@@ -156,8 +166,24 @@ pub async fn run(
     // kept) get them before anything new is handed out; then every 3 min.
     api::services::repair_logged(store.as_ref()).await;
     api::services::spawn_repair(store.clone());
-    crate::leader::spawn(store.clone(), etcd, identity);
-    let app = api::router(Authenticator::new(&tokens), Objects::new(store, services));
+    if !opts.cluster_cidr.is_empty() {
+        // A bad flag stops the start, rather than a loop that never runs.
+        let cidrs: Vec<&str> = opts.cluster_cidr.iter().map(String::as_str).collect();
+        let masks: Vec<Option<u8>> = opts.node_cidr_mask_size.iter().map(|m| Some(*m)).collect();
+        sluice_lifecycle::pod_cidrs::Allocator::new(&cidrs, &masks).map_err(anyhow::Error::msg)?;
+    }
+    let objects = Objects::new(store.clone(), services);
+    let loops = crate::leader::Loops {
+        client: crate::loops::client::in_process(objects.clone()),
+        config: crate::loops::LoopConfig {
+            cluster_cidrs: opts.cluster_cidr.clone(),
+            node_cidr_masks: (0..opts.cluster_cidr.len())
+                .map(|i| opts.node_cidr_mask_size.get(i).copied())
+                .collect(),
+        },
+    };
+    crate::leader::spawn(store, etcd, identity, Some(loops));
+    let app = api::router(Authenticator::new(&tokens), objects);
     let listener = TcpListener::bind(opts.bind)
         .await
         .with_context(|| format!("listening on {}", opts.bind))?;

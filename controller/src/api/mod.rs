@@ -51,6 +51,16 @@ async fn not_found(uri: Uri) -> ApiError {
 
 /// Everything the server answers, behind bearer-token authentication.
 pub fn router(auth: Authenticator, objects: Objects) -> Router {
+    routes(objects).layer(middleware::from_fn_with_state(auth, auth::require_token))
+}
+
+/// The routes for a caller inside the process, who is `identity` without
+/// a token (the decision loops).
+pub fn in_process(objects: Objects, identity: crate::identity::Identity) -> Router {
+    routes(objects).layer(axum::Extension(identity))
+}
+
+fn routes(objects: Objects) -> Router {
     let objects = Router::new()
         .route("/api/v1/{*rest}", any(objects::handle))
         .route("/apis/{group}/{version}/{*rest}", any(objects::handle))
@@ -63,5 +73,4 @@ pub fn router(auth: Authenticator, objects: Objects) -> Router {
         .route("/livez", get(ok))
         .route("/readyz", get(ok))
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(auth, auth::require_token))
 }

@@ -227,6 +227,17 @@ pub fn decode_body(ctype: &str, bytes: &[u8]) -> Result<Value, ApiError> {
     if bytes.is_empty() {
         return Err(bad_request("the request has no body"));
     }
+    if ctype.contains("protobuf") || ctype.contains("cbor") {
+        // client-go sends built-in kinds as protobuf (or CBOR) when it can
+        // and falls back to JSON on a 415, as against a server that serves
+        // those kinds only as JSON.
+        let media = ctype.split(';').next().unwrap_or(ctype).trim();
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!("the body's media type {media:?} is not supported: send application/json or application/yaml"),
+        ));
+    }
     if ctype.contains("yaml") {
         serde_yaml::from_slice(bytes)
             .map_err(|e| bad_request(format!("the body is not valid YAML: {e}")))

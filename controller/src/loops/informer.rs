@@ -1,0 +1,160 @@
+//! One watched kind, cached and shared by every loop: the objects of the
+//! last complete list plus every change since (kube-rs's watcher does the
+//! list, the watch and the relist after a 410), kept ordered by
+//! (namespace, name) so "the pods of a namespace" is a range, not a scan,
+//! and each change told to the loops that follow the kind.
+//!
+//! A loop that falls behind the change feed (its broadcast lagged) is told
+//! so and resynchronises from the cache; nothing it acts on is lost,
+//! because what it acts on is the cache, not the feed.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::{Arc, RwLock};
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event};
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinSet;
+use tracing::warn;
+
+/// (namespace, name); cluster-scoped objects have an empty namespace.
+pub type Key = (String, String);
+
+pub fn key_of<K: Resource>(obj: &K) -> Key {
+    let m = obj.meta();
+    (
+        m.namespace.clone().unwrap_or_default(),
+        m.name.clone().unwrap_or_default(),
+    )
+}
+
+/// A change as the loops see it: the object after it (or, for a delete,
+/// the last state seen).
+#[derive(Debug, Clone)]
+pub enum Change<K> {
+    Applied(Arc<K>),
+    Deleted(Arc<K>),
+    /// The cache was rebuilt from a new list: anything may have changed.
+    Relisted,
+}
+
+pub struct Informer<K> {
+    objects: RwLock<BTreeMap<Key, Arc<K>>>,
+    changes: broadcast::Sender<Change<K>>,
+    ready: watch::Sender<bool>,
+}
+
+/// How many changes a slow loop may be behind before it resynchronises.
+const FEED: usize = 16 * 1024;
+
+impl<K> Informer<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    /// Starts following `api` in `tasks` (it stops with them); the
+    /// returned informer fills as the first list arrives
+    /// ([`Informer::ready`]).
+    pub fn start(api: Api<K>, config: watcher::Config, tasks: &mut JoinSet<()>) -> Arc<Self> {
+        let (changes, _) = broadcast::channel(FEED);
+        let (ready, _) = watch::channel(false);
+        let inf = Arc::new(Informer {
+            objects: RwLock::new(BTreeMap::new()),
+            changes,
+            ready,
+        });
+        let me = inf.clone();
+        tasks.spawn(async move {
+            let mut stream = watcher::watcher(api, config).boxed();
+            let mut relist: Option<BTreeMap<Key, Arc<K>>> = None;
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(ev) => me.apply(ev, &mut relist),
+                    Err(e) => {
+                        // The watcher backs off and retries by itself.
+                        warn!(kind = %K::kind(&Default::default()), error = %e, "watch");
+                    }
+                }
+            }
+        });
+        inf
+    }
+
+    fn apply(&self, ev: Event<K>, relist: &mut Option<BTreeMap<Key, Arc<K>>>) {
+        match ev {
+            Event::Init => *relist = Some(BTreeMap::new()),
+            Event::InitApply(o) => {
+                if let Some(r) = relist.as_mut() {
+                    r.insert(key_of(&o), Arc::new(o));
+                }
+            }
+            Event::InitDone => {
+                if let Some(r) = relist.take() {
+                    *self.write() = r;
+                }
+                self.ready.send_replace(true);
+                let _ = self.changes.send(Change::Relisted);
+            }
+            Event::Apply(o) => {
+                let o = Arc::new(o);
+                self.write().insert(key_of(o.as_ref()), o.clone());
+                let _ = self.changes.send(Change::Applied(o));
+            }
+            Event::Delete(o) => {
+                let o = Arc::new(o);
+                self.write().remove(&key_of(o.as_ref()));
+                let _ = self.changes.send(Change::Deleted(o));
+            }
+        }
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<Key, Arc<K>>> {
+        self.objects.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Key, Arc<K>>> {
+        self.objects.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for the first complete list.
+    pub async fn ready(&self) {
+        let mut rx = self.ready.subscribe();
+        let _ = rx.wait_for(|r| *r).await;
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Change<K>> {
+        self.changes.subscribe()
+    }
+
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.read()
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// Every object of `namespace`, in name order.
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        let from = (namespace.to_owned(), String::new());
+        self.read()
+            .range(from..)
+            .take_while(|((ns, _), _)| ns == namespace)
+            .map(|(_, o)| o.clone())
+            .collect()
+    }
+
+    pub fn all(&self) -> Vec<Arc<K>> {
+        self.read().values().cloned().collect()
+    }
+
+    pub fn keys(&self) -> Vec<Key> {
+        self.read().keys().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+}

@@ -1,0 +1,233 @@
+//! The leader's decision loops, as kube-controller-manager runs them
+//! against kube-apiserver: each kind the loops read is watched once
+//! ([`informer`]) through the controller's own API, in process (no TCP,
+//! no TLS: a kube-rs client over the axum router, see [`client`]), and
+//! every write goes through that API too, so defaults, validation,
+//! allocation, managedFields and watches are the same as for kubectl.
+//!
+//! Each loop is a queue of keys ([`queue`]) woken by the changes of the
+//! kinds it follows, and a pure decision per key from the workspace's
+//! decision crates:
+//! - ReplicaSets and Deployments (`sluice_workloads`): [`workloads`];
+//! - EndpointSlices of Services, node lifecycle, pod CIDRs
+//!   (`sluice_lifecycle`): [`endpoints`], [`nodes`].
+
+pub mod client;
+pub mod endpoints;
+pub mod informer;
+pub mod nodes;
+pub mod queue;
+pub mod workloads;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::api::Api;
+use kube::runtime::watcher;
+use kube::Client;
+use sluice_lifecycle::pod_cidrs::Allocator;
+use sluice_model::k8s::jiff::SignedDuration;
+use sluice_model::k8s::{
+    Deployment, EndpointSlice, Lease, Node, ObjectMeta, Pod, ReplicaSet, Service,
+};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinSet;
+use tracing::info;
+
+use informer::{Change, Informer, Key};
+use queue::Queue;
+
+/// The field manager of every write the loops make (upstream's controllers
+/// write as `kube-controller-manager`).
+pub const MANAGER: &str = "kube-controller-manager";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Workload(#[from] sluice_workloads::WorkloadError),
+    #[error("{0}")]
+    Lifecycle(#[from] sluice_lifecycle::LifecycleError),
+}
+
+/// What the loops are configured with (`serve`'s flags).
+#[derive(Debug, Clone, Default)]
+pub struct LoopConfig {
+    /// `--cluster-cidr`: pod CIDRs are allocated to Nodes when set.
+    pub cluster_cidrs: Vec<String>,
+    /// `--node-cidr-mask-size`: per family, in `cluster_cidrs`' order.
+    pub node_cidr_masks: Vec<Option<u8>>,
+}
+
+/// The (namespace, name) of the controller of `meta` if it is a `kind`.
+pub fn owner_of(meta: &ObjectMeta, kind: &str) -> Option<Key> {
+    let owner = meta
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == kind)?;
+    Some((meta.namespace.clone().unwrap_or_default(), owner.name.clone()))
+}
+
+/// A decision's "look again after" as the queue's delay.
+pub fn requeue(after: Option<SignedDuration>) -> Option<Duration> {
+    after.and_then(|d| Duration::try_from(d).ok())
+}
+
+/// Feeds a loop's queue from one informer's changes, for as long as the
+/// informer lives; a lagging feed becomes a resync.
+fn follow<K, F>(tasks: &mut JoinSet<()>, inf: &Arc<Informer<K>>, queue: Arc<Queue>, on: F)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    F: Fn(&Change<K>, &Queue) + Send + 'static,
+{
+    let mut rx = inf.subscribe();
+    tasks.spawn(async move {
+        loop {
+            match rx.recv().await {
+                Ok(c) => on(&c, &queue),
+                Err(RecvError::Lagged(_)) => on(&Change::Relisted, &queue),
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
+}
+
+/// Runs every loop until the returned set is dropped or aborted (the
+/// leader aborts it when it loses the lease).
+pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
+    let mut tasks = JoinSet::new();
+    let wc = watcher::Config::default();
+    let pods = Informer::start(Api::<Pod>::all(client.clone()), wc.clone(), &mut tasks);
+    let nodes = Informer::start(Api::<Node>::all(client.clone()), wc.clone(), &mut tasks);
+    let sets = Informer::start(Api::<ReplicaSet>::all(client.clone()), wc.clone(), &mut tasks);
+    let deployments =
+        Informer::start(Api::<Deployment>::all(client.clone()), wc.clone(), &mut tasks);
+    let services = Informer::start(Api::<Service>::all(client.clone()), wc.clone(), &mut tasks);
+    let slices = Informer::start(Api::<EndpointSlice>::all(client.clone()), wc.clone(), &mut tasks);
+    let leases = Informer::start(
+        Api::<Lease>::namespaced(client.clone(), sluice_lifecycle::node_lifecycle::LEASE_NAMESPACE),
+        wc,
+        &mut tasks,
+    );
+
+    let rs = Arc::new(workloads::ReplicaSets::new(client.clone(), sets.clone(), pods.clone()));
+    let q = Queue::new();
+    let r = rs.clone();
+    follow(&mut tasks, &pods, q.clone(), move |c, q| r.on_pod(c, q));
+    let s = sets.clone();
+    follow(&mut tasks, &sets, q.clone(), move |c, q| match c {
+        Change::Applied(o) | Change::Deleted(o) => q.add(informer::key_of(o.as_ref())),
+        Change::Relisted => q.add_all(s.keys()),
+    });
+    let r = rs.clone();
+    tasks.spawn(q.work("replicaset", move |k| {
+        let r = r.clone();
+        async move { r.reconcile(k).await }
+    }));
+
+    let dep = Arc::new(workloads::Deployments {
+        client: client.clone(),
+        deployments: deployments.clone(),
+        sets: sets.clone(),
+        pods: pods.clone(),
+    });
+    let q = Queue::new();
+    let d = dep.clone();
+    follow(&mut tasks, &sets, q.clone(), move |c, q| d.on_set(c, q));
+    let d = dep.clone();
+    follow(&mut tasks, &pods, q.clone(), move |c, q| d.on_pod(c, q));
+    let ds = deployments.clone();
+    follow(&mut tasks, &deployments, q.clone(), move |c, q| match c {
+        Change::Applied(o) | Change::Deleted(o) => q.add(informer::key_of(o.as_ref())),
+        Change::Relisted => q.add_all(ds.keys()),
+    });
+    let d = dep.clone();
+    tasks.spawn(q.work("deployment", move |k| {
+        let d = d.clone();
+        async move { d.reconcile(k).await }
+    }));
+
+    let eps = Arc::new(endpoints::EndpointSlices {
+        client: client.clone(),
+        services: services.clone(),
+        pods: pods.clone(),
+        nodes: nodes.clone(),
+        slices: slices.clone(),
+    });
+    let q = Queue::new();
+    let e = eps.clone();
+    follow(&mut tasks, &pods, q.clone(), move |c, q| e.on_pod(c, q));
+    let e = eps.clone();
+    follow(&mut tasks, &slices, q.clone(), move |c, q| e.on_slice(c, q));
+    let e = eps.clone();
+    follow(&mut tasks, &nodes, q.clone(), move |c, q| e.on_node(c, q));
+    let sv = services.clone();
+    follow(&mut tasks, &services, q.clone(), move |c, q| match c {
+        Change::Applied(o) | Change::Deleted(o) => q.add(informer::key_of(o.as_ref())),
+        Change::Relisted => q.add_all(sv.keys()),
+    });
+    let e = eps.clone();
+    tasks.spawn(q.work("endpointslice", move |k| {
+        let e = e.clone();
+        async move { e.reconcile(k).await }
+    }));
+
+    let life = Arc::new(nodes::Lifecycle {
+        client: client.clone(),
+        nodes: nodes.clone(),
+        leases: leases.clone(),
+        pods: pods.clone(),
+        config: Default::default(),
+    });
+    let q = Queue::new();
+    let l = life.clone();
+    follow(&mut tasks, &nodes, q.clone(), move |c, q| l.on_node(c, q));
+    let l = life.clone();
+    follow(&mut tasks, &leases, q.clone(), move |c, q| l.on_lease(c, q));
+    let l = life.clone();
+    let (n, ls) = (nodes.clone(), leases.clone());
+    tasks.spawn(async move {
+        // The first pass waits for a complete view: a node is not silent
+        // just because its Lease is not listed yet.
+        n.ready().await;
+        ls.ready().await;
+        q.add(nodes::cluster_key());
+        q.work("node-lifecycle", move |_| {
+            let l = l.clone();
+            async move { l.reconcile().await }
+        })
+        .await
+    });
+
+    if !config.cluster_cidrs.is_empty() {
+        let cidrs: Vec<&str> = config.cluster_cidrs.iter().map(String::as_str).collect();
+        match Allocator::new(&cidrs, &config.node_cidr_masks) {
+            Ok(a) => {
+                let pc = Arc::new(nodes::PodCidrs {
+                    client: client.clone(),
+                    nodes: nodes.clone(),
+                    allocator: Mutex::new(a),
+                });
+                let q = Queue::new();
+                let p = pc.clone();
+                follow(&mut tasks, &nodes, q.clone(), move |c, q| p.on_node(c, q));
+                let p = pc.clone();
+                tasks.spawn(q.work("pod-cidrs", move |k| {
+                    let p = p.clone();
+                    async move { p.reconcile(k).await }
+                }));
+            }
+            Err(e) => tracing::error!(error = %e, "pod CIDRs are not allocated"),
+        }
+    }
+    info!("decision loops running");
+    tasks
+}

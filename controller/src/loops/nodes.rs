@@ -1,0 +1,195 @@
+//! Node loops: the node lifecycle (silent nodes marked Unknown and
+//! tainted, their pods evicted when their tolerations run out) and pod
+//! CIDRs for new Nodes. The decisions are `sluice_lifecycle`'s (pure);
+//! this file feeds them the cache and writes through the API.
+//!
+//! The lifecycle decides over the whole cluster at once (zones are judged
+//! together), so it is one key woken by Node and Lease changes and by its
+//! own "next due" time, never more than once per [`MIN_PASS`].
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::Client;
+use serde_json::json;
+use sluice_lifecycle::node_lifecycle::{self, Config};
+use sluice_lifecycle::pod_cidrs::Allocator;
+use sluice_model::k8s::jiff::Timestamp;
+use sluice_model::k8s::{Lease, Node, Pod};
+use tracing::{info, warn};
+
+use super::informer::{Change, Informer, Key};
+use super::queue::{Next, Queue};
+use super::{requeue, LoopError, MANAGER};
+
+/// The one key of the lifecycle loop.
+pub fn cluster_key() -> Key {
+    (String::new(), String::new())
+}
+
+/// Passes are at least this far apart: a storm of heartbeats is one pass.
+pub const MIN_PASS: Duration = Duration::from_millis(500);
+
+/// When nothing is due sooner, look again after this long anyway.
+const IDLE_PASS: Duration = Duration::from_secs(5);
+
+pub struct Lifecycle {
+    pub client: Client,
+    pub nodes: Arc<Informer<Node>>,
+    pub leases: Arc<Informer<Lease>>,
+    pub pods: Arc<Informer<Pod>>,
+    pub config: Config,
+}
+
+fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(MANAGER.into()),
+        ..Default::default()
+    }
+}
+
+impl Lifecycle {
+    pub async fn reconcile(&self) -> Result<Next, LoopError> {
+        let nodes: Vec<Node> = self.nodes.all().iter().map(|n| (**n).clone()).collect();
+        let leases: Vec<Lease> = self
+            .leases
+            .in_namespace(node_lifecycle::LEASE_NAMESPACE)
+            .iter()
+            .map(|l| (**l).clone())
+            .collect();
+        let pods: Vec<Pod> = self
+            .pods
+            .all()
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+            .map(|p| (**p).clone())
+            .collect();
+        let plan = node_lifecycle::reconcile(&nodes, &leases, &pods, &self.config, Timestamp::now());
+        let node_api: Api<Node> = Api::all(self.client.clone());
+        for u in &plan.node_updates {
+            if let Some(conditions) = &u.conditions {
+                let patch = json!({"status": {"conditions": conditions}});
+                node_api
+                    .patch_status(&u.node, &params(), &Patch::Merge(&patch))
+                    .await?;
+            }
+            if let Some(taints) = &u.taints {
+                let patch = json!({"spec": {"taints": taints}});
+                node_api.patch(&u.node, &params(), &Patch::Merge(&patch)).await?;
+            }
+        }
+        let now = Timestamp::now().to_string();
+        for p in &plan.mark_not_ready {
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &p.namespace);
+            let patch = json!({"status": {"conditions": [{"type": "Ready", "status": "False",
+                "reason": "NodeNotReady", "lastTransitionTime": now}]}});
+            if let Err(e) = api
+                .patch_status(&p.name, &params(), &Patch::Strategic(&patch))
+                .await
+            {
+                warn!(pod = %p.name, error = %e, "marking a pod on a silent node not ready");
+            }
+        }
+        for ev in &plan.evictions {
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &ev.pod.namespace);
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: ev.pod.uid.clone(),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            info!(pod = %ev.pod.name, node = %ev.pod.node, "{}", ev.message());
+            match api.delete(&ev.pod.name, &dp).await {
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                r => {
+                    r?;
+                }
+            }
+        }
+        let next = requeue(plan.requeue_after).unwrap_or(IDLE_PASS);
+        Ok(Some(next.max(MIN_PASS)))
+    }
+
+    pub fn on_node(&self, change: &Change<Node>, queue: &Queue) {
+        let _ = change;
+        queue.add(cluster_key());
+    }
+
+    pub fn on_lease(&self, change: &Change<Lease>, queue: &Queue) {
+        let _ = change;
+        queue.add(cluster_key());
+    }
+}
+
+/// Pod CIDRs (`--cluster-cidr`): a Node without `spec.podCIDRs` gets the
+/// lowest free block of each cluster CIDR; the blocks in use are rebuilt
+/// from the Nodes when the loop starts, and a deleted Node's freed.
+pub struct PodCidrs {
+    pub client: Client,
+    pub nodes: Arc<Informer<Node>>,
+    pub allocator: Mutex<Allocator>,
+}
+
+impl PodCidrs {
+    /// The allocator with what the cached Nodes hold.
+    pub fn rebuild(&self) {
+        let nodes: Vec<Node> = self.nodes.all().iter().map(|n| (**n).clone()).collect();
+        let mut a = self.allocator.lock().unwrap_or_else(|p| p.into_inner());
+        for problem in a.rebuild(&nodes) {
+            warn!(error = %problem, "a node's podCIDRs");
+        }
+    }
+
+    pub async fn reconcile(&self, key: Key) -> Result<Next, LoopError> {
+        let Some(node) = self.nodes.get("", &key.1) else {
+            return Ok(None);
+        };
+        let picked = {
+            let mut a = self.allocator.lock().unwrap_or_else(|p| p.into_inner());
+            a.allocate(&node)?
+        };
+        let Some(cidrs) = picked else {
+            return Ok(None);
+        };
+        let api: Api<Node> = Api::all(self.client.clone());
+        let patch = json!({"spec": {"podCIDR": cidrs.first(), "podCIDRs": cidrs}});
+        match api.patch(&key.1, &params(), &Patch::Merge(&patch)).await {
+            Ok(_) => {
+                info!(node = %key.1, ?cidrs, "pod CIDRs allocated");
+                Ok(None)
+            }
+            Err(e) => {
+                // Not written: the blocks are free again.
+                let mut with = (*node).clone();
+                with.spec.get_or_insert_with(Default::default).pod_cidrs = Some(cidrs);
+                self.allocator
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .release(&with);
+                Err(e.into())
+            }
+        }
+    }
+
+    pub fn on_node(&self, change: &Change<Node>, queue: &Queue) {
+        match change {
+            Change::Applied(n) => {
+                let has = n.spec.as_ref().and_then(|s| s.pod_cidrs.as_ref()).is_some_and(|c| !c.is_empty());
+                if !has {
+                    queue.add(super::informer::key_of(n.as_ref()));
+                }
+            }
+            Change::Deleted(n) => self
+                .allocator
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .release(n),
+            Change::Relisted => {
+                self.rebuild();
+                queue.add_all(self.nodes.keys());
+            }
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! The ReplicaSet and Deployment loops: the decisions are
+//! `sluice_workloads`' (pure); this file feeds them the cached objects and
+//! makes their writes through the API, as kube-controller-manager does.
+//!
+//! A ReplicaSet's pods are created with `generateName`, so a sync that ran
+//! before its own creations were back in the cache would create them
+//! again. As upstream, each ReplicaSet carries "expectations": the pods it
+//! created or deleted and has not yet seen come back; its next sync waits
+//! for them (or for five minutes, upstream's bound, in case a watch event
+//! was lost).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::Client;
+use serde_json::json;
+use sluice_model::k8s::jiff::Timestamp;
+use sluice_model::k8s::{Deployment, Pod, ReplicaSet};
+use sluice_workloads::deployment::{self, ReplicaSetAction};
+use sluice_workloads::replica_set::{self, PodAction};
+
+use super::informer::{Change, Informer, Key};
+use super::queue::{Next, Queue};
+use super::{owner_of, requeue, LoopError, MANAGER};
+
+/// How long expectations are trusted before a sync goes ahead anyway.
+const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(300);
+
+#[derive(Default)]
+struct Expected {
+    created: BTreeSet<String>,
+    deleted: BTreeSet<String>,
+    since: Option<Instant>,
+}
+
+pub struct ReplicaSets {
+    pub client: Client,
+    pub sets: Arc<Informer<ReplicaSet>>,
+    pub pods: Arc<Informer<Pod>>,
+    expected: Mutex<HashMap<Key, Expected>>,
+}
+
+impl ReplicaSets {
+    pub fn new(client: Client, sets: Arc<Informer<ReplicaSet>>, pods: Arc<Informer<Pod>>) -> Self {
+        ReplicaSets {
+            client,
+            sets,
+            pods,
+            expected: Mutex::default(),
+        }
+    }
+
+    /// Whether the writes of the last sync of `key` are all visible.
+    fn satisfied(&self, key: &Key) -> bool {
+        let mut all = self.expected.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(e) = all.get_mut(key) else {
+            return true;
+        };
+        let ns = &key.0;
+        e.created.retain(|name| self.pods.get(ns, name).is_none());
+        e.deleted.retain(|name| {
+            self.pods
+                .get(ns, name)
+                .is_some_and(|p| p.metadata.deletion_timestamp.is_none())
+        });
+        let timed_out = e.since.is_some_and(|s| s.elapsed() > EXPECTATIONS_TIMEOUT);
+        if (e.created.is_empty() && e.deleted.is_empty()) || timed_out {
+            all.remove(key);
+            return true;
+        }
+        false
+    }
+
+    fn expect(&self, key: &Key, created: Vec<String>, deleted: Vec<String>) {
+        if created.is_empty() && deleted.is_empty() {
+            return;
+        }
+        let mut all = self.expected.lock().unwrap_or_else(|p| p.into_inner());
+        let e = all.entry(key.clone()).or_default();
+        e.created.extend(created);
+        e.deleted.extend(deleted);
+        e.since.get_or_insert_with(Instant::now);
+    }
+
+    pub async fn reconcile(&self, key: Key) -> Result<Next, LoopError> {
+        let (ns, name) = &key;
+        let Some(rs) = self.sets.get(ns, name) else {
+            self.expected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+            return Ok(None);
+        };
+        if !self.satisfied(&key) {
+            return Ok(Some(Duration::from_millis(200)));
+        }
+        let pods: Vec<Pod> = self.pods.in_namespace(ns).iter().map(|p| (**p).clone()).collect();
+        let plan = replica_set::reconcile(&rs, &pods, Timestamp::now())?;
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let pp = PostParams {
+            field_manager: Some(MANAGER.into()),
+            ..Default::default()
+        };
+        let (mut created, mut deleted) = (Vec::new(), Vec::new());
+        let mut creations = Vec::new();
+        let mut first_error = None;
+        for action in plan.actions {
+            let done = match action {
+                PodAction::Create(pod) => {
+                    creations.push(*pod);
+                    Ok(())
+                }
+                PodAction::Delete { name, uid } => {
+                    let dp = DeleteParams {
+                        preconditions: Some(Preconditions {
+                            uid: Some(uid),
+                            resource_version: None,
+                        }),
+                        ..Default::default()
+                    };
+                    let r = api.delete(&name, &dp).await.map(|_| ());
+                    deleted.push(name);
+                    ignore_gone(r)
+                }
+                PodAction::Adopt {
+                    name,
+                    uid,
+                    owner_references,
+                }
+                | PodAction::Release {
+                    name,
+                    uid,
+                    owner_references,
+                } => {
+                    let patch = json!({"metadata": {"uid": uid, "ownerReferences": owner_references}});
+                    let params = PatchParams {
+                        field_manager: Some(MANAGER.into()),
+                        ..Default::default()
+                    };
+                    ignore_gone(api.patch(&name, &params, &Patch::Merge(&patch)).await.map(|_| ()))
+                }
+            };
+            if let Err(e) = done {
+                first_error.get_or_insert(e);
+            }
+        }
+        // Slow start, as upstream: batches of 1, 2, 4, ... so a template
+        // every create refuses costs one request, not hundreds.
+        let mut pending = creations.into_iter();
+        'batches: for size in replica_set::slow_start_batches(pending.len()) {
+            let batch: Vec<Pod> = pending.by_ref().take(size).collect();
+            let results = futures::future::join_all(batch.iter().map(|p| api.create(&pp, p))).await;
+            for r in results {
+                match r {
+                    Ok(p) => created.push(p.metadata.name.unwrap_or_default()),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                        break 'batches;
+                    }
+                }
+            }
+        }
+        self.expect(&key, created, deleted);
+        if rs.status.as_ref() != Some(&plan.status) {
+            let sets: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
+            let patch = json!({"status": plan.status});
+            let params = PatchParams {
+                field_manager: Some(MANAGER.into()),
+                ..Default::default()
+            };
+            ignore_gone(sets.patch_status(name, &params, &Patch::Merge(&patch)).await.map(|_| ()))?;
+        }
+        if let Some(e) = first_error {
+            return Err(e.into());
+        }
+        Ok(requeue(plan.requeue_after))
+    }
+
+    /// The ReplicaSets to look at after a pod changed: its controller.
+    pub fn on_pod(&self, change: &Change<Pod>, queue: &Queue) {
+        match change {
+            Change::Applied(p) | Change::Deleted(p) => {
+                if let Some(owner) = owner_of(&p.metadata, "ReplicaSet") {
+                    queue.add(owner);
+                } else {
+                    // An orphan may be adopted by any set of its namespace.
+                    let ns = p.metadata.namespace.clone().unwrap_or_default();
+                    for rs in self.sets.in_namespace(&ns) {
+                        queue.add(super::informer::key_of(rs.as_ref()));
+                    }
+                }
+            }
+            Change::Relisted => queue.add_all(self.sets.keys()),
+        }
+    }
+}
+
+pub struct Deployments {
+    pub client: Client,
+    pub deployments: Arc<Informer<Deployment>>,
+    pub sets: Arc<Informer<ReplicaSet>>,
+    pub pods: Arc<Informer<Pod>>,
+}
+
+impl Deployments {
+    pub async fn reconcile(&self, key: Key) -> Result<Next, LoopError> {
+        let (ns, name) = &key;
+        let Some(d) = self.deployments.get(ns, name) else {
+            return Ok(None);
+        };
+        let sets: Vec<ReplicaSet> = self.sets.in_namespace(ns).iter().map(|s| (**s).clone()).collect();
+        let pods: Vec<Pod> = self.pods.in_namespace(ns).iter().map(|p| (**p).clone()).collect();
+        let plan = deployment::reconcile(&d, &sets, &pods, Timestamp::now())?;
+        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
+        let pp = PostParams {
+            field_manager: Some(MANAGER.into()),
+            ..Default::default()
+        };
+        for action in plan.actions {
+            match action {
+                ReplicaSetAction::Create(rs) => match api.create(&pp, &rs).await {
+                    // Made by an earlier sync this cache had not seen yet.
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    r => {
+                        r?;
+                    }
+                },
+                ReplicaSetAction::Update(rs) => {
+                    let name = rs.metadata.name.clone().unwrap_or_default();
+                    ignore_gone(api.replace(&name, &pp, &rs).await.map(|_| ()))?;
+                }
+                ReplicaSetAction::Delete { name, uid } => {
+                    let dp = DeleteParams {
+                        preconditions: Some(Preconditions {
+                            uid: Some(uid),
+                            resource_version: None,
+                        }),
+                        ..Default::default()
+                    };
+                    ignore_gone(api.delete(&name, &dp).await.map(|_| ()))?;
+                }
+            }
+        }
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
+        let params = PatchParams {
+            field_manager: Some(MANAGER.into()),
+            ..Default::default()
+        };
+        if let Some(rev) = &plan.revision {
+            let patch = json!({"metadata": {"annotations": {deployment::REVISION: rev}}});
+            ignore_gone(deployments.patch(name, &params, &Patch::Merge(&patch)).await.map(|_| ()))?;
+        }
+        if d.status.as_ref() != Some(&plan.status) {
+            let patch = json!({"status": plan.status});
+            ignore_gone(
+                deployments
+                    .patch_status(name, &params, &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ()),
+            )?;
+        }
+        Ok(requeue(plan.requeue_after))
+    }
+
+    pub fn on_set(&self, change: &Change<ReplicaSet>, queue: &Queue) {
+        match change {
+            Change::Applied(s) | Change::Deleted(s) => {
+                if let Some(owner) = owner_of(&s.metadata, "Deployment") {
+                    queue.add(owner);
+                } else {
+                    let ns = s.metadata.namespace.clone().unwrap_or_default();
+                    for d in self.deployments.in_namespace(&ns) {
+                        queue.add(super::informer::key_of(d.as_ref()));
+                    }
+                }
+            }
+            Change::Relisted => queue.add_all(self.deployments.keys()),
+        }
+    }
+
+    /// A pod's readiness changes its Deployment's status: through its
+    /// ReplicaSet's owner.
+    pub fn on_pod(&self, change: &Change<Pod>, queue: &Queue) {
+        if let Change::Applied(p) | Change::Deleted(p) = change {
+            if let Some((ns, rs)) = owner_of(&p.metadata, "ReplicaSet") {
+                if let Some(set) = self.sets.get(&ns, &rs) {
+                    if let Some(owner) = owner_of(&set.metadata, "Deployment") {
+                        queue.add(owner);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A write to an object that is gone (or whose uid changed) is no error:
+/// the next sync sees the world as it is.
+fn ignore_gone(r: Result<(), kube::Error>) -> Result<(), kube::Error> {
+    match r {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        other => other,
+    }
+}

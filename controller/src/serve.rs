@@ -76,6 +76,11 @@ pub struct ServeOptions {
     /// order (default /24 for IPv4, /64 for IPv6).
     #[arg(long, value_delimiter = ',')]
     pub node_cidr_mask_size: Vec<u8>,
+    /// Seconds a Node may go without renewing its Lease before it is
+    /// marked `Ready=Unknown` and tainted unreachable (kube-controller-
+    /// manager's flag of the same name, 40 s).
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub node_monitor_grace_period: u64,
 }
 
 /// The store, and the etcd client when the store is etcd (for the
@@ -180,6 +185,7 @@ pub async fn run(
             node_cidr_masks: (0..opts.cluster_cidr.len())
                 .map(|i| opts.node_cidr_mask_size.get(i).copied())
                 .collect(),
+            node_monitor_grace_period: Duration::from_secs(opts.node_monitor_grace_period),
         },
     };
     crate::leader::spawn(store, etcd, identity, Some(loops));

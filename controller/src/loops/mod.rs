@@ -52,8 +52,10 @@ pub enum LoopError {
 }
 
 /// What the loops are configured with (`serve`'s flags).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct LoopConfig {
+    /// How long a Node's Lease may go unrenewed before it is silent.
+    pub node_monitor_grace_period: Duration,
     /// `--cluster-cidr`: pod CIDRs are allocated to Nodes when set.
     pub cluster_cidrs: Vec<String>,
     /// `--node-cidr-mask-size`: per family, in `cluster_cidrs`' order.
@@ -185,7 +187,11 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         nodes: nodes.clone(),
         leases: leases.clone(),
         pods: pods.clone(),
-        config: Default::default(),
+        config: sluice_lifecycle::node_lifecycle::Config {
+            grace_period: SignedDuration::try_from(config.node_monitor_grace_period)
+                .unwrap_or(SignedDuration::from_secs(40)),
+            ..Default::default()
+        },
     });
     let q = Queue::new();
     let l = life.clone();

@@ -1,0 +1,248 @@
+//! The leader's decision loops end to end, driven as a user drives a
+//! cluster: Nodes register with Leases, `kubectl apply` makes a Deployment
+//! and a Service, and then, without anything else acting, the controller
+//! makes the ReplicaSet and its pods, schedules them over the nodes and
+//! zones, gives each Node its pod CIDR, publishes EndpointSlices from the
+//! pods' status, reports a pod that fits nowhere as kube-scheduler does,
+//! and when a Node stops renewing its Lease marks it Unknown, taints it,
+//! evicts its pods when their toleration runs out and has them replaced
+//! on the node that is left.
+
+#[macro_use]
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{ok, wait_for, write, Backend, Server};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use sluice_model::k8s::{EndpointSlice, Event, Lease, Node, Pod};
+
+const APP: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: c
+        image: x
+        ports: [{name: http, containerPort: 8080}]
+        resources: {requests: {cpu: 500m, memory: 64Mi}}
+      tolerations:
+      - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 2}
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway,
+         labelSelector: {matchLabels: {app: web}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: huge, namespace: default}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: '100'}}}]
+";
+
+fn node(name: &str, zone: &str) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone,
+            "kubernetes.io/hostname": name}},
+        "status": {
+            "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    }))
+    .expect("node")
+}
+
+fn lease(name: &str) -> Lease {
+    serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": name, "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
+                 "renewTime": now_micro()},
+    }))
+    .expect("lease")
+}
+
+fn now_micro() -> String {
+    let t = sluice_model::k8s::jiff::Timestamp::now();
+    format!("{}", t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ"))
+}
+
+fn node_of(p: &Pod) -> String {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default()
+}
+
+fn cluster_loops(backend: Backend) {
+    let s = Server::start_on(
+        &format!("loops-{backend:?}").to_lowercase(),
+        backend,
+        &["--cluster-cidr", "198.19.0.0/16", "--node-monitor-grace-period", "3"],
+    );
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let client = rt.block_on(common::kube_client(&s));
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    rt.block_on(async {
+        for (n, z) in [("node-1", "zone-a"), ("node-2", "zone-b")] {
+            nodes.create(&pp, &node(n, z)).await.expect("node");
+            leases.create(&pp, &lease(n)).await.expect("lease");
+        }
+    });
+    // node-1's kubelet renews its Lease; node-2's never does.
+    let renew = {
+        let leases = leases.clone();
+        rt.spawn(async move {
+            loop {
+                let patch = json!({"spec": {"renewTime": now_micro()}});
+                let _ = leases
+                    .patch("node-1", &PatchParams::default(), &Patch::Merge(&patch))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
+
+    // Pod CIDRs for both, from --cluster-cidr.
+    let cidrs = wait_for(Duration::from_secs(20), "pod CIDRs allocated", || {
+        let got: Vec<String> = rt
+            .block_on(nodes.list(&ListParams::default()))
+            .ok()?
+            .items
+            .iter()
+            .filter_map(|n| n.spec.as_ref()?.pod_cidr.clone())
+            .collect();
+        (got.len() == 2).then_some(got)
+    });
+    assert!(cidrs.iter().all(|c| c.starts_with("198.19.") && c.ends_with("/24")), "{cidrs:?}");
+    assert_ne!(cidrs[0], cidrs[1]);
+
+    let app = write(&s, "app.yaml", APP);
+    ok(&s, "admin", &["apply", "-f", &app]);
+
+    // The Deployment's ReplicaSet makes 4 pods, the scheduler spreads
+    // them over both zones.
+    let placed = wait_for(Duration::from_secs(30), "4 web pods bound", || {
+        let list = rt
+            .block_on(pods.list(&ListParams::default().labels("app=web")))
+            .ok()?;
+        let bound: Vec<Pod> = list.items.into_iter().filter(|p| !node_of(p).is_empty()).collect();
+        (bound.len() == 4).then_some(bound)
+    });
+    let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+    for p in &placed {
+        *per_node.entry(node_of(p)).or_default() += 1;
+        let owner = &p.metadata.owner_references.as_ref().expect("owned")[0];
+        assert_eq!(owner.kind, "ReplicaSet");
+        let scheduled = p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"))
+            .map(|c| c.status.clone());
+        assert_eq!(scheduled.as_deref(), Some("True"));
+    }
+    assert_eq!(per_node.len(), 2, "spread over both zones: {per_node:?}");
+
+    // Each kubelet reports its pods running and ready: the Service's
+    // EndpointSlice follows, with the resolved named port and zones.
+    for (i, p) in placed.iter().enumerate() {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let status = json!({"status": {"phase": "Running", "podIP": format!("198.18.9.{}", i + 1),
+            "podIPs": [{"ip": format!("198.18.9.{}", i + 1)}],
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}]}});
+        let who = node_of(p);
+        ok(
+            &s,
+            if who == "node-1" { "node-1" } else { "admin" },
+            &["patch", "pod", &name, "--subresource=status", "--type=merge", "-p", &status.to_string()],
+        );
+    }
+    let slice = wait_for(Duration::from_secs(20), "4 ready endpoints", || {
+        let list = rt
+            .block_on(slices.list(&ListParams::default().labels("kubernetes.io/service-name=web")))
+            .ok()?;
+        let s = list.items.into_iter().next()?;
+        let ready = s
+            .endpoints
+            .iter()
+            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+            .count();
+        (ready == 4).then_some(s)
+    });
+    assert_eq!(slice.ports.as_ref().and_then(|p| p[0].port), Some(8080));
+    let zones: Vec<String> = slice.endpoints.iter().filter_map(|e| e.zone.clone()).collect();
+    assert!(zones.contains(&"zone-a".into()) && zones.contains(&"zone-b".into()), "{zones:?}");
+
+    // The pod that fits nowhere: kube-scheduler's words, in its condition
+    // and in an Event.
+    let message = wait_for(Duration::from_secs(20), "huge reported unschedulable", || {
+        let p = rt.block_on(pods.get("huge")).ok()?;
+        let c = p
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+        assert_eq!(c.reason.as_deref(), Some("Unschedulable"));
+        c.message
+    });
+    assert_eq!(message, "0/2 nodes are available: 2 Insufficient cpu.");
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let evs = rt.block_on(events.list(&ListParams::default())).expect("events");
+    assert!(
+        evs.items.iter().any(|e| e.reason.as_deref() == Some("FailedScheduling")
+            && e.involved_object.name.as_deref() == Some("huge")),
+        "a FailedScheduling event"
+    );
+
+    // node-2 goes silent: Unknown, tainted, its pods evicted after their
+    // 2 s toleration and replaced on node-1.
+    let n2 = wait_for(Duration::from_secs(30), "node-2 marked unreachable", || {
+        let n = rt.block_on(nodes.get("node-2")).ok()?;
+        let tainted = n.spec.as_ref()?.taints.as_ref()?.iter().any(|t| {
+            t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute"
+        });
+        tainted.then_some(n)
+    });
+    let ready = n2
+        .status
+        .and_then(|s| s.conditions)
+        .and_then(|c| c.into_iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status);
+    assert_eq!(ready.as_deref(), Some("Unknown"));
+    wait_for(Duration::from_secs(40), "all 4 serving pods on node-1", || {
+        let list = rt
+            .block_on(pods.list(&ListParams::default().labels("app=web")))
+            .ok()?;
+        let live: Vec<&Pod> = list
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        (live.len() == 4 && live.iter().all(|p| node_of(p) == "node-1")).then_some(())
+    });
+    renew.abort();
+    let table = ok(&s, "admin", &["get", "nodes,pods", "-o", "wide"]);
+    assert!(table.contains("node-1") && table.contains("web-"), "{table}");
+}
+
+on_both_stores!(cluster_loops);

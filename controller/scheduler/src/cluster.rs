@@ -65,6 +65,9 @@ pub struct Cluster {
     free: Vec<usize>,
     by_name: HashMap<String, usize>,
     pods: HashMap<String, BoundPod>,
+    /// Pod keys by label key and value, so a new counter reads only the
+    /// pods that carry its selector's pinned label.
+    by_label: HashMap<String, HashMap<String, BTreeSet<String>>>,
     /// Pods bound to nodes not (yet) in the view, by node name.
     orphans: BTreeMap<String, BTreeSet<String>>,
     order: Vec<usize>,
@@ -251,6 +254,14 @@ impl Cluster {
             terminating: pod.metadata.deletion_timestamp.is_some(),
             anti_terms: anti_keys,
         };
+        for (k, v) in &bound.labels {
+            self.by_label
+                .entry(k.clone())
+                .or_default()
+                .entry(v.clone())
+                .or_default()
+                .insert(key.clone());
+        }
         self.pods.insert(key.clone(), bound);
         match self.by_name.get(node) {
             Some(&slot) => self.attach(&key, slot),
@@ -277,7 +288,13 @@ impl Cluster {
                 self.orphans.remove(&node);
             }
         }
-        self.pods.remove(key);
+        if let Some(p) = self.pods.remove(key) {
+            for (k, v) in &p.labels {
+                if let Some(keys) = self.by_label.get_mut(k).and_then(|m| m.get_mut(v)) {
+                    keys.remove(key);
+                }
+            }
+        }
         true
     }
 
@@ -361,7 +378,19 @@ impl Cluster {
                 String::new(),
                 self.nodes.len(),
             );
-            for p in self.pods.values() {
+            let pinned = matchers.first().and_then(PodMatcher::pin).map(|(k, v)| {
+                self.by_label
+                    .get(k)
+                    .and_then(|m| m.get(v))
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|key| self.pods.get(key))
+            });
+            let candidates: Box<dyn Iterator<Item = &BoundPod>> = match pinned {
+                Some(p) => Box::new(p),
+                None => Box::new(self.pods.values()),
+            };
+            for p in candidates {
                 let Some(slot) = p.slot else { continue };
                 if spread && p.terminating {
                     continue;
@@ -399,8 +428,8 @@ impl Cluster {
     }
 
     /// The topology keys of every bound pod's anti-affinity terms.
-    pub(crate) fn anti_term_keys(&self) -> BTreeSet<String> {
-        self.anti_terms.topology_keys()
+    pub(crate) fn anti_term_keys(&self) -> Vec<String> {
+        self.anti_terms.topology_keys().iter().cloned().collect()
     }
 
     /// Node slots in the order the search walks them: zones taken in turn

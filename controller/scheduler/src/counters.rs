@@ -33,6 +33,7 @@ pub(crate) struct CounterSet {
     by_key: HashMap<String, usize>,
     pinned: HashMap<String, HashMap<String, Vec<usize>>>,
     unpinned: Vec<usize>,
+    topology_keys: std::collections::BTreeSet<String>,
 }
 
 impl CounterSet {
@@ -62,6 +63,9 @@ impl CounterSet {
                 .or_default()
                 .push(i),
             None => self.unpinned.push(i),
+        }
+        if !topology_key.is_empty() {
+            self.topology_keys.insert(topology_key.clone());
         }
         self.entries.push(Counter {
             matchers,
@@ -110,14 +114,14 @@ impl CounterSet {
             .filter(|&i| self.entries[i].matches(namespace, labels))
             .collect();
         for i in hits {
-            bump(&mut self.entries[i].counts[slot], delta);
+            bump(self.entries[i].counts.get_mut(slot), delta);
         }
     }
 
     /// Adds `delta` on `slot` to the counter named `key`.
     pub(crate) fn bump_key(&mut self, key: &str, slot: usize, delta: i32) {
         if let Some(&i) = self.by_key.get(key) {
-            bump(&mut self.entries[i].counts[slot], delta);
+            bump(self.entries[i].counts.get_mut(slot), delta);
         }
     }
 
@@ -131,17 +135,18 @@ impl CounterSet {
     }
 }
 
-fn bump(count: &mut u32, delta: i32) {
-    *count = count.saturating_add_signed(delta);
+/// Counts are sized to the node slots when a slot or a counter is made,
+/// so `count` is always there; a missing one is skipped, not a panic.
+fn bump(count: Option<&mut u32>, delta: i32) {
+    if let Some(c) = count {
+        *c = c.saturating_add_signed(delta);
+    }
 }
 
 impl CounterSet {
     /// The distinct topology keys of the counters (existing anti-affinity
     /// terms).
-    pub(crate) fn topology_keys(&self) -> std::collections::BTreeSet<String> {
-        self.entries
-            .iter()
-            .map(|e| e.topology_key.clone())
-            .collect()
+    pub(crate) fn topology_keys(&self) -> &std::collections::BTreeSet<String> {
+        &self.topology_keys
     }
 }

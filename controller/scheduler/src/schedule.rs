@@ -12,7 +12,8 @@ use crate::fit_error::{fit_error_message, unreadable_pod_message, NO_NODES_MESSA
 use crate::inter_pod::{self, InterPodState};
 use crate::pod_info::{pod_key, PodInfo};
 use crate::score::{
-    balanced, least_allocated, normalize, normalize_spread, tie_break, MAX_NODE_SCORE,
+    balanced, least_allocated, normalize, normalize_spread, tie_break, tie_break_seed,
+    MAX_NODE_SCORE,
 };
 use crate::taints::{intolerable_preferred, tolerates_unschedulable, untolerated};
 use crate::topology_spread::{self, SpreadState};
@@ -290,7 +291,10 @@ fn best_node(cluster: &Cluster, pod: &PodInfo, spread: &SpreadState, feasible: &
     } else {
         vec![0; nodes.len()]
     };
-    let mut best: Option<(i64, std::cmp::Reverse<u64>, usize)> = None;
+    // The tie-break hash is only needed for nodes that reach the best
+    // total so far.
+    let seed = tie_break_seed(&pod.key);
+    let mut best: Option<(i64, u64, usize)> = None;
     for (i, n) in nodes.iter().enumerate() {
         let total = 3 * taints[i]
             + 2 * affinity[i]
@@ -298,16 +302,13 @@ fn best_node(cluster: &Cluster, pod: &PodInfo, spread: &SpreadState, feasible: &
             + least_allocated(n, &pod.demand)
             + balanced(n, &pod.demand);
         debug_assert!(total <= 9 * MAX_NODE_SCORE);
-        let candidate = (
-            total,
-            std::cmp::Reverse(tie_break(&pod.key, &n.name)),
-            feasible[i],
-        );
-        if best
-            .as_ref()
-            .is_none_or(|b| (candidate.0, candidate.1) > (b.0, b.1))
-        {
-            best = Some(candidate);
+        let better = match &best {
+            None => true,
+            Some((t, _, _)) if total != *t => total > *t,
+            Some((_, h, _)) => tie_break(seed, &n.name) < *h,
+        };
+        if better {
+            best = Some((total, tie_break(seed, &n.name), feasible[i]));
         }
     }
     best.map_or(feasible[0], |b| b.2)

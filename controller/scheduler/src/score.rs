@@ -101,11 +101,20 @@ pub(crate) fn normalize_spread(raw: &[Option<i64>]) -> Vec<i64> {
 
 /// FNV-1a over the pod key and the node name: the tie-break among
 /// equally scored nodes. Upstream picks one at random; this picks one that
-/// looks random but is the same on every run.
-pub(crate) fn tie_break(pod: &str, node: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in pod.bytes().chain([0]).chain(node.bytes()) {
-        h ^= u64::from(b);
+/// looks random but is the same on every run. [`tie_break_seed`] hashes
+/// the pod once; this goes on with the node.
+pub(crate) fn tie_break(seed: u64, node: &str) -> u64 {
+    fnv(seed, node.as_bytes())
+}
+
+/// The hash of the pod's key, to go on with each node's name.
+pub(crate) fn tie_break_seed(pod: &str) -> u64 {
+    fnv(fnv(0xcbf2_9ce4_8422_2325, pod.as_bytes()), &[0])
+}
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h

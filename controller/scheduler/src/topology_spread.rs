@@ -187,7 +187,10 @@ fn tally<'c>(cluster: &'c Cluster, pod: &PodInfo, group: &[&SpreadConstraint]) -
     let mut present: Vec<Vec<bool>> = out.iter().map(|t| vec![false; t.counts.len()]).collect();
     for (slot, node) in cluster.slots().iter().enumerate() {
         let Some(node) = node else { continue };
-        if out.iter().any(|t| t.domain_of_slot[slot].is_none()) {
+        if out
+            .iter()
+            .any(|t| t.domain_of_slot.get(slot).copied().flatten().is_none())
+        {
             continue;
         }
         let affinity_ok = pod.required.is_empty() || pod.required.matches(&node.name, &node.labels);
@@ -195,7 +198,7 @@ fn tally<'c>(cluster: &'c Cluster, pod: &PodInfo, group: &[&SpreadConstraint]) -
             if !included(c, pod, node, affinity_ok) {
                 continue;
             }
-            if let Some(d) = out[i].domain_of_slot[slot] {
+            if let Some(d) = out[i].domain_of_slot.get(slot).copied().flatten() {
                 let d = d as usize;
                 out[i].counts[d] += sources[i].get(slot).copied().unwrap_or(0);
                 present[i][d] = true;

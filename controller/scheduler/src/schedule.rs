@@ -15,7 +15,9 @@ use crate::score::{
     balanced, least_allocated, normalize, normalize_spread, tie_break, tie_break_seed,
     MAX_NODE_SCORE,
 };
-use crate::taints::{intolerable_preferred, tolerates_unschedulable, untolerated};
+use crate::taints::{
+    intolerable_preferred, tolerates_unschedulable, untolerated, REASON_UNTOLERATED,
+};
 use crate::topology_spread::{self, SpreadState};
 
 /// The scheduler name a pod must carry (or leave empty) to be ours.
@@ -215,8 +217,8 @@ fn filter(
     if node.unschedulable && !tolerates_unschedulable(&pod.tolerations) {
         return one(REASON_UNSCHEDULABLE);
     }
-    if let Some(why) = untolerated(&pod.tolerations, &node.taints) {
-        return Err(vec![Cow::Owned(why)]);
+    if untolerated(&pod.tolerations, &node.taints) {
+        return one(REASON_UNTOLERATED);
     }
     if !pod.required.matches(&node.name, &node.labels) {
         return one(REASON_NODE_AFFINITY);

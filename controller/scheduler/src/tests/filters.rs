@@ -256,3 +256,23 @@ fn a_node_with_unreadable_allocatable_takes_no_pod() {
     assert_eq!(bound(&mut c, pod("q")), "good");
     assert_eq!(c.node_count(), 2);
 }
+
+#[test]
+fn extended_resources_and_ephemeral_storage_are_checked() {
+    let mut gpu = node("g", "8", "8Gi", 10);
+    gpu.0["status"]["allocatable"]["example.com/gpu"] = json!("1");
+    gpu.0["status"]["allocatable"]["ephemeral-storage"] = json!("10Gi");
+    let mut c = cluster(vec![gpu, node("plain", "8", "8Gi", 10)], vec![]);
+    let wants = |name: &str, gpus: &str, disk: &str| {
+        let mut p = pod(name);
+        p.0["spec"]["containers"][0]["resources"] = json!({"requests": {
+            "example.com/gpu": gpus, "ephemeral-storage": disk}});
+        p
+    };
+    assert_eq!(bound(&mut c, wants("p", "1", "1Gi")), "g");
+    let (msg, _) = refused(&mut c, wants("q", "1", "20Gi"));
+    assert_eq!(
+        msg,
+        "0/2 nodes are available: 2 Insufficient ephemeral-storage, 2 Insufficient example.com/gpu."
+    );
+}

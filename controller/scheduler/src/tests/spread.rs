@@ -163,3 +163,64 @@ fn pods_of_other_namespaces_or_selectors_do_not_count() {
     );
     assert_eq!(bound(&mut c, web("w")), "a1");
 }
+
+#[test]
+fn taints_policy_honor_leaves_tainted_nodes_out_of_the_count() {
+    // b1 is tainted and holds two matching pods. Ignored by default, they
+    // count: zone b is at 2, zone a at 0, so a1 must take the next pod.
+    // With Honor, zone b is not counted and a1 (one pod) is the only
+    // domain: skew 1 + 1 − 1 = 1 is allowed.
+    let nodes = || {
+        vec![
+            node("a1", "8", "8Gi", 110).zone("a"),
+            node("b1", "8", "8Gi", 110)
+                .zone("b")
+                .taint("t", "", "NoSchedule"),
+        ]
+    };
+    let pods = || {
+        vec![
+            pod("x").label("app", "web").on("a1"),
+            pod("y").label("app", "web").on("b1"),
+            pod("z").label("app", "web").on("b1"),
+        ]
+    };
+    let mut c = cluster(nodes(), pods());
+    // Ignore: a at 1, b at 2; min 1; a1 gives skew 1.
+    assert_eq!(bound(&mut c, web("w")), "a1");
+    // Now a at 2, b at 2: a1 would give skew 1, allowed; with another pod
+    // on a1 (a at 3) Ignore refuses, Honor (b not counted) allows.
+    c.add_pod(&pod("v").label("app", "web").on("a1").build())
+        .expect("pod");
+    let (_, reasons) = refused(&mut c, web("u"));
+    assert_eq!(
+        reasons.get(super::super::topology_spread::REASON_SKEW),
+        Some(&1)
+    );
+    let mut honor = web("u");
+    honor.0["spec"]["topologySpreadConstraints"][0]["nodeTaintsPolicy"] = json!("Honor");
+    assert_eq!(bound(&mut c, honor), "a1");
+}
+
+#[test]
+fn match_label_keys_narrow_the_selector_to_the_pods_value() {
+    // Two revisions of one app: only pods of the same revision count.
+    let rev = |name: &str, r: &str| {
+        let mut p = web(name).label("rev", r);
+        p.0["spec"]["topologySpreadConstraints"][0]["matchLabelKeys"] = json!(["rev"]);
+        p
+    };
+    let mut c = cluster(
+        two_zones(110),
+        vec![
+            pod("x").label("app", "web").label("rev", "1").on("a1"),
+            pod("y").label("app", "web").label("rev", "1").on("a1"),
+            pod("big").label("app", "db").req("6", "6Gi").on("b1"),
+        ],
+    );
+    // Revision 1 is at 2 in zone a and 0 in b: it must go to b, though b1
+    // is the fuller node.
+    assert_eq!(bound(&mut c, rev("r1", "1")), "b1");
+    // Revision 2 counts none of them, so the emptier a1 may take it.
+    assert_eq!(bound(&mut c, rev("r2", "2")), "a1");
+}

@@ -13,6 +13,7 @@ use sluice_model::k8s::{Node, Pod};
 
 use crate::counters::CounterSet;
 use crate::error::InputError;
+use crate::host_ports::{self, host_ports, HostPort};
 use crate::pod_info::pod_key;
 use crate::pod_terms::{required_terms, PodMatcher, TermKind};
 use crate::resources::{node_allocatable, pod_demand, Demand, Resources};
@@ -33,6 +34,8 @@ pub(crate) struct NodeState {
     pub broken: Option<InputError>,
     /// The sum of the bound pods' requests.
     pub requested: Demand,
+    /// Host ports in use, with how many pods hold each.
+    pub ports: BTreeMap<HostPort, u32>,
     pub pods: BTreeSet<String>,
 }
 
@@ -44,6 +47,7 @@ struct BoundPod {
     node: String,
     slot: Option<usize>,
     demand: Demand,
+    ports: Vec<HostPort>,
     /// Being deleted: still holds its resources, no longer counts for
     /// topology spread (as upstream).
     terminating: bool,
@@ -155,6 +159,7 @@ impl Cluster {
                 max_pods,
                 broken: broken.clone(),
                 requested: Demand::default(),
+                ports: BTreeMap::new(),
                 pods: BTreeSet::new(),
             };
             let slot = match self.free.pop() {
@@ -251,6 +256,7 @@ impl Cluster {
             node: node.to_owned(),
             slot: None,
             demand,
+            ports: host_ports(pod),
             terminating: pod.metadata.deletion_timestamp.is_some(),
             anti_terms: anti_keys,
         };
@@ -307,6 +313,7 @@ impl Cluster {
             return;
         };
         n.requested.add(&p.demand);
+        host_ports::adjust(&mut n.ports, &p.ports, 1);
         n.pods.insert(key.to_owned());
         Self::count(
             (
@@ -329,6 +336,7 @@ impl Cluster {
         };
         if let Some(n) = self.nodes[slot].as_mut() {
             n.requested.sub(&p.demand);
+            host_ports::adjust(&mut n.ports, &p.ports, -1);
             n.pods.remove(key);
         }
         Self::count(

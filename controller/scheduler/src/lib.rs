@@ -6,14 +6,14 @@
 //!
 //! Filters, in upstream's order, each in its own module:
 //! NodeUnschedulable and TaintToleration ([`taints`]), NodeAffinity
-//! ([`node_affinity`]: `nodeSelector` and required terms),
-//! NodeResourcesFit ([`resources`]), PodTopologySpread
+//! ([`node_affinity`]: `nodeSelector` and required terms), NodePorts
+//! ([`host_ports`]), NodeResourcesFit ([`resources`]), PodTopologySpread
 //! ([`topology_spread`]) and InterPodAffinity ([`inter_pod`]). Scores
 //! ([`score`]): least allocated and balanced resources, `PreferNoSchedule`
 //! taints, preferred node affinity and `ScheduleAnyway` spread, with the
 //! default weights.
 //!
-//! Left out: preemption, volumes (binding, zones, limits), host ports,
+//! Left out: preemption, volumes (binding, zones, limits),
 //! pod-affinity scoring, image locality, the default (system) spread
 //! constraints, scheduling gates, DRA, extenders.
 
@@ -21,6 +21,7 @@ pub mod cluster;
 mod counters;
 pub mod error;
 pub mod fit_error;
+pub mod host_ports;
 pub mod inter_pod;
 pub mod node_affinity;
 mod pod_info;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use sluice_model::k8s::Pod;
 
 use crate::error::InputError;
+use crate::host_ports::{host_ports, HostPort};
 use crate::node_affinity::{PreferredNodeAffinity, RequiredNodeAffinity};
 use crate::pod_terms::{required_terms, PodTerm, TermKind};
 use crate::resources::{pod_demand, Demand};
@@ -27,6 +28,7 @@ pub(crate) struct PodInfo {
     pub namespace: String,
     pub labels: BTreeMap<String, String>,
     pub demand: Demand,
+    pub ports: Vec<HostPort>,
     pub required: RequiredNodeAffinity,
     pub preferred: PreferredNodeAffinity,
     pub tolerations: Vec<Toleration>,
@@ -49,6 +51,7 @@ impl PodInfo {
         let labels = pod.metadata.labels.clone().unwrap_or_default();
         Ok(PodInfo {
             demand: pod_demand(pod, &object)?,
+            ports: host_ports(pod),
             required: RequiredNodeAffinity::parse(pod, &object)?,
             preferred: PreferredNodeAffinity::parse(pod, &object)?,
             tolerations: parse_tolerations(pod, &object)?,

@@ -9,6 +9,7 @@ use sluice_model::k8s::Pod;
 
 use crate::cluster::{Cluster, NodeState};
 use crate::fit_error::{fit_error_message, unreadable_pod_message, NO_NODES_MESSAGE};
+use crate::host_ports::{self, REASON_PORTS};
 use crate::inter_pod::{self, InterPodState};
 use crate::pod_info::{pod_key, PodInfo};
 use crate::score::{
@@ -222,6 +223,9 @@ fn filter(
     }
     if !pod.required.matches(&node.name, &node.labels) {
         return one(REASON_NODE_AFFINITY);
+    }
+    if !pod.ports.is_empty() && host_ports::conflicts(&node.ports, &pod.ports) {
+        return one(REASON_PORTS);
     }
     let short = insufficient(node, pod);
     if !short.is_empty() {

@@ -276,3 +276,46 @@ fn extended_resources_and_ephemeral_storage_are_checked() {
         "0/2 nodes are available: 2 Insufficient ephemeral-storage, 2 Insufficient example.com/gpu."
     );
 }
+
+#[test]
+fn host_ports_clash_on_overlapping_addresses() {
+    let with_port = |name: &str, port: i32, ip: Option<&str>, protocol: Option<&str>| {
+        let mut p = pod(name);
+        let mut spec = json!({"containerPort": 80, "hostPort": port});
+        if let Some(ip) = ip {
+            spec["hostIP"] = json!(ip);
+        }
+        if let Some(protocol) = protocol {
+            spec["protocol"] = json!(protocol);
+        }
+        p.0["spec"]["containers"][0]["ports"] = json!([spec]);
+        p
+    };
+    let mut c = cluster(
+        vec![node("a", "8", "8Gi", 10)],
+        vec![with_port("x", 8080, Some("10.0.0.1"), None).on("a")],
+    );
+    let (msg, _) = refused(&mut c, with_port("p", 8080, None, None));
+    assert_eq!(
+        msg,
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+    );
+    assert!(matches!(
+        schedule(
+            &mut c,
+            &with_port("q", 8080, Some("10.0.0.1"), Some("TCP")).build()
+        ),
+        Decision::Unschedulable { .. }
+    ));
+    // Another address, another protocol or another port fit.
+    assert_eq!(
+        bound(&mut c, with_port("r", 8080, Some("10.0.0.2"), None)),
+        "a"
+    );
+    assert_eq!(bound(&mut c, with_port("s", 8080, None, Some("UDP"))), "a");
+    assert_eq!(bound(&mut c, with_port("t", 9090, None, None)), "a");
+    // Once x and r are gone, the TCP port is free on every address.
+    assert!(c.remove_pod("default", "x"));
+    assert!(c.remove_pod("default", "r"));
+    assert_eq!(bound(&mut c, with_port("u", 8080, None, None)), "a");
+}

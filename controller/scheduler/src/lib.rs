@@ -1,0 +1,41 @@
+//! Pure scheduling decisions for the Sluice controller: which node a
+//! pending pod goes to, decided as kube-scheduler's default profile
+//! decides it, over a [`Cluster`] view the controller keeps up to date
+//! from its Node and Pod watches. No I/O, no clock, no randomness: the
+//! same view and pods give the same bindings.
+//!
+//! Filters, in upstream's order, each in its own module:
+//! NodeUnschedulable and TaintToleration ([`taints`]), NodeAffinity
+//! ([`node_affinity`]: `nodeSelector` and required terms), NodePorts
+//! ([`host_ports`]), NodeResourcesFit ([`resources`]), PodTopologySpread
+//! ([`topology_spread`]) and InterPodAffinity ([`inter_pod`]). Scores
+//! ([`score`]): least allocated and balanced resources, `PreferNoSchedule`
+//! taints, preferred node affinity and `ScheduleAnyway` spread, with the
+//! default weights.
+//!
+//! Left out: preemption, volumes (binding, zones, limits),
+//! pod-affinity scoring, image locality, the default (system) spread
+//! constraints, scheduling gates, DRA, extenders.
+
+pub mod cluster;
+mod counters;
+pub mod error;
+pub mod fit_error;
+pub mod host_ports;
+pub mod inter_pod;
+pub mod node_affinity;
+mod pod_info;
+mod pod_terms;
+pub mod resources;
+pub mod schedule;
+pub mod score;
+pub mod taints;
+pub mod topology_spread;
+
+pub use cluster::Cluster;
+pub use error::InputError;
+pub use pod_info::pod_key;
+pub use schedule::{queue_order, schedule, schedule_all, wants_scheduling, Decision};
+
+#[cfg(test)]
+mod tests;

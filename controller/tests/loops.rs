@@ -93,7 +93,12 @@ fn cluster_loops(backend: Backend) {
     let s = Server::start_on(
         &format!("loops-{backend:?}").to_lowercase(),
         backend,
-        &["--cluster-cidr", "198.19.0.0/16", "--node-monitor-grace-period", "3"],
+        &[
+            "--cluster-cidr",
+            "198.19.0.0/16",
+            "--node-monitor-grace-period",
+            "3",
+        ],
     );
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let client = rt.block_on(common::kube_client(&s));
@@ -133,7 +138,12 @@ fn cluster_loops(backend: Backend) {
             .collect();
         (got.len() == 2).then_some(got)
     });
-    assert!(cidrs.iter().all(|c| c.starts_with("198.19.") && c.ends_with("/24")), "{cidrs:?}");
+    assert!(
+        cidrs
+            .iter()
+            .all(|c| c.starts_with("198.19.") && c.ends_with("/24")),
+        "{cidrs:?}"
+    );
     assert_ne!(cidrs[0], cidrs[1]);
 
     let app = write(&s, "app.yaml", APP);
@@ -145,7 +155,11 @@ fn cluster_loops(backend: Backend) {
         let list = rt
             .block_on(pods.list(&ListParams::default().labels("app=web")))
             .ok()?;
-        let bound: Vec<Pod> = list.items.into_iter().filter(|p| !node_of(p).is_empty()).collect();
+        let bound: Vec<Pod> = list
+            .items
+            .into_iter()
+            .filter(|p| !node_of(p).is_empty())
+            .collect();
         (bound.len() == 4).then_some(bound)
     });
     let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
@@ -174,7 +188,15 @@ fn cluster_loops(backend: Backend) {
         ok(
             &s,
             if who == "node-1" { "node-1" } else { "admin" },
-            &["patch", "pod", &name, "--subresource=status", "--type=merge", "-p", &status.to_string()],
+            &[
+                "patch",
+                "pod",
+                &name,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &status.to_string(),
+            ],
         );
     }
     let slice = wait_for(Duration::from_secs(20), "4 ready endpoints", || {
@@ -185,32 +207,49 @@ fn cluster_loops(backend: Backend) {
         let ready = s
             .endpoints
             .iter()
+            .flatten()
             .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
             .count();
         (ready == 4).then_some(s)
     });
     assert_eq!(slice.ports.as_ref().and_then(|p| p[0].port), Some(8080));
-    let zones: Vec<String> = slice.endpoints.iter().filter_map(|e| e.zone.clone()).collect();
-    assert!(zones.contains(&"zone-a".into()) && zones.contains(&"zone-b".into()), "{zones:?}");
+    let zones: Vec<String> = slice
+        .endpoints
+        .iter()
+        .flatten()
+        .filter_map(|e| e.zone.clone())
+        .collect();
+    assert!(
+        zones.contains(&"zone-a".into()) && zones.contains(&"zone-b".into()),
+        "{zones:?}"
+    );
 
     // The pod that fits nowhere: kube-scheduler's words, in its condition
     // and in an Event.
-    let message = wait_for(Duration::from_secs(20), "huge reported unschedulable", || {
-        let p = rt.block_on(pods.get("huge")).ok()?;
-        let c = p
-            .status?
-            .conditions?
-            .into_iter()
-            .find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
-        assert_eq!(c.reason.as_deref(), Some("Unschedulable"));
-        c.message
-    });
+    let message = wait_for(
+        Duration::from_secs(20),
+        "huge reported unschedulable",
+        || {
+            let p = rt.block_on(pods.get("huge")).ok()?;
+            let c = p
+                .status?
+                .conditions?
+                .into_iter()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")?;
+            assert_eq!(c.reason.as_deref(), Some("Unschedulable"));
+            c.message
+        },
+    );
     assert_eq!(message, "0/2 nodes are available: 2 Insufficient cpu.");
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    let evs = rt.block_on(events.list(&ListParams::default())).expect("events");
+    let evs = rt
+        .block_on(events.list(&ListParams::default()))
+        .expect("events");
     assert!(
-        evs.items.iter().any(|e| e.reason.as_deref() == Some("FailedScheduling")
-            && e.involved_object.name.as_deref() == Some("huge")),
+        evs.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("FailedScheduling")
+                && e.involved_object.name.as_deref() == Some("huge")),
         "a FailedScheduling event"
     );
 
@@ -218,9 +257,13 @@ fn cluster_loops(backend: Backend) {
     // 2 s toleration and replaced on node-1.
     let n2 = wait_for(Duration::from_secs(30), "node-2 marked unreachable", || {
         let n = rt.block_on(nodes.get("node-2")).ok()?;
-        let tainted = n.spec.as_ref()?.taints.as_ref()?.iter().any(|t| {
-            t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute"
-        });
+        let tainted = n
+            .spec
+            .as_ref()?
+            .taints
+            .as_ref()?
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute");
         tainted.then_some(n)
     });
     let ready = n2
@@ -229,20 +272,27 @@ fn cluster_loops(backend: Backend) {
         .and_then(|c| c.into_iter().find(|c| c.type_ == "Ready"))
         .map(|c| c.status);
     assert_eq!(ready.as_deref(), Some("Unknown"));
-    wait_for(Duration::from_secs(40), "all 4 serving pods on node-1", || {
-        let list = rt
-            .block_on(pods.list(&ListParams::default().labels("app=web")))
-            .ok()?;
-        let live: Vec<&Pod> = list
-            .items
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .collect();
-        (live.len() == 4 && live.iter().all(|p| node_of(p) == "node-1")).then_some(())
-    });
+    wait_for(
+        Duration::from_secs(40),
+        "all 4 serving pods on node-1",
+        || {
+            let list = rt
+                .block_on(pods.list(&ListParams::default().labels("app=web")))
+                .ok()?;
+            let live: Vec<&Pod> = list
+                .items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            (live.len() == 4 && live.iter().all(|p| node_of(p) == "node-1")).then_some(())
+        },
+    );
     renew.abort();
     let table = ok(&s, "admin", &["get", "nodes,pods", "-o", "wide"]);
-    assert!(table.contains("node-1") && table.contains("web-"), "{table}");
+    assert!(
+        table.contains("node-1") && table.contains("web-"),
+        "{table}"
+    );
 }
 
 on_both_stores!(cluster_loops);

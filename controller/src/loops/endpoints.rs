@@ -35,7 +35,12 @@ impl EndpointSlices {
         let Some(svc) = self.services.get(ns, name) else {
             return Ok(None);
         };
-        let pods: Vec<Pod> = self.pods.in_namespace(ns).iter().map(|p| (**p).clone()).collect();
+        let pods: Vec<Pod> = self
+            .pods
+            .in_namespace(ns)
+            .iter()
+            .map(|p| (**p).clone())
+            .collect();
         let nodes: Vec<Node> = self.nodes.all().iter().map(|n| (**n).clone()).collect();
         let slices: Vec<EndpointSlice> = self
             .slices
@@ -88,7 +93,9 @@ impl EndpointSlices {
                 s.spec
                     .as_ref()
                     .and_then(|sp| sp.selector.as_ref())
-                    .is_some_and(|sel| !sel.is_empty() && sel.iter().all(|(k, v)| labels.get(k) == Some(v)))
+                    .is_some_and(|sel| {
+                        !sel.is_empty() && sel.iter().all(|(k, v)| labels.get(k) == Some(v))
+                    })
             })
             .map(|s| key_of(s.as_ref()))
             .collect()

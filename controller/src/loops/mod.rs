@@ -10,13 +10,15 @@
 //! decision crates:
 //! - ReplicaSets and Deployments (`sluice_workloads`): [`workloads`];
 //! - EndpointSlices of Services, node lifecycle, pod CIDRs
-//!   (`sluice_lifecycle`): [`endpoints`], [`nodes`].
+//!   (`sluice_lifecycle`): [`endpoints`], [`nodes`];
+//! - the scheduler (`sluice_scheduler`): [`scheduling`].
 
 pub mod client;
 pub mod endpoints;
 pub mod informer;
 pub mod nodes;
 pub mod queue;
+pub mod scheduling;
 pub mod workloads;
 
 use std::sync::{Arc, Mutex};
@@ -69,7 +71,10 @@ pub fn owner_of(meta: &ObjectMeta, kind: &str) -> Option<Key> {
         .as_ref()?
         .iter()
         .find(|o| o.controller == Some(true) && o.kind == kind)?;
-    Some((meta.namespace.clone().unwrap_or_default(), owner.name.clone()))
+    Some((
+        meta.namespace.clone().unwrap_or_default(),
+        owner.name.clone(),
+    ))
 }
 
 /// A decision's "look again after" as the queue's delay.
@@ -109,18 +114,36 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
     let wc = watcher::Config::default();
     let pods = Informer::start(Api::<Pod>::all(client.clone()), wc.clone(), &mut tasks);
     let nodes = Informer::start(Api::<Node>::all(client.clone()), wc.clone(), &mut tasks);
-    let sets = Informer::start(Api::<ReplicaSet>::all(client.clone()), wc.clone(), &mut tasks);
-    let deployments =
-        Informer::start(Api::<Deployment>::all(client.clone()), wc.clone(), &mut tasks);
+    let sets = Informer::start(
+        Api::<ReplicaSet>::all(client.clone()),
+        wc.clone(),
+        &mut tasks,
+    );
+    let deployments = Informer::start(
+        Api::<Deployment>::all(client.clone()),
+        wc.clone(),
+        &mut tasks,
+    );
     let services = Informer::start(Api::<Service>::all(client.clone()), wc.clone(), &mut tasks);
-    let slices = Informer::start(Api::<EndpointSlice>::all(client.clone()), wc.clone(), &mut tasks);
+    let slices = Informer::start(
+        Api::<EndpointSlice>::all(client.clone()),
+        wc.clone(),
+        &mut tasks,
+    );
     let leases = Informer::start(
-        Api::<Lease>::namespaced(client.clone(), sluice_lifecycle::node_lifecycle::LEASE_NAMESPACE),
+        Api::<Lease>::namespaced(
+            client.clone(),
+            sluice_lifecycle::node_lifecycle::LEASE_NAMESPACE,
+        ),
         wc,
         &mut tasks,
     );
 
-    let rs = Arc::new(workloads::ReplicaSets::new(client.clone(), sets.clone(), pods.clone()));
+    let rs = Arc::new(workloads::ReplicaSets::new(
+        client.clone(),
+        sets.clone(),
+        pods.clone(),
+    ));
     let q = Queue::new();
     let r = rs.clone();
     follow(&mut tasks, &pods, q.clone(), move |c, q| r.on_pod(c, q));
@@ -209,6 +232,37 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         q.work("node-lifecycle", move |_| {
             let l = l.clone();
             async move { l.reconcile().await }
+        })
+        .await
+    });
+
+    let q = Queue::new();
+    let sched = Arc::new(scheduling::Scheduling::new(
+        client.clone(),
+        nodes.clone(),
+        pods.clone(),
+        q.clone(),
+    ));
+    let sc = sched.clone();
+    follow(&mut tasks, &nodes, q.clone(), move |c, q| sc.on_node(c, q));
+    let sc = sched.clone();
+    follow(&mut tasks, &pods, q.clone(), move |c, q| sc.on_pod(c, q));
+    let sc = sched.clone();
+    let (n, p) = (nodes.clone(), pods.clone());
+    tasks.spawn(async move {
+        // Decisions need every Node and every bound pod in the view.
+        n.ready().await;
+        p.ready().await;
+        sc.rebuild();
+        q.add_all(
+            p.all()
+                .iter()
+                .filter(|p| sluice_scheduler::wants_scheduling(p))
+                .map(|p| informer::key_of(p.as_ref())),
+        );
+        q.work("scheduler", move |k| {
+            let sc = sc.clone();
+            async move { sc.reconcile(k).await }
         })
         .await
     });

@@ -65,7 +65,8 @@ impl Lifecycle {
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
             .map(|p| (**p).clone())
             .collect();
-        let plan = node_lifecycle::reconcile(&nodes, &leases, &pods, &self.config, Timestamp::now());
+        let plan =
+            node_lifecycle::reconcile(&nodes, &leases, &pods, &self.config, Timestamp::now());
         let node_api: Api<Node> = Api::all(self.client.clone());
         for u in &plan.node_updates {
             if let Some(conditions) = &u.conditions {
@@ -76,7 +77,9 @@ impl Lifecycle {
             }
             if let Some(taints) = &u.taints {
                 let patch = json!({"spec": {"taints": taints}});
-                node_api.patch(&u.node, &params(), &Patch::Merge(&patch)).await?;
+                node_api
+                    .patch(&u.node, &params(), &Patch::Merge(&patch))
+                    .await?;
             }
         }
         let now = Timestamp::now().to_string();
@@ -176,7 +179,11 @@ impl PodCidrs {
     pub fn on_node(&self, change: &Change<Node>, queue: &Queue) {
         match change {
             Change::Applied(n) => {
-                let has = n.spec.as_ref().and_then(|s| s.pod_cidrs.as_ref()).is_some_and(|c| !c.is_empty());
+                let has = n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.pod_cidrs.as_ref())
+                    .is_some_and(|c| !c.is_empty());
                 if !has {
                     queue.add(super::informer::key_of(n.as_ref()));
                 }

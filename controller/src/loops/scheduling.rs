@@ -102,7 +102,10 @@ impl Scheduling {
         let decision = sluice_scheduler::schedule(&mut self.view(), &pod);
         match decision {
             Decision::Bind { node } => {
-                self.waiting.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                self.waiting
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&key);
                 self.in_flight().insert(key.clone());
                 let permit = self.binders.clone().acquire_owned().await;
                 let me = self.clone();
@@ -118,7 +121,10 @@ impl Scheduling {
                 Ok(None)
             }
             Decision::Unschedulable { message, .. } => {
-                self.waiting.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone());
+                self.waiting
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key.clone());
                 self.report_unschedulable(&pod, &message).await?;
                 Ok(Some(RETRY_UNSCHEDULABLE))
             }
@@ -130,14 +136,15 @@ impl Scheduling {
         let binding = json!({"apiVersion": "v1", "kind": "Binding",
             "metadata": {"name": key.1, "namespace": key.0},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
-        let body = serde_json::to_vec(&binding).map_err(kube::Error::SerdeError)?;
         let pp = PostParams {
             field_manager: Some(SCHEDULER.into()),
             ..Default::default()
         };
-        api.create_subresource::<serde_json::Value>("binding", &key.1, &pp, body)
-            .await
-            .map(|_| ())
+        api.create_subresource::<serde_json::Value, serde_json::Value>(
+            "binding", &key.1, &pp, &binding,
+        )
+        .await
+        .map(|_| ())
     }
 
     /// `PodScheduled=False` and a `FailedScheduling` Event, unless the pod

@@ -96,7 +96,12 @@ impl ReplicaSets {
         if !self.satisfied(&key) {
             return Ok(Some(Duration::from_millis(200)));
         }
-        let pods: Vec<Pod> = self.pods.in_namespace(ns).iter().map(|p| (**p).clone()).collect();
+        let pods: Vec<Pod> = self
+            .pods
+            .in_namespace(ns)
+            .iter()
+            .map(|p| (**p).clone())
+            .collect();
         let plan = replica_set::reconcile(&rs, &pods, Timestamp::now())?;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         let pp = PostParams {
@@ -134,12 +139,17 @@ impl ReplicaSets {
                     uid,
                     owner_references,
                 } => {
-                    let patch = json!({"metadata": {"uid": uid, "ownerReferences": owner_references}});
+                    let patch =
+                        json!({"metadata": {"uid": uid, "ownerReferences": owner_references}});
                     let params = PatchParams {
                         field_manager: Some(MANAGER.into()),
                         ..Default::default()
                     };
-                    ignore_gone(api.patch(&name, &params, &Patch::Merge(&patch)).await.map(|_| ()))
+                    ignore_gone(
+                        api.patch(&name, &params, &Patch::Merge(&patch))
+                            .await
+                            .map(|_| ()),
+                    )
                 }
             };
             if let Err(e) = done {
@@ -170,7 +180,11 @@ impl ReplicaSets {
                 field_manager: Some(MANAGER.into()),
                 ..Default::default()
             };
-            ignore_gone(sets.patch_status(name, &params, &Patch::Merge(&patch)).await.map(|_| ()))?;
+            ignore_gone(
+                sets.patch_status(name, &params, &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ()),
+            )?;
         }
         if let Some(e) = first_error {
             return Err(e.into());
@@ -210,8 +224,18 @@ impl Deployments {
         let Some(d) = self.deployments.get(ns, name) else {
             return Ok(None);
         };
-        let sets: Vec<ReplicaSet> = self.sets.in_namespace(ns).iter().map(|s| (**s).clone()).collect();
-        let pods: Vec<Pod> = self.pods.in_namespace(ns).iter().map(|p| (**p).clone()).collect();
+        let sets: Vec<ReplicaSet> = self
+            .sets
+            .in_namespace(ns)
+            .iter()
+            .map(|s| (**s).clone())
+            .collect();
+        let pods: Vec<Pod> = self
+            .pods
+            .in_namespace(ns)
+            .iter()
+            .map(|p| (**p).clone())
+            .collect();
         let plan = deployment::reconcile(&d, &sets, &pods, Timestamp::now())?;
         let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
         let pp = PostParams {
@@ -250,7 +274,12 @@ impl Deployments {
         };
         if let Some(rev) = &plan.revision {
             let patch = json!({"metadata": {"annotations": {deployment::REVISION: rev}}});
-            ignore_gone(deployments.patch(name, &params, &Patch::Merge(&patch)).await.map(|_| ()))?;
+            ignore_gone(
+                deployments
+                    .patch(name, &params, &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ()),
+            )?;
         }
         if d.status.as_ref() != Some(&plan.status) {
             let patch = json!({"status": plan.status});

@@ -128,8 +128,8 @@ pub struct Outcome {
 /// What one pass decides.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
-    /// Deletions (by name), then creations (zone by zone in turn, in
-    /// `locations` order).
+    /// Deletions (by name), then creations (zone by zone, in `locations`
+    /// order).
     pub actions: Vec<Action>,
     /// The pool's status as the inputs show it; run the actions, then
     /// pass it to [`record`] with their outcomes.

@@ -27,6 +27,7 @@ pub mod exec;
 pub mod execute;
 pub mod instance;
 pub mod naming;
+pub mod node_object;
 pub mod provider;
 pub mod reconcile;
 pub mod sim;

@@ -43,6 +43,7 @@ use sluice_model::node_pool::{NodePool, NodePoolStatus};
 use crate::instance::{CreateNode, Instance, InstanceState, NodeSpec};
 use crate::{naming, PlanError, ProviderError};
 pub use backoff::record;
+pub use observe::is_ready as is_node_ready;
 use observe::{Fate, Lens, Seen};
 pub use status::{QUOTA_EXCEEDED, READY};
 

@@ -99,7 +99,7 @@ impl Lens<'_> {
 }
 
 /// The Node's `Ready` condition is `True`.
-pub(crate) fn is_ready(node: &Node) -> bool {
+pub fn is_ready(node: &Node) -> bool {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())

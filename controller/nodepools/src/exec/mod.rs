@@ -136,17 +136,29 @@ impl ExecProvider {
         }
     }
 
-    async fn delete_now(&self, name: &str) -> Result<(), ProviderError> {
-        let script = Script::new("delete", &self.config.delete);
-        let done = script
+    /// Run delete or list: `value` as the argument and in `var`, no input.
+    async fn run_with_arg(
+        &self,
+        script: &Script<'_>,
+        var: &str,
+        value: &str,
+    ) -> Result<Finished, ProviderError> {
+        let timeout = self.config.timeout;
+        let env = [(var, value)];
+        script
             .run(
-                &[name],
-                &[("SLUICE_NODE_NAME", name)],
+                &[value],
+                &env,
                 Vec::new(),
-                self.config.timeout,
+                timeout,
                 self.config.max_output_bytes,
             )
-            .await?;
+            .await
+    }
+
+    async fn delete_now(&self, name: &str) -> Result<(), ProviderError> {
+        let script = Script::new("delete", &self.config.delete);
+        let done = self.run_with_arg(&script, "SLUICE_NODE_NAME", name).await?;
         match done.status.code() {
             Some(0) => Ok(()),
             Some(EXIT_NOT_FOUND) => Err(ProviderError::NotFound(name.to_owned())),
@@ -156,15 +168,7 @@ impl ExecProvider {
 
     async fn list_now(&self, pool: &str) -> Result<Vec<Instance>, ProviderError> {
         let script = Script::new("list", &self.config.list);
-        let done = script
-            .run(
-                &[pool],
-                &[("SLUICE_NODE_POOL", pool)],
-                Vec::new(),
-                self.config.timeout,
-                self.config.max_output_bytes,
-            )
-            .await?;
+        let done = self.run_with_arg(&script, "SLUICE_NODE_POOL", pool).await?;
         if done.status.code() != Some(0) {
             return Err(script.exit_error(&done));
         }

@@ -2,7 +2,7 @@
 
 use k8s_openapi::jiff::SignedDuration;
 use sluice_model::k8s::Time;
-use sluice_model::node_pool::{CreateBackoff, NodePoolPhase, NodePoolStatus};
+use sluice_model::node_pool::{CreateBackoff, NodePoolCondition, NodePoolPhase, NodePoolStatus};
 
 use super::*;
 use crate::reconcile::{record, Outcome, QUOTA_EXCEEDED};
@@ -23,6 +23,14 @@ fn outcomes(p: &Plan, result: impl Fn(&Action) -> Result<(), ProviderError>) -> 
             result: result(a),
         })
         .collect()
+}
+
+fn quota_condition(status: &NodePoolStatus) -> &NodePoolCondition {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == QUOTA_EXCEEDED)
+        .unwrap()
 }
 
 fn backing_off(failures: u32, secs_ago: i64) -> NodePool {
@@ -52,11 +60,7 @@ fn a_quota_error_starts_a_backoff_reported_in_the_status() {
     let b = status.create_backoff.clone().unwrap();
     assert_eq!((b.failures, b.quota_exceeded), (1, true));
     assert_eq!(b.message, "quota exhausted: instances (limit 3)");
-    let q = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == QUOTA_EXCEEDED)
-        .unwrap();
+    let q = quota_condition(&status);
     assert_eq!(
         (q.status.as_str(), q.message.as_str()),
         ("True", b.message.as_str())
@@ -126,11 +130,7 @@ fn failures_in_a_row_lengthen_the_backoff_and_a_success_clears_it() {
         later,
     );
     assert_eq!(status.create_backoff, None);
-    let q = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == QUOTA_EXCEEDED)
-        .unwrap();
+    let q = quota_condition(&status);
     assert_eq!(
         (q.status.as_str(), q.last_transition_time.0),
         ("False", later)
@@ -165,11 +165,7 @@ fn other_failures_back_off_without_claiming_quota() {
         status.create_backoff.as_ref().map(|b| b.quota_exceeded),
         Some(false)
     );
-    let q = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == QUOTA_EXCEEDED)
-        .unwrap();
+    let q = quota_condition(&status);
     assert_eq!(q.status, "False");
 }
 

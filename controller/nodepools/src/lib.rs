@@ -33,5 +33,17 @@ pub mod reconcile;
 pub mod sim;
 
 pub use error::PlanError;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+/// `t + d`, held at the ends of time rather than panicking: a provider may
+/// report any `createdAt`.
+pub(crate) fn later(t: Timestamp, d: SignedDuration) -> Timestamp {
+    t.checked_add(d).unwrap_or(if d.is_negative() {
+        Timestamp::MIN
+    } else {
+        Timestamp::MAX
+    })
+}
 pub use instance::{CreateNode, Instance, InstanceState, NodeSpec};
 pub use provider::{NodeProvider, ProviderError, ProviderFuture};

@@ -24,7 +24,7 @@ pub(crate) fn delay(failures: u32, config: &Config) -> SignedDuration {
 
 /// When creations may be tried again.
 pub(crate) fn retry_at(b: &CreateBackoff, config: &Config) -> Timestamp {
-    b.last_failure_time.0 + delay(b.failures, config)
+    crate::later(b.last_failure_time.0, delay(b.failures, config))
 }
 
 /// The status after the plan's actions ran: `status` is the plan's,

@@ -143,7 +143,9 @@ pub struct Plan {
 
 /// Decide one pass for `pool`. `instances`: what the provider lists for
 /// it (others' are ignored); `nodes`: the cluster's Nodes (only their
-/// names and `Ready` conditions are read).
+/// names and `Ready` conditions are read). Both must be complete lists,
+/// not a cache still filling: an instance whose Node is missing is
+/// replaced once its startup timeout has passed.
 pub fn plan(
     pool: &NodePool,
     instances: &[Instance],
@@ -243,7 +245,7 @@ pub fn plan(
         wake.push(t);
     }
     if !settled {
-        wake.push(now + config.poll_interval);
+        wake.push(crate::later(now, config.poll_interval));
     }
     let requeue_after = wake.into_iter().min().map(|t| t.duration_since(now));
     Ok(Plan {

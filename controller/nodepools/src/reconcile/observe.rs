@@ -87,7 +87,7 @@ impl Lens<'_> {
         if self.was_node.contains(instance.name.as_str()) {
             return Fate::Remove(DeleteReason::NodeDeleted);
         }
-        let deadline = instance.created_at + self.config.node_startup_timeout;
+        let deadline = crate::later(instance.created_at, self.config.node_startup_timeout);
         if self.now >= deadline {
             Fate::Remove(DeleteReason::StartupTimeout)
         } else {

@@ -43,7 +43,7 @@ impl ManualClock {
 
     pub fn advance(&self, by: SignedDuration) {
         let mut t = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        *t += by;
+        *t = crate::later(*t, by);
     }
 }
 
@@ -216,7 +216,7 @@ impl State {
     fn instance(&self, pool: &str, name: &str, sim: &Sim, now: Timestamp) -> Instance {
         let state = match &sim.failed {
             Some(why) => InstanceState::Failed(why.clone()),
-            None if now < sim.created_at + self.boot_delay => InstanceState::Creating,
+            None if now < crate::later(sim.created_at, self.boot_delay) => InstanceState::Creating,
             None => InstanceState::Running,
         };
         Instance {

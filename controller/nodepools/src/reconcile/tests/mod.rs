@@ -1,6 +1,7 @@
 //! The reconciler's rules, each proved on small fixtures at a fixed `now`.
 
 mod backoff;
+mod converge;
 mod replace;
 mod size;
 

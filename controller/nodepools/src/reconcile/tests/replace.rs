@@ -86,3 +86,13 @@ fn a_registered_node_that_is_not_ready_is_left_to_repair() {
     assert_eq!(p.status.zones[0].ready_node_count, 0);
     assert_eq!(p.requeue_after, Some(SignedDuration::from_secs(10)));
 }
+
+#[test]
+fn times_at_the_ends_of_the_calendar_do_not_panic() {
+    let mut far = running("p-a-1", "zone-a", 0);
+    far.created_at = Timestamp::MAX;
+    let mut early = running("p-a-2", "zone-a", 0);
+    early.created_at = Timestamp::MIN;
+    let p = run(&pool(&["zone-a"], 2), &[far, early], &[]);
+    assert_eq!(deletes(&p), [("p-a-2", &DeleteReason::StartupTimeout)]);
+}

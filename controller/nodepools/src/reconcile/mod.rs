@@ -181,19 +181,7 @@ pub fn plan(
     let mut seen = lens.observe(&instances, nodes);
     mark_surplus(&mut seen, &targets);
 
-    let mut actions: Vec<Action> = Vec::new();
-    let mut removals: Vec<(&str, &DeleteReason)> = seen
-        .iter()
-        .filter_map(|s| match &s.fate {
-            Fate::Remove(reason) => Some((s.instance.name.as_str(), reason)),
-            _ => None,
-        })
-        .collect();
-    removals.sort_by_key(|(name, _)| *name);
-    actions.extend(removals.into_iter().map(|(name, reason)| Action::Delete {
-        name: name.to_owned(),
-        reason: reason.clone(),
-    }));
+    let mut actions = deletions(&seen);
 
     let retry_at = previous
         .create_backoff
@@ -234,25 +222,54 @@ pub fn plan(
     let status = status::build(&previous, &targets, &seen, deleting, config, now);
     let settled = status.status == Some(sluice_model::node_pool::NodePoolPhase::Running)
         && actions.is_empty();
-    let mut wake: Vec<Timestamp> = seen
-        .iter()
-        .filter_map(|s| match s.fate {
-            Fate::Counted { deadline } => deadline,
-            _ => None,
-        })
-        .collect();
-    if let (true, true, Some(t)) = (backing_off, short, retry_at) {
-        wake.push(t);
-    }
-    if !settled {
-        wake.push(crate::later(now, config.poll_interval));
-    }
-    let requeue_after = wake.into_iter().min().map(|t| t.duration_since(now));
+    let backoff_until = retry_at.filter(|_| backing_off && short);
+    let requeue_after = requeue_after(&seen, backoff_until, settled, config, now);
     Ok(Plan {
         actions,
         status,
         requeue_after,
     })
+}
+
+/// The deletions, by name.
+fn deletions(seen: &[Seen<'_>]) -> Vec<Action> {
+    let mut removals: Vec<(&str, &DeleteReason)> = seen
+        .iter()
+        .filter_map(|s| match &s.fate {
+            Fate::Remove(reason) => Some((s.instance.name.as_str(), reason)),
+            _ => None,
+        })
+        .collect();
+    removals.sort_by_key(|(name, _)| *name);
+    removals
+        .into_iter()
+        .map(|(name, reason)| Action::Delete {
+            name: name.to_owned(),
+            reason: reason.clone(),
+        })
+        .collect()
+}
+
+/// The soonest of: an unregistered instance's startup deadline, the end
+/// of a backoff holding back needed creations, and, unless the pool is
+/// settled, the poll interval.
+fn requeue_after(
+    seen: &[Seen<'_>],
+    backoff_until: Option<Timestamp>,
+    settled: bool,
+    config: &Config,
+    now: Timestamp,
+) -> Option<SignedDuration> {
+    let deadlines = seen.iter().filter_map(|s| match s.fate {
+        Fate::Counted { deadline } => deadline,
+        _ => None,
+    });
+    let poll = (!settled).then(|| crate::later(now, config.poll_interval));
+    deadlines
+        .chain(backoff_until)
+        .chain(poll)
+        .min()
+        .map(|t| t.duration_since(now))
 }
 
 /// Per zone, the instances over target become `Remove(Surplus)`: not

@@ -51,3 +51,84 @@ pub async fn run(provider: Arc<dyn NodeProvider>, actions: Vec<Action>) -> Vec<O
     outcomes.sort_by_key(|(i, _)| *i);
     outcomes.into_iter().map(|(_, o)| o).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+    use crate::instance::{CreateNode, Instance, NodeSpec};
+    use crate::provider::ProviderFuture;
+    use crate::reconcile::DeleteReason;
+    use crate::sim::{ManualClock, SimProvider};
+
+    fn create(name: &str) -> Action {
+        Action::Create(CreateNode {
+            pool: "p".into(),
+            zone: "zone-a".into(),
+            name: name.into(),
+            version: "1.33.2".into(),
+            config: NodeSpec {
+                cpu_milli: 1000,
+                memory_bytes: 1 << 30,
+                labels: Default::default(),
+                taints: Vec::new(),
+                spot: false,
+            },
+        })
+    }
+
+    #[tokio::test]
+    async fn deletions_run_first_so_a_replacement_gets_the_quota_back() {
+        let clock = Arc::new(ManualClock::new(Timestamp::UNIX_EPOCH));
+        let sim = Arc::new(SimProvider::new(clock));
+        sim.set_quota(Some(1));
+        let Action::Create(first) = create("old") else {
+            unreachable!()
+        };
+        sim.create(first).await.unwrap();
+        sim.mark_failed("old", "dead").unwrap();
+        // The creation is listed first; it must still run second.
+        let actions = vec![
+            create("new"),
+            Action::Delete {
+                name: "old".into(),
+                reason: DeleteReason::Failed("dead".into()),
+            },
+        ];
+        let outcomes = run(sim.clone(), actions.clone()).await;
+        assert_eq!(outcomes.len(), 2);
+        assert_eq!(outcomes[0].action, actions[0]);
+        assert_eq!(outcomes[0].result, Ok(()));
+        assert_eq!(outcomes[1].result, Ok(()));
+        assert_eq!(sim.len(), 1);
+    }
+
+    struct Panicking;
+
+    impl NodeProvider for Panicking {
+        fn create(&self, _: CreateNode) -> ProviderFuture<'_, Instance> {
+            Box::pin(async { panic!("provider bug") })
+        }
+
+        fn delete<'a>(&'a self, _: &'a str) -> ProviderFuture<'a, ()> {
+            Box::pin(async { Ok(()) })
+        }
+
+        fn list<'a>(&'a self, _: &'a str) -> ProviderFuture<'a, Vec<Instance>> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_provider_call_is_a_failed_outcome() {
+        let outcomes = run(Arc::new(Panicking), vec![create("n1")]).await;
+        assert_eq!(outcomes.len(), 1);
+        let Err(ProviderError::Failed(message)) = &outcomes[0].result else {
+            panic!("{outcomes:?}");
+        };
+        assert!(message.contains("panicked"), "{message}");
+    }
+}

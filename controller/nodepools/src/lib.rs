@@ -20,7 +20,9 @@
 //!   VMs (contract in `docs/node-providers.md`);
 //! - the lab's network-namespace provider lives with the lab.
 //!
-//! Node names follow [`naming`]: `<pool>-<zone tag>-<4 characters>`.
+//! Node names follow [`naming`]: `<pool>-<zone tag>-<4 characters>`;
+//! [`node_object`] builds the Node an instance registers as (its pool and
+//! zone labels, the pool's labels, taints and capacity).
 
 mod error;
 pub mod exec;

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::duration::Duration;
-use crate::k8s::Quantity;
+use crate::k8s::{Quantity, Time};
 use crate::kind::sluice_kind;
 
 sluice_kind! {
@@ -251,6 +251,95 @@ pub struct NodePoolStatus {
     /// Names of the pool's Node objects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+    /// Per zone of the pool: the target and what exists, in `locations`
+    /// order (zones being drained after them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<ZoneStatus>,
+    /// The node provider's instances of the pool, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<InstanceStatus>,
+    /// Kubernetes-style conditions: `Ready`, `QuotaExceeded`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<NodePoolCondition>,
+    /// Set after a node creation failed: creations wait until the backoff
+    /// has passed (like the cluster autoscaler's node group backoff);
+    /// cleared by the next creation that succeeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_backoff: Option<CreateBackoff>,
+}
+
+/// One zone of a pool.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ZoneStatus {
+    pub zone: String,
+    /// The nodes the zone should hold (0 for a zone being drained).
+    pub target_node_count: i32,
+    /// Instances that count towards the target: creating or running, not
+    /// being deleted or replaced.
+    pub node_count: i32,
+    /// Of those, the ones whose Node is Ready.
+    pub ready_node_count: i32,
+}
+
+/// One instance as the node provider reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatus {
+    pub name: String,
+    pub zone: String,
+    pub state: InstanceState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Whether its Node object exists and is Ready.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ready: bool,
+    /// Why it failed, or why it is being replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// An instance's state at the provider (GCE's instance status, reduced).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum InstanceState {
+    #[default]
+    Creating,
+    Running,
+    Deleting,
+    Failed,
+}
+
+/// A condition in Kubernetes' shape (`metav1.Condition` without
+/// `observedGeneration`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolCondition {
+    /// `Ready`, `QuotaExceeded`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    #[schemars(schema_with = "crate::openapi::date_time")]
+    pub last_transition_time: Time,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// Creations held back after a failure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateBackoff {
+    /// Failed creation rounds in a row; the wait doubles with each.
+    pub failures: u32,
+    #[schemars(schema_with = "crate::openapi::date_time")]
+    pub last_failure_time: Time,
+    /// The provider ran out of quota (rather than failing otherwise).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quota_exceeded: bool,
+    /// The provider's message.
+    pub message: String,
 }
 
 /// GKE's node pool `Status`.

@@ -51,6 +51,22 @@ status:
   statusMessage: all nodes ready
   version: 1.33.2
   nodes: [pool-a-zone-a-1, pool-a-zone-b-1]
+  zones:
+    - {zone: zone-a, targetNodeCount: 3, nodeCount: 3, readyNodeCount: 1}
+  instances:
+    - {name: pool-a-a-bcdf, zone: zone-a, state: RUNNING, version: 1.33.2, ready: true}
+    - {name: pool-a-a-ghjk, zone: zone-a, state: FAILED, message: disk full}
+  conditions:
+    - type: QuotaExceeded
+      status: "True"
+      lastTransitionTime: "2026-11-23T01:00:00Z"
+      reason: QuotaExhausted
+      message: "instances: limit 10"
+  createBackoff:
+    failures: 2
+    lastFailureTime: "2026-11-23T01:00:00Z"
+    quotaExceeded: true
+    message: "instances: limit 10"
 "#;
 
 /// Just what is required.
@@ -76,10 +92,10 @@ fn full_example_round_trips() {
         Some(Duration::from_secs(3600))
     );
     assert_eq!(pool.spec.config.taints[0].effect.kubernetes(), "NoSchedule");
-    assert_eq!(
-        pool.status.map(|s| s.status),
-        Some(Some(NodePoolPhase::Running))
-    );
+    let status = pool.status.unwrap_or_default();
+    assert_eq!(status.status, Some(NodePoolPhase::Running));
+    assert_eq!(status.instances[1].state, InstanceState::Failed);
+    assert_eq!(status.create_backoff.map(|b| b.failures), Some(2));
 }
 
 #[test]

@@ -1,0 +1,247 @@
+//! What a node provider makes and reports: instances, and the request to
+//! create one. These are also the JSON the exec provider's scripts read
+//! and print (camelCase, times in RFC 3339).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use sluice_model::node_pool::{NodePool, NodeTaint};
+use sluice_model::quantity;
+
+use crate::PlanError;
+
+/// One machine (VM, namespace, simulated node) of a pool, as its provider
+/// reports it. Its name is the name of the Node it registers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    rename_all = "camelCase",
+    try_from = "InstanceWire",
+    into = "InstanceWire"
+)]
+pub struct Instance {
+    pub name: String,
+    pub pool: String,
+    pub zone: String,
+    /// The Kubernetes version its kubelet runs (empty: unknown).
+    pub version: String,
+    pub state: InstanceState,
+    /// When the provider started creating it; the node startup timeout
+    /// counts from here.
+    pub created_at: Timestamp,
+}
+
+/// An instance's state at the provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InstanceState {
+    /// Being made; not yet booted.
+    Creating,
+    /// Booted; its agent registers (or registered) its Node.
+    Running,
+    /// Going away; it no longer counts towards the pool's size.
+    Deleting,
+    /// Broken for good, with the provider's reason; it is replaced.
+    Failed(String),
+}
+
+/// The JSON shape: the state is a string, a failure's reason a field of
+/// its own (`"state": "FAILED", "message": "disk full"`), which script
+/// writers find easier than a tagged enum.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct InstanceWire {
+    name: String,
+    pool: String,
+    zone: String,
+    #[serde(default)]
+    version: String,
+    state: WireState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    created_at: Time,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+enum WireState {
+    Creating,
+    Running,
+    Deleting,
+    Failed,
+}
+
+impl From<Instance> for InstanceWire {
+    fn from(i: Instance) -> Self {
+        let (state, message) = match i.state {
+            InstanceState::Creating => (WireState::Creating, None),
+            InstanceState::Running => (WireState::Running, None),
+            InstanceState::Deleting => (WireState::Deleting, None),
+            InstanceState::Failed(why) => (WireState::Failed, Some(why)),
+        };
+        InstanceWire {
+            name: i.name,
+            pool: i.pool,
+            zone: i.zone,
+            version: i.version,
+            state,
+            message,
+            created_at: Time(i.created_at),
+        }
+    }
+}
+
+impl TryFrom<InstanceWire> for Instance {
+    type Error = String;
+
+    fn try_from(w: InstanceWire) -> Result<Self, String> {
+        if w.name.is_empty() {
+            return Err("name: may not be empty".into());
+        }
+        let state = match w.state {
+            WireState::Creating => InstanceState::Creating,
+            WireState::Running => InstanceState::Running,
+            WireState::Deleting => InstanceState::Deleting,
+            WireState::Failed => {
+                InstanceState::Failed(w.message.unwrap_or_else(|| "no reason given".into()))
+            }
+        };
+        Ok(Instance {
+            name: w.name,
+            pool: w.pool,
+            zone: w.zone,
+            version: w.version,
+            state,
+            created_at: w.created_at.0,
+        })
+    }
+}
+
+/// What every node of a pool is made from: the pool's `config` with its
+/// quantities read as integers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSpec {
+    pub cpu_milli: i64,
+    pub memory_bytes: i64,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// GKE's spelling of effects (`NO_SCHEDULE`).
+    #[serde(default)]
+    pub taints: Vec<NodeTaint>,
+    #[serde(default)]
+    pub spot: bool,
+}
+
+impl NodeSpec {
+    /// The pool's `spec.config`, its capacity parsed (`"4"` is 4000
+    /// milli-CPU, `"16Gi"` 17 179 869 184 bytes).
+    pub fn of_pool(pool: &NodePool) -> Result<NodeSpec, PlanError> {
+        let name = pool.metadata.name.clone().unwrap_or_default();
+        let config = &pool.spec.config;
+        let read = |field: &'static str, value: Result<i128, quantity::QuantityError>| {
+            let value = value.map_err(|source| PlanError::Capacity {
+                pool: name.clone(),
+                field,
+                source,
+            })?;
+            i64::try_from(value).map_err(|_| PlanError::CapacityTooLarge {
+                pool: name.clone(),
+                field,
+                value,
+            })
+        };
+        Ok(NodeSpec {
+            cpu_milli: read(
+                "spec.config.capacity.cpu",
+                quantity::milli(&config.capacity.cpu),
+            )?,
+            memory_bytes: read(
+                "spec.config.capacity.memory",
+                quantity::units(&config.capacity.memory),
+            )?,
+            labels: config.labels.clone(),
+            taints: config.taints.clone(),
+            spot: config.spot,
+        })
+    }
+}
+
+/// A request to create one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateNode {
+    pub pool: String,
+    pub zone: String,
+    /// Chosen by the reconciler ([`crate::naming`]); the Node registers
+    /// under it.
+    pub name: String,
+    /// The pool's `spec.version` (else the cluster's).
+    pub version: String,
+    pub config: NodeSpec,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn instances_read_and_write_the_script_shape() {
+        let text = r#"{"name":"p-a-bcdf","pool":"p","zone":"zone-a","version":"1.33.2",
+            "state":"FAILED","message":"disk full","createdAt":"2026-11-23T01:00:00Z"}"#;
+        let i: Instance = serde_json::from_str(text).unwrap();
+        assert_eq!(i.state, InstanceState::Failed("disk full".into()));
+        assert_eq!(i.created_at, at("2026-11-23T01:00:00Z"));
+        let back = serde_json::to_value(&i).unwrap();
+        assert_eq!(back["state"], "FAILED");
+        assert_eq!(back["message"], "disk full");
+        assert_eq!(back["createdAt"], "2026-11-23T01:00:00Z");
+        let again: Instance = serde_json::from_value(back).unwrap();
+        assert_eq!(again, i);
+    }
+
+    #[test]
+    fn bad_instances_name_what_is_wrong() {
+        let cases = [
+            (
+                r#"{"name":"","pool":"p","zone":"z","state":"RUNNING","createdAt":"2026-11-23T01:00:00Z"}"#,
+                "name",
+            ),
+            (
+                r#"{"name":"n","pool":"p","zone":"z","state":"BOOTING","createdAt":"2026-11-23T01:00:00Z"}"#,
+                "BOOTING",
+            ),
+            (
+                r#"{"name":"n","pool":"p","zone":"z","state":"RUNNING"}"#,
+                "createdAt",
+            ),
+            (
+                r#"{"name":"n","pool":"p","zone":"z","state":"RUNNING","createdAt":"2026-11-23T01:00:00Z","colour":1}"#,
+                "colour",
+            ),
+        ];
+        for (text, names) in cases {
+            let err = serde_json::from_str::<Instance>(text)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(names), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn node_spec_reads_the_pool_capacity() {
+        let mut pool = NodePool::new("p", Default::default());
+        pool.spec.config.capacity.cpu = sluice_model::k8s::Quantity("1500m".into());
+        pool.spec.config.capacity.memory = sluice_model::k8s::Quantity("2Gi".into());
+        let spec = NodeSpec::of_pool(&pool).unwrap();
+        assert_eq!((spec.cpu_milli, spec.memory_bytes), (1500, 2 << 30));
+
+        pool.spec.config.capacity.memory = sluice_model::k8s::Quantity("lots".into());
+        let err = NodeSpec::of_pool(&pool).unwrap_err().to_string();
+        assert!(err.contains("spec.config.capacity.memory"), "{err}");
+    }
+}

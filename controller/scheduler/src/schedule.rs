@@ -11,6 +11,7 @@ use crate::cluster::{Cluster, NodeState};
 use crate::fit_error::{fit_error_message, unreadable_pod_message, NO_NODES_MESSAGE};
 use crate::host_ports::{self, REASON_PORTS};
 use crate::inter_pod::{self, InterPodState};
+use crate::pod_affinity_score;
 use crate::pod_info::{pod_key, PodInfo};
 use crate::score::{
     balanced, least_allocated, normalize, normalize_spread, tie_break, tie_break_seed,
@@ -126,6 +127,7 @@ pub fn schedule(cluster: &mut Cluster, pod: &Pod) -> Decision {
     cluster.ensure_order();
     topology_spread::prepare(cluster, &info);
     inter_pod::prepare(cluster, &info);
+    pod_affinity_score::prepare(cluster, &info);
     let (chosen, processed) = decide(cluster, &info);
     let len = cluster.order().len().max(1);
     cluster.next_start = (cluster.next_start + processed) % len;
@@ -300,14 +302,22 @@ fn best_node(cluster: &Cluster, pod: &PodInfo, spread: &SpreadState, feasible: &
     // The tie-break hash is only needed for nodes that reach the best
     // total so far.
     let seed = tie_break_seed(&pod.key);
+    let preferred = pod_affinity_score::prescore(cluster, pod);
+    let pod_affinity = if preferred.scores() {
+        let raw: Vec<i64> = feasible.iter().map(|&s| preferred.raw_score(s)).collect();
+        pod_affinity_score::normalize(&raw)
+    } else {
+        vec![0; nodes.len()]
+    };
     let mut best: Option<(i64, u64, usize)> = None;
     for (i, n) in nodes.iter().enumerate() {
         let total = 3 * taints[i]
             + 2 * affinity[i]
             + 2 * spread_scores[i]
+            + 2 * pod_affinity[i]
             + least_allocated(n, &pod.demand)
             + balanced(n, &pod.demand);
-        debug_assert!(total <= 9 * MAX_NODE_SCORE);
+        debug_assert!(total <= 11 * MAX_NODE_SCORE);
         let better = match &best {
             None => true,
             Some((t, _, _)) if total != *t => total > *t,

@@ -67,6 +67,7 @@ pub(crate) fn pod(name: &str) -> PodB {
     }))
 }
 
+#[derive(Clone)]
 pub(crate) struct PodB(pub Value);
 
 impl PodB {

@@ -1,6 +1,7 @@
 //! Unit tests over small hand-built Nodes and Pods.
 
 mod cluster;
+mod consistency;
 mod decisions;
 mod filters;
 mod inter_pod;

@@ -25,12 +25,15 @@ use crate::topology_spread::{self, SpreadState};
 /// The scheduler name a pod must carry (or leave empty) to be ours.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 
-pub(crate) const REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";
-pub(crate) const REASON_NODE_AFFINITY: &str = "node(s) didn't match Pod's node affinity/selector";
-pub(crate) const REASON_TOO_MANY_PODS: &str = "Too many pods";
+/// NodeUnschedulable's reason: the node is cordoned.
+pub const REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";
+/// NodeAffinity's reason: `nodeSelector` or required terms unmet.
+pub const REASON_NODE_AFFINITY: &str = "node(s) didn't match Pod's node affinity/selector";
+/// NodeResourcesFit's reason when `status.allocatable.pods` is reached.
+pub const REASON_TOO_MANY_PODS: &str = "Too many pods";
 /// Not an upstream reason: upstream nodes always have a readable
 /// allocatable, Sluice's may not.
-pub(crate) const REASON_BROKEN_NODE: &str = "node(s) had an unreadable status.allocatable";
+pub const REASON_BROKEN_NODE: &str = "node(s) had an unreadable status.allocatable";
 
 /// Below this many nodes every node is looked at (`minFeasibleNodesToFind`).
 const MIN_FEASIBLE_NODES: usize = 100;

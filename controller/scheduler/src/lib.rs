@@ -16,7 +16,7 @@
 //!
 //! Left out: preemption, volumes (binding, zones, limits),
 //! bound pods' affinity terms in the score, image locality, the default (system) spread
-//! constraints, scheduling gates, DRA, extenders.
+//! constraints, DRA, extenders.
 
 pub mod cluster;
 mod counters;

@@ -55,8 +55,9 @@ pub enum Decision {
 }
 
 /// Whether the default scheduler should place this pod: no node yet, not
-/// being deleted, not finished, and `schedulerName` empty or
-/// `default-scheduler`.
+/// being deleted, not finished, `schedulerName` empty or
+/// `default-scheduler`, and no `schedulingGates` left (a gated pod waits,
+/// as upstream's SchedulingGates plugin keeps it out of the queue).
 pub fn wants_scheduling(pod: &Pod) -> bool {
     let spec = pod.spec.as_ref();
     let unbound = spec
@@ -65,9 +66,13 @@ pub fn wants_scheduling(pod: &Pod) -> bool {
     let ours = spec
         .and_then(|s| s.scheduler_name.as_deref())
         .is_none_or(|n| n.is_empty() || n == DEFAULT_SCHEDULER_NAME);
+    let gated = spec
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty());
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     unbound
         && ours
+        && !gated
         && pod.metadata.deletion_timestamp.is_none()
         && !matches!(phase, Some("Succeeded" | "Failed"))
 }

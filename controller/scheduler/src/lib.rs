@@ -14,9 +14,9 @@
 //! preferred pod (anti-)affinity ([`pod_affinity_score`]), with the
 //! default weights.
 //!
-//! Left out: preemption, volumes (binding, zones, limits),
-//! bound pods' affinity terms in the score, image locality, the default (system) spread
-//! constraints, DRA, extenders.
+//! Left out: preemption, volumes (binding, zones, limits), bound pods'
+//! affinity terms in the score, image locality, the default (system)
+//! spread constraints, DRA, extenders.
 
 pub mod cluster;
 mod counters;

@@ -114,6 +114,20 @@ impl PodB {
     }
 }
 
+/// An `app=web` pod spread over zones (maxSkew 1, DoNotSchedule).
+pub(crate) fn web(name: &str) -> PodB {
+    pod(name)
+        .label("app", "web")
+        .spread("web", "topology.kubernetes.io/zone", 1, "DoNotSchedule")
+}
+
+/// Two `app=web` pods bound to `node`.
+pub(crate) fn two_web_on(node: &str) -> Vec<PodB> {
+    ["x", "y"]
+        .map(|n| pod(n).label("app", "web").on(node))
+        .into()
+}
+
 pub(crate) fn cluster(nodes: Vec<NodeB>, pods: Vec<PodB>) -> Cluster {
     let nodes: Vec<Node> = nodes.into_iter().map(NodeB::build).collect();
     let pods: Vec<Pod> = pods.into_iter().map(PodB::build).collect();

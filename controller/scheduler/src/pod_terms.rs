@@ -165,37 +165,35 @@ struct Stanza<'p> {
     labels: BTreeMap<String, String>,
 }
 
+/// `PodAffinity` and `PodAntiAffinity` are distinct types with the same
+/// two term lists; this reads them from either.
+macro_rules! term_lists {
+    ($a:expr) => {{
+        let a = $a;
+        (
+            a.and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+            a.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+        )
+    }};
+}
+
 fn stanza(pod: &Pod, kind: TermKind) -> Stanza<'_> {
     let affinity = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
-    let (required, preferred, base) = match kind {
-        TermKind::Affinity => {
-            let a = affinity.and_then(|a| a.pod_affinity.as_ref());
-            (
-                a.and_then(|a| {
-                    a.required_during_scheduling_ignored_during_execution
-                        .as_ref()
-                }),
-                a.and_then(|a| {
-                    a.preferred_during_scheduling_ignored_during_execution
-                        .as_ref()
-                }),
-                "spec.affinity.podAffinity",
-            )
-        }
-        TermKind::AntiAffinity => {
-            let a = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
-            (
-                a.and_then(|a| {
-                    a.required_during_scheduling_ignored_during_execution
-                        .as_ref()
-                }),
-                a.and_then(|a| {
-                    a.preferred_during_scheduling_ignored_during_execution
-                        .as_ref()
-                }),
-                "spec.affinity.podAntiAffinity",
-            )
-        }
+    let ((required, preferred), base) = match kind {
+        TermKind::Affinity => (
+            term_lists!(affinity.and_then(|a| a.pod_affinity.as_ref())),
+            "spec.affinity.podAffinity",
+        ),
+        TermKind::AntiAffinity => (
+            term_lists!(affinity.and_then(|a| a.pod_anti_affinity.as_ref())),
+            "spec.affinity.podAntiAffinity",
+        ),
     };
     Stanza {
         required,

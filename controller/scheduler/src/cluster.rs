@@ -138,10 +138,14 @@ impl Cluster {
         let labels = node.metadata.labels.clone().unwrap_or_default();
         let taints = spec.and_then(|s| s.taints.clone()).unwrap_or_default();
         let unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
-        self.order_stale = true;
-        self.domains.clear();
         if let Some(&slot) = self.by_name.get(&name) {
             if let Some(n) = self.nodes[slot].as_mut() {
+                // Status updates come often and rarely touch labels: the
+                // search order and the domains depend on labels alone.
+                if n.labels != labels {
+                    self.order_stale = true;
+                    self.domains.clear();
+                }
                 n.labels = labels;
                 n.taints = taints;
                 n.unschedulable = unschedulable;
@@ -150,6 +154,8 @@ impl Cluster {
                 n.broken = broken.clone();
             }
         } else {
+            self.order_stale = true;
+            self.domains.clear();
             let state = NodeState {
                 name: name.clone(),
                 labels,

@@ -16,9 +16,10 @@ use crate::cluster::{Cluster, Domains};
 use crate::pod_info::PodInfo;
 use crate::pod_terms::PodMatcher;
 
-pub(crate) const REASON_AFFINITY: &str = "node(s) didn't match pod affinity rules";
-pub(crate) const REASON_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
-pub(crate) const REASON_EXISTING_ANTI_AFFINITY: &str =
+/// Upstream's reasons for the three checks, in order.
+pub const REASON_AFFINITY: &str = "node(s) didn't match pod affinity rules";
+pub const REASON_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
+pub const REASON_EXISTING_ANTI_AFFINITY: &str =
     "node(s) didn't satisfy existing pods anti-affinity rules";
 
 /// Domains of one topology key that hold a counted pod.

@@ -10,12 +10,13 @@
 //! ([`host_ports`]), NodeResourcesFit ([`resources`]), PodTopologySpread
 //! ([`topology_spread`]) and InterPodAffinity ([`inter_pod`]). Scores
 //! ([`score`]): least allocated and balanced resources, `PreferNoSchedule`
-//! taints, preferred node affinity and `ScheduleAnyway` spread, with the
+//! taints, preferred node affinity, `ScheduleAnyway` spread and the pod's
+//! preferred pod (anti-)affinity ([`pod_affinity_score`]), with the
 //! default weights.
 //!
-//! Left out: preemption, volumes (binding, zones, limits),
-//! pod-affinity scoring, image locality, the default (system) spread
-//! constraints, scheduling gates, DRA, extenders.
+//! Left out: preemption, volumes (binding, zones, limits), bound pods'
+//! affinity terms in the score, image locality, the default (system)
+//! spread constraints, DRA, extenders.
 
 pub mod cluster;
 mod counters;
@@ -24,6 +25,7 @@ pub mod fit_error;
 pub mod host_ports;
 pub mod inter_pod;
 pub mod node_affinity;
+pub mod pod_affinity_score;
 mod pod_info;
 mod pod_terms;
 pub mod resources;

@@ -7,7 +7,7 @@ use sluice_model::k8s::Pod;
 use crate::error::InputError;
 use crate::host_ports::{host_ports, HostPort};
 use crate::node_affinity::{PreferredNodeAffinity, RequiredNodeAffinity};
-use crate::pod_terms::{required_terms, PodTerm, TermKind};
+use crate::pod_terms::{preferred_terms, required_terms, PodTerm, TermKind};
 use crate::resources::{pod_demand, Demand};
 use crate::taints::{parse_tolerations, Toleration};
 use crate::topology_spread::{parse_constraints, SpreadConstraint};
@@ -35,6 +35,8 @@ pub(crate) struct PodInfo {
     pub spread: Vec<SpreadConstraint>,
     pub affinity: Vec<PodTerm>,
     pub anti_affinity: Vec<PodTerm>,
+    pub preferred_affinity: Vec<(i64, PodTerm)>,
+    pub preferred_anti: Vec<(i64, PodTerm)>,
 }
 
 impl PodInfo {
@@ -58,6 +60,8 @@ impl PodInfo {
             spread: parse_constraints(pod, &namespace, &labels, &object)?,
             affinity: required_terms(pod, TermKind::Affinity, &object)?,
             anti_affinity: required_terms(pod, TermKind::AntiAffinity, &object)?,
+            preferred_affinity: preferred_terms(pod, TermKind::Affinity, &object)?,
+            preferred_anti: preferred_terms(pod, TermKind::AntiAffinity, &object)?,
             key,
             namespace,
             labels,

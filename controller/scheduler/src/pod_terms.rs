@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm};
+use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, WeightedPodAffinityTerm};
 use sluice_model::k8s::LabelSelector;
 use sluice_model::policy::disruption::{PolicyError, Selector, SelectorOp};
 
@@ -155,39 +155,96 @@ pub(crate) enum TermKind {
     AntiAffinity,
 }
 
+/// The required and the preferred terms of the pod's `podAffinity` or
+/// `podAntiAffinity`, and that field's path.
+struct Stanza<'p> {
+    required: Option<&'p Vec<PodAffinityTerm>>,
+    preferred: Option<&'p Vec<WeightedPodAffinityTerm>>,
+    base: &'static str,
+    namespace: &'p str,
+    labels: BTreeMap<String, String>,
+}
+
+/// `PodAffinity` and `PodAntiAffinity` are distinct types with the same
+/// two term lists; this reads them from either.
+macro_rules! term_lists {
+    ($a:expr) => {{
+        let a = $a;
+        (
+            a.and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+            a.and_then(|a| {
+                a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+        )
+    }};
+}
+
+fn stanza(pod: &Pod, kind: TermKind) -> Stanza<'_> {
+    let affinity = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
+    let ((required, preferred), base) = match kind {
+        TermKind::Affinity => (
+            term_lists!(affinity.and_then(|a| a.pod_affinity.as_ref())),
+            "spec.affinity.podAffinity",
+        ),
+        TermKind::AntiAffinity => (
+            term_lists!(affinity.and_then(|a| a.pod_anti_affinity.as_ref())),
+            "spec.affinity.podAntiAffinity",
+        ),
+    };
+    Stanza {
+        required,
+        preferred,
+        base,
+        namespace: pod.metadata.namespace.as_deref().unwrap_or("default"),
+        labels: pod.metadata.labels.clone().unwrap_or_default(),
+    }
+}
+
 /// The pod's required `podAffinity` or `podAntiAffinity` terms.
 pub(crate) fn required_terms(
     pod: &Pod,
     kind: TermKind,
     object: &str,
 ) -> Result<Vec<PodTerm>, InputError> {
-    let affinity = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
-    let (terms, base) = match kind {
-        TermKind::Affinity => (
-            affinity
-                .and_then(|a| a.pod_affinity.as_ref())
-                .and_then(|a| {
-                    a.required_during_scheduling_ignored_during_execution
-                        .as_ref()
-                }),
-            "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-        ),
-        TermKind::AntiAffinity => (
-            affinity
-                .and_then(|a| a.pod_anti_affinity.as_ref())
-                .and_then(|a| {
-                    a.required_during_scheduling_ignored_during_execution
-                        .as_ref()
-                }),
-            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-        ),
-    };
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
-    terms
+    let s = stanza(pod, kind);
+    let base = format!("{}.requiredDuringSchedulingIgnoredDuringExecution", s.base);
+    s.required
         .into_iter()
         .flatten()
         .enumerate()
-        .map(|(i, t)| parse_term(t, namespace, &labels, object, &format!("{base}[{i}]")))
+        .map(|(i, t)| parse_term(t, s.namespace, &s.labels, object, &format!("{base}[{i}]")))
         .collect()
+}
+
+/// The pod's preferred `podAffinity` or `podAntiAffinity` terms, with
+/// their weights.
+pub(crate) fn preferred_terms(
+    pod: &Pod,
+    kind: TermKind,
+    object: &str,
+) -> Result<Vec<(i64, PodTerm)>, InputError> {
+    let s = stanza(pod, kind);
+    let base = format!("{}.preferredDuringSchedulingIgnoredDuringExecution", s.base);
+    let mut out = Vec::new();
+    for (i, w) in s.preferred.into_iter().flatten().enumerate() {
+        let field = format!("{base}[{i}]");
+        if !(1..=100).contains(&w.weight) {
+            let why = format!("{} is not in 1..100", w.weight);
+            return Err(InputError::new(object, format!("{field}.weight"), why));
+        }
+        let term_field = format!("{field}.podAffinityTerm");
+        let term = parse_term(
+            &w.pod_affinity_term,
+            s.namespace,
+            &s.labels,
+            object,
+            &term_field,
+        )?;
+        out.push((i64::from(w.weight), term));
+    }
+    Ok(out)
 }

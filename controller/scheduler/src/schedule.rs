@@ -11,6 +11,7 @@ use crate::cluster::{Cluster, NodeState};
 use crate::fit_error::{fit_error_message, unreadable_pod_message, NO_NODES_MESSAGE};
 use crate::host_ports::{self, REASON_PORTS};
 use crate::inter_pod::{self, InterPodState};
+use crate::pod_affinity_score;
 use crate::pod_info::{pod_key, PodInfo};
 use crate::score::{
     balanced, least_allocated, normalize, normalize_spread, tie_break, tie_break_seed,
@@ -24,12 +25,15 @@ use crate::topology_spread::{self, SpreadState};
 /// The scheduler name a pod must carry (or leave empty) to be ours.
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 
-pub(crate) const REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";
-pub(crate) const REASON_NODE_AFFINITY: &str = "node(s) didn't match Pod's node affinity/selector";
-pub(crate) const REASON_TOO_MANY_PODS: &str = "Too many pods";
+/// NodeUnschedulable's reason: the node is cordoned.
+pub const REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";
+/// NodeAffinity's reason: `nodeSelector` or required terms unmet.
+pub const REASON_NODE_AFFINITY: &str = "node(s) didn't match Pod's node affinity/selector";
+/// NodeResourcesFit's reason when `status.allocatable.pods` is reached.
+pub const REASON_TOO_MANY_PODS: &str = "Too many pods";
 /// Not an upstream reason: upstream nodes always have a readable
 /// allocatable, Sluice's may not.
-pub(crate) const REASON_BROKEN_NODE: &str = "node(s) had an unreadable status.allocatable";
+pub const REASON_BROKEN_NODE: &str = "node(s) had an unreadable status.allocatable";
 
 /// Below this many nodes every node is looked at (`minFeasibleNodesToFind`).
 const MIN_FEASIBLE_NODES: usize = 100;
@@ -51,8 +55,9 @@ pub enum Decision {
 }
 
 /// Whether the default scheduler should place this pod: no node yet, not
-/// being deleted, not finished, and `schedulerName` empty or
-/// `default-scheduler`.
+/// being deleted, not finished, `schedulerName` empty or
+/// `default-scheduler`, and no `schedulingGates` left (a gated pod waits,
+/// as upstream's SchedulingGates plugin keeps it out of the queue).
 pub fn wants_scheduling(pod: &Pod) -> bool {
     let spec = pod.spec.as_ref();
     let unbound = spec
@@ -61,9 +66,13 @@ pub fn wants_scheduling(pod: &Pod) -> bool {
     let ours = spec
         .and_then(|s| s.scheduler_name.as_deref())
         .is_none_or(|n| n.is_empty() || n == DEFAULT_SCHEDULER_NAME);
+    let gated = spec
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty());
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     unbound
         && ours
+        && !gated
         && pod.metadata.deletion_timestamp.is_none()
         && !matches!(phase, Some("Succeeded" | "Failed"))
 }
@@ -126,6 +135,7 @@ pub fn schedule(cluster: &mut Cluster, pod: &Pod) -> Decision {
     cluster.ensure_order();
     topology_spread::prepare(cluster, &info);
     inter_pod::prepare(cluster, &info);
+    pod_affinity_score::prepare(cluster, &info);
     let (chosen, processed) = decide(cluster, &info);
     let len = cluster.order().len().max(1);
     cluster.next_start = (cluster.next_start + processed) % len;
@@ -300,14 +310,22 @@ fn best_node(cluster: &Cluster, pod: &PodInfo, spread: &SpreadState, feasible: &
     // The tie-break hash is only needed for nodes that reach the best
     // total so far.
     let seed = tie_break_seed(&pod.key);
+    let preferred = pod_affinity_score::prescore(cluster, pod);
+    let pod_affinity = if preferred.scores() {
+        let raw: Vec<i64> = feasible.iter().map(|&s| preferred.raw_score(s)).collect();
+        pod_affinity_score::normalize(&raw)
+    } else {
+        vec![0; nodes.len()]
+    };
     let mut best: Option<(i64, u64, usize)> = None;
     for (i, n) in nodes.iter().enumerate() {
         let total = 3 * taints[i]
             + 2 * affinity[i]
             + 2 * spread_scores[i]
+            + 2 * pod_affinity[i]
             + least_allocated(n, &pod.demand)
             + balanced(n, &pod.demand);
-        debug_assert!(total <= 9 * MAX_NODE_SCORE);
+        debug_assert!(total <= 11 * MAX_NODE_SCORE);
         let better = match &best {
             None => true,
             Some((t, _, _)) if total != *t => total > *t,

@@ -1,8 +1,8 @@
 //! Node scores, each 0–100 as upstream's plugins give them, and their
 //! normalisation over the feasible nodes. [`crate::schedule`] weighs them
 //! as kube-scheduler's default profile does: TaintToleration 3,
-//! NodeAffinity 2, PodTopologySpread 2, NodeResourcesFit (least
-//! allocated) 1, NodeResourcesBalancedAllocation 1.
+//! NodeAffinity 2, PodTopologySpread 2, InterPodAffinity 2,
+//! NodeResourcesFit (least allocated) 1, NodeResourcesBalancedAllocation 1.
 
 use crate::cluster::NodeState;
 use crate::resources::Demand;

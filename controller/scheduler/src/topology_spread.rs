@@ -21,9 +21,9 @@ use crate::pod_terms::{add_label_keys, compile_selector, Namespaces, PodMatcher}
 use crate::taints::untolerated;
 
 /// Upstream's reason when a node breaks a constraint.
-pub(crate) const REASON_SKEW: &str = "node(s) didn't match pod topology spread constraints";
+pub const REASON_SKEW: &str = "node(s) didn't match pod topology spread constraints";
 /// Upstream's reason when a node lacks a constraint's topology key.
-pub(crate) const REASON_MISSING_LABEL: &str =
+pub const REASON_MISSING_LABEL: &str =
     "node(s) didn't match pod topology spread constraints (missing required label)";
 
 /// One `topologySpreadConstraints` entry, checked.

@@ -70,19 +70,7 @@ fn a_bound_pod_with_an_unreadable_request_still_takes_a_slot() {
 
 #[test]
 fn removing_a_node_drops_its_pods_from_spread_counts() {
-    let zone = "topology.kubernetes.io/zone";
-    let web = |n: &str| {
-        pod(n)
-            .label("app", "web")
-            .spread("web", zone, 1, "DoNotSchedule")
-    };
-    let mut c = cluster(
-        two_zones(110),
-        vec![
-            pod("x").label("app", "web").on("a1"),
-            pod("y").label("app", "web").on("a1"),
-        ],
-    );
+    let mut c = cluster(two_zones(110), two_web_on("a1"));
     // Warm the counters, then drop the node that holds both pods.
     assert_eq!(bound(&mut c, web("w0")), "b1");
     assert!(c.remove_node("a1"));
@@ -90,4 +78,24 @@ fn removing_a_node_drops_its_pods_from_spread_counts() {
         .expect("node");
     // Zone a now counts 0 and b 1: a2 takes the next.
     assert_eq!(bound(&mut c, web("w1")), "a2");
+}
+
+#[test]
+fn a_node_moved_to_another_zone_counts_there() {
+    let mut c = cluster(
+        vec![
+            node("n1", "8", "8Gi", 110).zone("a"),
+            node("n2", "8", "8Gi", 110).zone("a"),
+            node("n3", "8", "8Gi", 110).zone("b"),
+        ],
+        two_web_on("n1"),
+    );
+    assert_eq!(bound(&mut c, web("w0")), "n3");
+    // A status-only update changes nothing; a new zone label does.
+    c.upsert_node(&node("n2", "8", "8Gi", 110).zone("a").build())
+        .expect("node");
+    assert_eq!(bound(&mut c, web("w1")), "n3");
+    c.upsert_node(&node("n2", "8", "8Gi", 110).zone("c").build())
+        .expect("node");
+    assert_eq!(bound(&mut c, web("w2")), "n2");
 }

@@ -64,6 +64,11 @@ fn only_pending_pods_of_the_default_scheduler_are_taken() {
         &pod("p").spec("schedulerName", json!("other")).build()
     ));
     assert!(!wants_scheduling(&pod("p").on("a").build()));
+    let gated = pod("p").spec("schedulingGates", json!([{"name": "example.com/quota"}]));
+    assert!(!wants_scheduling(&gated.build()));
+    assert!(wants_scheduling(
+        &pod("p").spec("schedulingGates", json!([])).build()
+    ));
     let mut gone = pod("p");
     gone.0["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     assert!(!wants_scheduling(&gone.build()));

@@ -104,3 +104,47 @@ fn pod_affinity_follows_matching_pods_or_starts_a_group() {
         "0/3 nodes are available: 3 node(s) didn't match pod affinity rules."
     );
 }
+
+fn preferred(name: &str, kind: &str, app: &str, key: &str, weight: i32) -> PodB {
+    pod(name).label("app", "web").spec(
+        "affinity",
+        json!({kind: {"preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": weight,
+            "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}}]}}),
+    )
+}
+
+#[test]
+fn preferred_pod_affinity_draws_and_anti_affinity_repels() {
+    // n1 holds a cache pod and is fuller; the emptier n2/n3 win on
+    // resources alone.
+    let pods = || vec![pod("cache").label("app", "cache").req("2", "2Gi").on("n1")];
+    let mut c = cluster(three(), pods());
+    assert_ne!(bound(&mut c, pod("plain").req("100m", "0")), "n1");
+    let mut c = cluster(three(), pods());
+    let near = preferred("near", "podAffinity", "cache", HOST, 100);
+    assert_eq!(bound(&mut c, near), "n1");
+    // Anti-affinity by zone: n1 and n2 share zone a with the cache pod;
+    // n3 is fuller than n2, so only the preference sends the pod there.
+    let mut filled = pods();
+    filled.push(pod("filler").req("1", "1Gi").on("n3"));
+    let mut c = cluster(three(), filled.clone());
+    assert_eq!(bound(&mut c, pod("plain").req("100m", "0")), "n2");
+    let mut c = cluster(three(), filled);
+    let far = preferred(
+        "far",
+        "podAntiAffinity",
+        "cache",
+        "topology.kubernetes.io/zone",
+        100,
+    );
+    assert_eq!(bound(&mut c, far), "n3");
+    let bad = preferred("bad", "podAffinity", "cache", HOST, 0);
+    let (msg, _) = refused(&mut c, bad);
+    assert!(
+        msg.contains(
+            "preferredDuringSchedulingIgnoredDuringExecution[0].weight: 0 is not in 1..100"
+        ),
+        "{msg}"
+    );
+}

@@ -1,6 +1,7 @@
 //! Unit tests over small hand-built Nodes and Pods.
 
 mod cluster;
+mod consistency;
 mod decisions;
 mod filters;
 mod inter_pod;
@@ -67,6 +68,7 @@ pub(crate) fn pod(name: &str) -> PodB {
     }))
 }
 
+#[derive(Clone)]
 pub(crate) struct PodB(pub Value);
 
 impl PodB {
@@ -110,6 +112,20 @@ impl PodB {
     pub fn build(self) -> Pod {
         serde_json::from_value(self.0).expect("pod")
     }
+}
+
+/// An `app=web` pod spread over zones (maxSkew 1, DoNotSchedule).
+pub(crate) fn web(name: &str) -> PodB {
+    pod(name)
+        .label("app", "web")
+        .spread("web", "topology.kubernetes.io/zone", 1, "DoNotSchedule")
+}
+
+/// Two `app=web` pods bound to `node`.
+pub(crate) fn two_web_on(node: &str) -> Vec<PodB> {
+    ["x", "y"]
+        .map(|n| pod(n).label("app", "web").on(node))
+        .into()
 }
 
 pub(crate) fn cluster(nodes: Vec<NodeB>, pods: Vec<PodB>) -> Cluster {

@@ -15,12 +15,6 @@ fn zoned() -> Vec<NodeB> {
     ]
 }
 
-fn web(name: &str) -> PodB {
-    pod(name)
-        .label("app", "web")
-        .spread("web", ZONE, 1, "DoNotSchedule")
-}
-
 fn zone_of(n: &str) -> &str {
     &n[..1]
 }

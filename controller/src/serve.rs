@@ -81,6 +81,12 @@ pub struct ServeOptions {
     /// manager's flag of the same name, 40 s).
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub node_monitor_grace_period: u64,
+    /// Where NodePools get their nodes: `none` (pools make no nodes),
+    /// `sim` or `sim:<boot seconds>` (simulated nodes, registered and kept
+    /// alive by the controller), `exec:<dir>` (the `create`, `delete` and
+    /// `list` scripts in `dir`, see docs/node-providers.md).
+    #[arg(long, default_value = "none")]
+    pub node_provider: crate::loops::ProviderChoice,
 }
 
 /// The store, and the etcd client when the store is etcd (for the
@@ -186,6 +192,7 @@ pub async fn run(
                 .map(|i| opts.node_cidr_mask_size.get(i).copied())
                 .collect(),
             node_monitor_grace_period: Duration::from_secs(opts.node_monitor_grace_period),
+            provider: opts.node_provider.clone(),
         },
     };
     crate::leader::spawn(store, etcd, identity, Some(loops));

@@ -295,4 +295,95 @@ fn cluster_loops(backend: Backend) {
     );
 }
 
-on_both_stores!(cluster_loops);
+/// A NodePool makes its nodes through the `sim` provider: the count per
+/// zone is reached, a deleted Node is replaced, and a smaller count
+/// removes nodes; the pool's status says where it stands.
+fn node_pools_make_nodes(backend: Backend) {
+    let s = Server::start_on(
+        &format!("pools-{backend:?}").to_lowercase(),
+        backend,
+        &["--node-provider", "sim:0"],
+    );
+    let pool = write(
+        &s,
+        "pool.yaml",
+        "apiVersion: sluice.dev/v1
+kind: NodePool
+metadata: {name: pool-a}
+spec:
+  locations: [zone-a, zone-b]
+  initialNodeCount: 2
+  config: {capacity: {cpu: '2', memory: 4Gi}}
+",
+    );
+    ok(&s, "admin", &["apply", "-f", &pool]);
+    let names = |s: &Server| -> Vec<String> {
+        ok(
+            s,
+            "admin",
+            &[
+                "get",
+                "nodes",
+                "-l",
+                "cloud.google.com/gke-nodepool=pool-a",
+                "-o",
+                "name",
+            ],
+        )
+        .lines()
+        .map(str::to_owned)
+        .collect()
+    };
+    let first = wait_for(Duration::from_secs(30), "4 nodes in the pool", || {
+        let n = names(&s);
+        (n.len() == 4).then_some(n)
+    });
+    let zones = ok(
+        &s,
+        "admin",
+        &["get", "nodes", "-L", "topology.kubernetes.io/zone"],
+    );
+    assert_eq!(zones.matches("zone-a").count(), 2, "{zones}");
+    assert_eq!(zones.matches("zone-b").count(), 2, "{zones}");
+
+    // A Node deleted from under the pool: its instance is replaced.
+    ok(&s, "admin", &["delete", &first[0]]);
+    wait_for(Duration::from_secs(30), "the deleted node replaced", || {
+        let n = names(&s);
+        (n.len() == 4 && !n.contains(&first[0])).then_some(())
+    });
+    let status = ok(
+        &s,
+        "admin",
+        &[
+            "get",
+            "nodepool",
+            "pool-a",
+            "-o",
+            "jsonpath={.status.conditions}",
+        ],
+    );
+    assert!(
+        status.contains("NodesReady") || status.contains("Ready"),
+        "{status}"
+    );
+
+    // Fewer per zone: the surplus goes.
+    ok(
+        &s,
+        "admin",
+        &[
+            "patch",
+            "nodepool",
+            "pool-a",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"initialNodeCount":1}}"#,
+        ],
+    );
+    wait_for(Duration::from_secs(30), "2 nodes left", || {
+        (names(&s).len() == 2).then_some(())
+    });
+}
+
+on_both_stores!(cluster_loops, node_pools_make_nodes);

@@ -17,6 +17,7 @@ pub mod client;
 pub mod endpoints;
 pub mod informer;
 pub mod nodes;
+pub mod pools;
 pub mod queue;
 pub mod scheduling;
 pub mod workloads;
@@ -51,11 +52,52 @@ pub enum LoopError {
     Workload(#[from] sluice_workloads::WorkloadError),
     #[error("{0}")]
     Lifecycle(#[from] sluice_lifecycle::LifecycleError),
+    #[error("node provider: {0}")]
+    Provider(String),
+}
+
+/// Where node pools get their nodes (`--node-provider`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderChoice {
+    /// No provider: node pools are recorded but make no nodes.
+    None,
+    /// Simulated nodes, booting after this long.
+    Sim { boot_delay: Duration },
+    /// The user's create, delete and list scripts in this directory.
+    Exec { dir: std::path::PathBuf },
+}
+
+impl std::str::FromStr for ProviderChoice {
+    type Err = String;
+
+    /// `none`, `sim`, `sim:<seconds>` or `exec:<dir>`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            None if s == "none" => Ok(ProviderChoice::None),
+            None if s == "sim" => Ok(ProviderChoice::Sim {
+                boot_delay: Duration::from_secs(5),
+            }),
+            Some(("sim", secs)) => secs
+                .parse::<u64>()
+                .map(|s| ProviderChoice::Sim {
+                    boot_delay: Duration::from_secs(s),
+                })
+                .map_err(|_| {
+                    format!("--node-provider sim:{secs}: the boot delay must be whole seconds")
+                }),
+            Some(("exec", dir)) if !dir.is_empty() => Ok(ProviderChoice::Exec { dir: dir.into() }),
+            _ => Err(format!(
+                "--node-provider {s:?}: expected none, sim, sim:<seconds> or exec:<directory>"
+            )),
+        }
+    }
 }
 
 /// What the loops are configured with (`serve`'s flags).
 #[derive(Debug, Clone)]
 pub struct LoopConfig {
+    /// Where node pools get their nodes.
+    pub provider: ProviderChoice,
     /// How long a Node's Lease may go unrenewed before it is silent.
     pub node_monitor_grace_period: Duration,
     /// `--cluster-cidr`: pod CIDRs are allocated to Nodes when set.
@@ -266,6 +308,75 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         })
         .await
     });
+
+    if config.provider != ProviderChoice::None {
+        let pools_inf = Informer::start(
+            Api::<sluice_model::node_pool::NodePool>::all(client.clone()),
+            watcher::Config::default(),
+            &mut tasks,
+        );
+        let provider: Arc<dyn sluice_nodepools::NodeProvider> = match &config.provider {
+            ProviderChoice::Sim { .. } | ProviderChoice::None => {
+                let boot_delay = match &config.provider {
+                    ProviderChoice::Sim { boot_delay } => *boot_delay,
+                    _ => Duration::ZERO,
+                };
+                let clock: Arc<dyn sluice_nodepools::sim::Clock> =
+                    Arc::new(sluice_model::k8s::jiff::Timestamp::now);
+                let sim = Arc::new(sluice_nodepools::sim::SimProvider::new(clock));
+                sim.set_boot_delay(
+                    SignedDuration::try_from(boot_delay).unwrap_or(SignedDuration::ZERO),
+                );
+                let kubelets = pools::SimKubelets {
+                    client: client.clone(),
+                    sim: sim.clone(),
+                    pools: pools_inf.clone(),
+                    nodes: nodes.clone(),
+                };
+                tasks.spawn(kubelets.run());
+                sim
+            }
+            ProviderChoice::Exec { dir } => Arc::new(sluice_nodepools::exec::ExecProvider::new(
+                sluice_nodepools::exec::ExecConfig::in_dir(dir),
+            )),
+        };
+        let pl = Arc::new(pools::Pools {
+            client: client.clone(),
+            pools: pools_inf.clone(),
+            nodes: nodes.clone(),
+            provider,
+            config: sluice_nodepools::reconcile::Config {
+                // A pool without a version gets the served one.
+                cluster_version: format!(
+                    "{}.{}.0",
+                    crate::api::discovery::KUBE_MAJOR,
+                    crate::api::discovery::KUBE_MINOR
+                ),
+                ..Default::default()
+            },
+        });
+        let q = Queue::new();
+        let p = pl.clone();
+        follow(&mut tasks, &pools_inf, q.clone(), move |c, q| {
+            p.on_pool(c, q)
+        });
+        let p = pl.clone();
+        follow(&mut tasks, &nodes, q.clone(), move |c, q| p.on_node(c, q));
+        let p = pl.clone();
+        let (n, ps) = (nodes.clone(), pools_inf.clone());
+        tasks.spawn(async move {
+            // A pool's plan needs every Node: one missing from a cache
+            // still filling would look deleted and be replaced.
+            n.ready().await;
+            ps.ready().await;
+            q.add_all(ps.keys());
+            q.work("nodepool", move |k| {
+                let p = p.clone();
+                async move { p.reconcile(k).await }
+            })
+            .await
+        });
+    }
 
     if !config.cluster_cidrs.is_empty() {
         let cidrs: Vec<&str> = config.cluster_cidrs.iter().map(String::as_str).collect();

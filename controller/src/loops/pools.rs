@@ -1,0 +1,181 @@
+//! The node-pool loop: each `NodePool` made real through a node provider
+//! (`--node-provider`). A pass lists the pool's instances, decides with
+//! `sluice_nodepools::reconcile::plan` (pure), runs the actions through
+//! the provider, folds the outcomes into the status (quota backoff and
+//! conditions) and writes it. Instances are polled, not watched, so a pass
+//! asks to be run again after the plan's requeue-after.
+//!
+//! With the `sim` provider nothing boots, so this file also plays the
+//! simulated nodes' kubelets ([`SimKubelets`]): each running instance's
+//! Node is registered, its Lease renewed, and a gone instance's Node
+//! deleted, which is what real agents and the node lifecycle would do.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::json;
+use sluice_model::k8s::jiff::Timestamp;
+use sluice_model::k8s::{Lease, Node};
+use sluice_model::node_pool::NodePool;
+use sluice_nodepools::node_object::POOL_LABEL;
+use sluice_nodepools::reconcile::{self, Config};
+use sluice_nodepools::sim::SimProvider;
+use sluice_nodepools::{execute, NodeProvider};
+use tracing::warn;
+
+use super::informer::{Change, Informer, Key};
+use super::queue::{Next, Queue};
+use super::{requeue, LoopError, MANAGER};
+
+pub struct Pools {
+    pub client: Client,
+    pub pools: Arc<Informer<NodePool>>,
+    pub nodes: Arc<Informer<Node>>,
+    pub provider: Arc<dyn NodeProvider>,
+    pub config: Config,
+}
+
+impl Pools {
+    pub async fn reconcile(&self, key: Key) -> Result<Next, LoopError> {
+        let Some(pool) = self.pools.get("", &key.1) else {
+            return Ok(None);
+        };
+        let instances = self
+            .provider
+            .list(&key.1)
+            .await
+            .map_err(|e| LoopError::Provider(e.to_string()))?;
+        let nodes: Vec<Node> = self.nodes.all().iter().map(|n| (**n).clone()).collect();
+        let now = Timestamp::now();
+        let plan = reconcile::plan(&pool, &instances, &nodes, &self.config, now)
+            .map_err(|e| LoopError::Provider(e.to_string()))?;
+        let outcomes = execute::run(self.provider.clone(), plan.actions).await;
+        let status = reconcile::record(&plan.status, &outcomes, &self.config, Timestamp::now());
+        if pool.status.as_ref() != Some(&status) {
+            let api: Api<NodePool> = Api::all(self.client.clone());
+            let params = PatchParams {
+                field_manager: Some(MANAGER.into()),
+                ..Default::default()
+            };
+            let patch = json!({"status": status});
+            match api
+                .patch_status(&key.1, &params, &Patch::Merge(&patch))
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                r => {
+                    r?;
+                }
+            }
+        }
+        let poll = requeue(Some(self.config.poll_interval));
+        Ok(requeue(plan.requeue_after).or(poll))
+    }
+
+    pub fn on_pool(&self, change: &Change<NodePool>, queue: &Queue) {
+        match change {
+            Change::Applied(p) | Change::Deleted(p) => {
+                queue.add(super::informer::key_of(p.as_ref()))
+            }
+            Change::Relisted => queue.add_all(self.pools.keys()),
+        }
+    }
+
+    /// A pool's Node going away (or coming) changes what the pool needs.
+    pub fn on_node(&self, change: &Change<Node>, queue: &Queue) {
+        if let Change::Applied(n) | Change::Deleted(n) = change {
+            if let Some(pool) = n.metadata.labels.as_ref().and_then(|l| l.get(POOL_LABEL)) {
+                queue.add((String::new(), pool.clone()));
+            }
+        }
+    }
+}
+
+/// The kubelets of the simulated nodes.
+pub struct SimKubelets {
+    pub client: Client,
+    pub sim: Arc<SimProvider>,
+    pub pools: Arc<Informer<NodePool>>,
+    pub nodes: Arc<Informer<Node>>,
+}
+
+/// The label of the Nodes the simulated kubelets registered.
+pub const SIMULATED_LABEL: &str = "sluice.dev/simulated";
+
+/// How often a simulated kubelet renews its Lease (as the agent does).
+const LEASE_EVERY: Duration = Duration::from_secs(10);
+
+impl SimKubelets {
+    pub async fn run(self) {
+        let mut last_renewal = tokio::time::Instant::now() - LEASE_EVERY;
+        loop {
+            let renew = last_renewal.elapsed() >= LEASE_EVERY;
+            if renew {
+                last_renewal = tokio::time::Instant::now();
+            }
+            if let Err(e) = self.pass(renew).await {
+                warn!(error = %e, "simulated kubelets");
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    async fn pass(&self, renew: bool) -> Result<(), kube::Error> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), "kube-node-lease");
+        let pp = PostParams {
+            field_manager: Some("sluice-sim-kubelet".into()),
+            ..Default::default()
+        };
+        let mut running = BTreeSet::new();
+        for pool in self.pools.all() {
+            let name = pool.metadata.name.clone().unwrap_or_default();
+            for mut node in self.sim.nodes(&name) {
+                node.metadata
+                    .labels
+                    .get_or_insert_with(Default::default)
+                    .insert(SIMULATED_LABEL.into(), "true".into());
+                let n = node.metadata.name.clone().unwrap_or_default();
+                running.insert(n.clone());
+                if self.nodes.get("", &n).is_none() {
+                    match nodes.create(&pp, &node).await {
+                        Err(kube::Error::Api(s)) if s.code == 409 => {}
+                        r => {
+                            r?;
+                        }
+                    }
+                }
+                if renew || self.nodes.get("", &n).is_none() {
+                    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                        "metadata": {"name": n, "namespace": "kube-node-lease"},
+                        "spec": {"holderIdentity": n, "leaseDurationSeconds": 40,
+                                 "renewTime": Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}});
+                    let params = PatchParams::apply("sluice-sim-kubelet").force();
+                    leases.patch(&n, &params, &Patch::Apply(&lease)).await?;
+                }
+            }
+        }
+        // A simulated node whose instance is gone: its Node goes too
+        // (only Nodes this file registered, by their label).
+        for n in self.nodes.all() {
+            let simulated = n
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.get(SIMULATED_LABEL).is_some());
+            let name = n.metadata.name.clone().unwrap_or_default();
+            if simulated && !running.contains(&name) {
+                match nodes.delete(&name, &DeleteParams::default()).await {
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    r => {
+                        r?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Writes src/schema/generated.rs: the message tables the decoder walks.
+
+Why generated, and from what: the Kubernetes protobuf messages' field numbers
+and types are read from the `k8s-pb` crate's prost-generated Rust (crates.io,
+Apache-2.0), and each field's Kubernetes JSON name from the `k8s-openapi`
+crate's serializers (crates.io, Apache-2.0, the workspace's v1_37 module),
+both as cargo unpacked them under ~/.cargo/registry/src. Only the messages
+reachable from the kinds in KINDS are kept.
+
+Usage (from controller/wire): python3 tools/gen_schema.py > src/schema/generated.rs
+then `cargo fmt -p sluice-wire`.
+"""
+import glob
+import os
+import re
+import sys
+
+REG = glob.glob(os.path.expanduser("~/.cargo/registry/src/*/"))
+PB = sorted(p for r in REG for p in glob.glob(r + "k8s-pb-0.9.0/src"))[0]
+OA = sorted(p for r in REG for p in glob.glob(r + "k8s-openapi-0.29.0/src/v1_37"))[0]
+
+# (apiVersion, kind, module, message): the bodies decode() accepts.
+KINDS = [
+    ("v1", k, "api/core/v1", k)
+    for k in [
+        "Pod", "Service", "Namespace", "ConfigMap", "Secret", "Endpoints", "Node",
+        "ServiceAccount", "Event", "PersistentVolumeClaim", "PersistentVolume",
+        "ReplicationController", "LimitRange", "ResourceQuota", "Binding", "PodTemplate",
+    ]
+] + [
+    ("apps/v1", k, "api/apps/v1", k)
+    for k in ["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "ControllerRevision"]
+] + [
+    ("policy/v1", "PodDisruptionBudget", "api/policy/v1", "PodDisruptionBudget"),
+    ("policy/v1", "Eviction", "api/policy/v1", "Eviction"),
+    ("coordination.k8s.io/v1", "Lease", "api/coordination/v1", "Lease"),
+    ("discovery.k8s.io/v1", "EndpointSlice", "api/discovery/v1", "EndpointSlice"),
+    ("events.k8s.io/v1", "Event", "api/events/v1", "Event"),
+    ("autoscaling/v1", "Scale", "api/autoscaling/v1", "Scale"),
+    ("autoscaling/v1", "HorizontalPodAutoscaler", "api/autoscaling/v1", "HorizontalPodAutoscaler"),
+    ("batch/v1", "Job", "api/batch/v1", "Job"),
+    ("batch/v1", "CronJob", "api/batch/v1", "CronJob"),
+    ("meta.k8s.io/v1", "DeleteOptions", "apimachinery/pkg/apis/meta/v1", "DeleteOptions"),
+]
+
+# Messages with a JSON form of their own (see src/walk.rs); never walked.
+SPECIAL = {
+    "apimachinery/pkg/api/resource.Quantity": "Quantity",
+    "apimachinery/pkg/util/intstr.IntOrString": "IntOrString",
+    "apimachinery/pkg/apis/meta/v1.Time": "Time",
+    "apimachinery/pkg/apis/meta/v1.MicroTime": "MicroTime",
+    "apimachinery/pkg/apis/meta/v1.Duration": "Duration",
+    "apimachinery/pkg/apis/meta/v1.FieldsV1": "RawJson",
+    "apimachinery/pkg/runtime.RawExtension": "RawJson",
+}
+
+# Whether a zero scalar (0, false, "") is written. Go's JSON drops it where
+# the field is `omitempty`, and gogo-protobuf writes every non-pointer field
+# even when zero, so the bytes alone cannot tell an unset field from a set
+# zero. Kept: the fields k8s-openapi marks required (not `Option`: no
+# `omitempty` in Go), and these Go pointer fields whose zero means
+# something (0 replicas, false automount), `Message.field` or any message.
+KEEP_ZERO = {
+    "DeploymentSpec.replicas", "ReplicaSetSpec.replicas", "StatefulSetSpec.replicas",
+    "ReplicationControllerSpec.replicas", "revisionHistoryLimit", "progressDeadlineSeconds",
+    "terminationGracePeriodSeconds", "activeDeadlineSeconds", "automountServiceAccountToken",
+    "enableServiceLinks", "shareProcessNamespace", "hostUsers", "setHostnameAsFQDN",
+    "PodSpec.priority", "runAsUser", "runAsGroup", "fsGroup", "runAsNonRoot", "privileged",
+    "readOnlyRootFilesystem", "allowPrivilegeEscalation", "defaultMode", "KeyToPath.mode",
+    "DownwardAPIVolumeFile.mode", "optional", "backoffLimit", "backoffLimitPerIndex",
+    "maxFailedIndexes", "parallelism", "completions", "ttlSecondsAfterFinished", "suspend",
+    "startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit",
+    "allocateLoadBalancerNodePorts", "EndpointConditions.ready", "EndpointConditions.serving",
+    "EndpointConditions.terminating", "immutable", "deletionGracePeriodSeconds",
+    "gracePeriodSeconds", "orphanDependents", "blockOwnerDeletion", "OwnerReference.controller",
+    "leaseDurationSeconds", "leaseTransitions", "expirationSeconds", "tolerationSeconds",
+    "partition", "minReplicas", "targetCPUUtilizationPercentage",
+    # Status fields Go writes without `omitempty` that k8s-openapi, making
+    # every status field optional, does not mark required.
+    "PodDisruptionBudgetStatus.currentHealthy", "PodDisruptionBudgetStatus.desiredHealthy",
+    "PodDisruptionBudgetStatus.disruptionsAllowed", "PodDisruptionBudgetStatus.expectedPods",
+    "ReplicaSetStatus.replicas", "ReplicationControllerStatus.replicas",
+    "StatefulSetStatus.replicas", "DaemonSetStatus.currentNumberScheduled",
+    "DaemonSetStatus.numberMisscheduled", "DaemonSetStatus.desiredNumberScheduled",
+    "DaemonSetStatus.numberReady",
+}
+
+STRUCT_RE = re.compile(r"^pub struct (\w+) \{\n(.*?)^\}", re.S | re.M)
+# One field: its prost attribute, then `pub name: Type,` (rustfmt may wrap
+# the type over several lines, up to the next doc comment or attribute).
+FIELD_RE = re.compile(
+    r"#\[prost\(([^\]]*?)tag = \"(\d+)\"\)\]\s*pub (?:r#)?(\w+):\s*(.*?),?\s*(?=///|#\[|\Z)", re.S)
+
+
+def pkg_of(module):
+    return "k8s.io." + module.replace("/", ".")
+
+
+def load_module(module, cache={}):
+    if module not in cache:
+        text = open(os.path.join(PB, module, "mod.rs")).read()
+        cache[module] = {m.group(1): m.group(2) for m in STRUCT_RE.finditer(text)}
+    return cache[module]
+
+
+def resolve(module, rust_type):
+    """The (module, message) a field's Rust type names, `super::` resolved."""
+    inner = rust_type
+    for wrapper in ("::core::option::Option<", "::prost::alloc::vec::Vec<"):
+        if inner.startswith(wrapper):
+            inner = inner[len(wrapper):-1]
+    parts = inner.split("::")
+    path = module.split("/")
+    while parts and parts[0] == "super":
+        parts.pop(0)
+        path.pop()
+    return "/".join(path + parts[:-1]), parts[-1]
+
+
+def json_names(module, message, cache={}):
+    key = (module, message)
+    if key not in cache:
+        names = {}
+        for path in glob.glob(os.path.join(OA, module, "*.rs")):
+            text = open(path).read()
+            if re.search(r"^pub struct %s\b" % message, text, re.M):
+                for j, required in re.findall(
+                        r'serialize_field\(&mut state, "([^"]+)", (&self)?', text):
+                    names[norm(j)] = (j, bool(required))
+        cache[key] = names
+    return cache[key]
+
+
+GLOBAL = {}
+
+
+def norm(name):
+    return name.replace("_", "").lower()
+
+
+def lower_camel(name):
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def main():
+    for path in glob.glob(os.path.join(OA, "**", "*.rs"), recursive=True):
+        for j in re.findall(r'serialize_field\(&mut state, "([^"]+)"', open(path).read()):
+            GLOBAL.setdefault(norm(j), j)
+    order, index, queue = [], {}, []
+
+    def want(module, message):
+        key = (module, message)
+        if key not in index:
+            index[key] = len(order)
+            order.append(key)
+            queue.append(key)
+        return index[key]
+
+    for _, _, module, message in KINDS:
+        want(module, message)
+    bodies = {}
+    while queue:
+        module, message = queue.pop(0)
+        body = load_module(module).get(message)
+        if body is None:
+            sys.exit("no message %s in %s" % (message, module))
+        fields = []
+        for attr, tag, rname, rtype in FIELD_RE.findall(body):
+            rtype = re.sub(r"\s+", "", rtype).rstrip(",").replace(",>", ">")
+            attr = attr.strip().rstrip(",")
+            kind, card, ref = None, "Single", None
+            m = re.match(r'btree_map = "string, (\w+)"', attr)
+            if m:
+                card, kind = "Map", m.group(1)
+                if kind == "message":
+                    ref = resolve(module, re.search(r"BTreeMap<[^,]+,(.*)>$", rtype).group(1).strip())
+            else:
+                words = [w.strip() for w in attr.split(",") if w.strip()]
+                kind = words[0].split(" ")[0]
+                if "repeated" in words:
+                    card = "Repeated"
+                if kind == "message":
+                    ref = resolve(module, rtype)
+            scalar = {"string": "String", "bytes": "Bytes", "bool": "Bool", "int32": "Int32",
+                      "int64": "Int64", "double": "Double"}
+            if kind == "message":
+                special = SPECIAL.get("%s.%s" % ref)
+                rust_kind = "Kind::%s" % special if special else "Kind::Message(%d)" % want(*ref)
+            elif kind in scalar:
+                rust_kind = "Kind::%s" % scalar[kind]
+            else:
+                sys.exit("unsupported field kind %r in %s.%s" % (attr, module, message))
+            names = json_names(module, message)
+            json, required = names.get(norm(rname)) or (GLOBAL.get(norm(rname)), False)
+            if json is None and kind == "message" and card == "Single":
+                # A Go struct embedded with `json:",inline"` (Volume's
+                # VolumeSource, LocalObjectReference): no JSON name of its
+                # own, its fields are the parent's.
+                json, card = lower_camel(rname), "Inline"
+            elif json is None:
+                json = lower_camel(rname)
+                print("warning: %s.%s.%s has no k8s-openapi name, using %s"
+                      % (module, message, rname, json), file=sys.stderr)
+            keep = required or json in KEEP_ZERO or "%s.%s" % (message, json) in KEEP_ZERO
+            keep = "true" if keep else "false"
+            fields.append((int(tag), json, rust_kind, card, keep))
+        fields.sort()
+        bodies[(module, message)] = fields
+
+    out = sys.stdout
+    out.write("// @generated by tools/gen_schema.py from k8s-pb 0.9.0 (field numbers and\n"
+              "// types) and k8s-openapi 0.29.0 v1_37 (JSON names), both Apache-2.0. Do not edit:\n"
+              "// change the script and run it again.\n\n")
+    out.write("use super::{Card, Field, Kind, Message};\n\n")
+    out.write("/// Every message the decoder walks; `Kind::Message(i)` is an index here.\n")
+    out.write("#[rustfmt::skip]\n")
+    out.write("pub(crate) static MESSAGES: &[Message] = &[\n")
+    for module, message in order:
+        out.write('    Message { name: "%s.%s", fields: &[\n' % (pkg_of(module), message))
+        for tag, json, kind, card, keep in bodies[(module, message)]:
+            out.write('        Field { tag: %d, json: "%s", kind: %s, card: Card::%s, keep_zero: %s },\n'
+                      % (tag, json, kind, card, keep))
+        out.write("    ] },\n")
+    out.write("];\n\n")
+    out.write("/// The top-level kinds: (apiVersion, kind, index in `MESSAGES`).\n")
+    out.write("#[rustfmt::skip]\n")
+    out.write("pub(crate) static KINDS: &[(&str, &str, usize)] = &[\n")
+    for api_version, kind, module, message in KINDS:
+        out.write('    ("%s", "%s", %d),\n' % (api_version, kind, index[(module, message)]))
+    out.write("];\n")
+
+
+main()

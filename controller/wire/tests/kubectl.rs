@@ -85,3 +85,71 @@ fn create_secret() {
 fn create_job() {
     check("job_j1");
 }
+
+#[test]
+fn create_cronjob() {
+    check("cronjob_cj1");
+}
+
+#[test]
+fn create_ingress() {
+    check("ingress_i1");
+}
+
+#[test]
+fn create_role() {
+    check("role_r1");
+}
+
+#[test]
+fn create_clusterrolebinding() {
+    check("clusterrolebinding_crb1");
+}
+
+#[test]
+fn create_priorityclass() {
+    check("priorityclass_pc1");
+}
+
+#[test]
+fn create_quota() {
+    check("quota_q1");
+}
+
+#[test]
+fn create_serviceaccount() {
+    check("serviceaccount_sa1");
+}
+
+#[test]
+fn create_secret_docker_registry() {
+    check("secret_dr1");
+}
+
+#[test]
+fn create_service_nodeport() {
+    check("service_np1");
+}
+
+#[test]
+fn create_service_externalname() {
+    check("service_en1");
+}
+
+/// `kubectl create token sa1 --duration=10m` has no `--dry-run`; the JSON
+/// is Go's for the same TokenRequest (status.token has no `omitempty`, the
+/// zero expirationTimestamp is null and so omitted).
+#[test]
+fn create_token() {
+    let decoded = sluice_wire::decode(&fixture("token_sa1.pb")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        decoded,
+        serde_json::json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "metadata": {},
+            "spec": {"expirationSeconds": 600},
+            "status": {"token": ""},
+        })
+    );
+}

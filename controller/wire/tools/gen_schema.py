@@ -20,7 +20,9 @@ REG = glob.glob(os.path.expanduser("~/.cargo/registry/src/*/"))
 PB = sorted(p for r in REG for p in glob.glob(r + "k8s-pb-0.9.0/src"))[0]
 OA = sorted(p for r in REG for p in glob.glob(r + "k8s-openapi-0.29.0/src/v1_37"))[0]
 
-# (apiVersion, kind, module, message): the bodies decode() accepts.
+# (apiVersion, kind, module, message): the bodies decode() accepts: the
+# kinds kubectl's typed clients send (create generators, drain's Eviction,
+# create token's TokenRequest, scale), and the ones the controller serves.
 KINDS = [
     ("v1", k, "api/core/v1", k)
     for k in [
@@ -42,6 +44,15 @@ KINDS = [
     ("batch/v1", "Job", "api/batch/v1", "Job"),
     ("batch/v1", "CronJob", "api/batch/v1", "CronJob"),
     ("meta.k8s.io/v1", "DeleteOptions", "apimachinery/pkg/apis/meta/v1", "DeleteOptions"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler", "api/autoscaling/v2", "HorizontalPodAutoscaler"),
+    ("networking.k8s.io/v1", "Ingress", "api/networking/v1", "Ingress"),
+    ("networking.k8s.io/v1", "IngressClass", "api/networking/v1", "IngressClass"),
+    ("networking.k8s.io/v1", "NetworkPolicy", "api/networking/v1", "NetworkPolicy"),
+    ("scheduling.k8s.io/v1", "PriorityClass", "api/scheduling/v1", "PriorityClass"),
+    ("authentication.k8s.io/v1", "TokenRequest", "api/authentication/v1", "TokenRequest"),
+] + [
+    ("rbac.authorization.k8s.io/v1", k, "api/rbac/v1", k)
+    for k in ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"]
 ]
 
 # Messages with a JSON form of their own (see src/walk.rs); never walked.
@@ -83,7 +94,7 @@ KEEP_ZERO = {
     "ReplicaSetStatus.replicas", "ReplicationControllerStatus.replicas",
     "StatefulSetStatus.replicas", "DaemonSetStatus.currentNumberScheduled",
     "DaemonSetStatus.numberMisscheduled", "DaemonSetStatus.desiredNumberScheduled",
-    "DaemonSetStatus.numberReady",
+    "DaemonSetStatus.numberReady", "TokenRequestStatus.token",
 }
 
 STRUCT_RE = re.compile(r"^pub struct (\w+) \{\n(.*?)^\}", re.S | re.M)

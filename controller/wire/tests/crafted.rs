@@ -373,3 +373,42 @@ fn inline_structs_join_their_parent() {
         })
     );
 }
+
+#[test]
+fn a_probe_s_handler_joins_the_probe() {
+    let pod = core::Pod {
+        spec: Some(core::PodSpec {
+            containers: vec![core::Container {
+                name: Some("c".into()),
+                liveness_probe: Some(core::Probe {
+                    handler: Some(core::ProbeHandler {
+                        http_get: Some(core::HttpGetAction {
+                            path: Some("/healthz".into()),
+                            port: string("http"),
+                            http_headers: vec![core::HttpHeader {
+                                name: Some("X".into()),
+                                value: Some(String::new()),
+                            }],
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    period_seconds: Some(10),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let got = decode(&body("v1", "Pod", &pod)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        got["spec"]["containers"][0]["livenessProbe"],
+        // HTTPHeader's value has no omitempty in Go: kept when empty.
+        json!({
+            "httpGet": {"path": "/healthz", "port": "http", "httpHeaders": [{"name": "X", "value": ""}]},
+            "periodSeconds": 10,
+        })
+    );
+}

@@ -97,6 +97,14 @@ KEEP_ZERO = {
     "DaemonSetStatus.numberReady", "TokenRequestStatus.token",
 }
 
+# Go structs embedded with `json:",inline"`: no JSON name of their own,
+# their fields are the parent's (`Message.field` as k8s-pb spells it).
+INLINE = {
+    "local_object_reference", "Volume.volume_source", "Probe.handler",
+    "PersistentVolumeSpec.persistent_volume_source",
+    "EphemeralContainer.ephemeral_container_common", "IngressRule.ingress_rule_value",
+}
+
 STRUCT_RE = re.compile(r"^pub struct (\w+) \{\n(.*?)^\}", re.S | re.M)
 # One field: its prost attribute, then `pub name: Type,` (rustfmt may wrap
 # the type over several lines, up to the next doc comment or attribute).
@@ -130,12 +138,19 @@ def resolve(module, rust_type):
 
 
 def json_names(module, message, cache={}):
+    """{normalised name: (JSON name, required)} of k8s-openapi's struct for
+    this message, or None when it has none (the structs Go only ever
+    embeds inline, like VolumeSource). k8s-pb and k8s-openapi spell
+    acronyms differently (HttpGetAction, HTTPGetAction): compared in
+    lower case."""
     key = (module, message)
     if key not in cache:
-        names = {}
+        names = None
         for path in glob.glob(os.path.join(OA, module, "*.rs")):
             text = open(path).read()
-            if re.search(r"^pub struct %s\b" % message, text, re.M):
+            m = re.search(r"^pub struct (\w+) \{", text, re.M)
+            if m and m.group(1).lower() == message.lower():
+                names = {}
                 for j, required in re.findall(
                         r'serialize_field\(&mut state, "([^"]+)", (&self)?', text):
                     names[norm(j)] = (j, bool(required))
@@ -204,14 +219,17 @@ def main():
             else:
                 sys.exit("unsupported field kind %r in %s.%s" % (attr, module, message))
             names = json_names(module, message)
-            json, required = names.get(norm(rname)) or (GLOBAL.get(norm(rname)), False)
-            if json is None and kind == "message" and card == "Single":
-                # A Go struct embedded with `json:",inline"` (Volume's
-                # VolumeSource, LocalObjectReference): no JSON name of its
-                # own, its fields are the parent's.
-                json, card = lower_camel(rname), "Inline"
-            elif json is None:
-                json = lower_camel(rname)
+            if rname in INLINE or "%s.%s" % (message, rname) in INLINE:
+                json, required, card = lower_camel(rname), False, "Inline"
+            elif names is not None and norm(rname) in names:
+                json, required = names[norm(rname)]
+            elif norm(rname) in GLOBAL:
+                # A struct k8s-openapi only has flattened into its parents
+                # (VolumeSource's fields are Volume's): the name any struct
+                # gives the field.
+                json, required = GLOBAL[norm(rname)], False
+            else:
+                json, required = lower_camel(rname), False
                 print("warning: %s.%s.%s has no k8s-openapi name, using %s"
                       % (module, message, rname, json), file=sys.stderr)
             keep = required or json in KEEP_ZERO or "%s.%s" % (message, json) in KEEP_ZERO

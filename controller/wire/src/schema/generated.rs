@@ -832,7 +832,7 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 8, json: "matchLabelKeys", kind: Kind::String, card: Card::Repeated, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.PodOs", fields: &[
-        Field { tag: 1, json: "name", kind: Kind::String, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "name", kind: Kind::String, card: Card::Single, keep_zero: true },
     ] },
     Message { name: "k8s.io.api.core.v1.PodSchedulingGate", fields: &[
         Field { tag: 1, json: "name", kind: Kind::String, card: Card::Single, keep_zero: true },
@@ -862,10 +862,10 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 7, json: "observedGeneration", kind: Kind::Int64, card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.HostIp", fields: &[
-        Field { tag: 1, json: "ip", kind: Kind::String, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "ip", kind: Kind::String, card: Card::Single, keep_zero: true },
     ] },
     Message { name: "k8s.io.api.core.v1.PodIp", fields: &[
-        Field { tag: 1, json: "ip", kind: Kind::String, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "ip", kind: Kind::String, card: Card::Single, keep_zero: true },
     ] },
     Message { name: "k8s.io.api.core.v1.ContainerStatus", fields: &[
         Field { tag: 1, json: "name", kind: Kind::String, card: Card::Single, keep_zero: true },
@@ -1290,7 +1290,7 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "devicePath", kind: Kind::String, card: Card::Single, keep_zero: true },
     ] },
     Message { name: "k8s.io.api.core.v1.Probe", fields: &[
-        Field { tag: 1, json: "handler", kind: Kind::Message(286), card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "handler", kind: Kind::Message(286), card: Card::Inline, keep_zero: false },
         Field { tag: 2, json: "initialDelaySeconds", kind: Kind::Int32, card: Card::Single, keep_zero: false },
         Field { tag: 3, json: "timeoutSeconds", kind: Kind::Int32, card: Card::Single, keep_zero: false },
         Field { tag: 4, json: "periodSeconds", kind: Kind::Int32, card: Card::Single, keep_zero: false },
@@ -1443,13 +1443,13 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "values", kind: Kind::String, card: Card::Repeated, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.GcePersistentDiskVolumeSource", fields: &[
-        Field { tag: 1, json: "pdName", kind: Kind::String, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "pdName", kind: Kind::String, card: Card::Single, keep_zero: true },
         Field { tag: 2, json: "fsType", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 3, json: "partition", kind: Kind::Int32, card: Card::Single, keep_zero: true },
         Field { tag: 4, json: "readOnly", kind: Kind::Bool, card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.AwsElasticBlockStoreVolumeSource", fields: &[
-        Field { tag: 1, json: "volumeID", kind: Kind::String, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "volumeID", kind: Kind::String, card: Card::Single, keep_zero: true },
         Field { tag: 2, json: "fsType", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 3, json: "partition", kind: Kind::Int32, card: Card::Single, keep_zero: true },
         Field { tag: 4, json: "readOnly", kind: Kind::Bool, card: Card::Single, keep_zero: false },
@@ -1465,13 +1465,13 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 4, json: "endpointsNamespace", kind: Kind::String, card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.NfsVolumeSource", fields: &[
-        Field { tag: 1, json: "server", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 2, json: "path", kind: Kind::String, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "server", kind: Kind::String, card: Card::Single, keep_zero: true },
+        Field { tag: 2, json: "path", kind: Kind::String, card: Card::Single, keep_zero: true },
         Field { tag: 3, json: "readOnly", kind: Kind::Bool, card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.RbdPersistentVolumeSource", fields: &[
-        Field { tag: 1, json: "monitors", kind: Kind::String, card: Card::Repeated, keep_zero: false },
-        Field { tag: 2, json: "image", kind: Kind::String, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "monitors", kind: Kind::String, card: Card::Repeated, keep_zero: true },
+        Field { tag: 2, json: "image", kind: Kind::String, card: Card::Single, keep_zero: true },
         Field { tag: 3, json: "fsType", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 4, json: "pool", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 5, json: "user", kind: Kind::String, card: Card::Single, keep_zero: false },
@@ -1480,9 +1480,9 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 8, json: "readOnly", kind: Kind::Bool, card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.IscsiPersistentVolumeSource", fields: &[
-        Field { tag: 1, json: "targetPortal", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 2, json: "iqn", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 3, json: "lun", kind: Kind::Int32, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "targetPortal", kind: Kind::String, card: Card::Single, keep_zero: true },
+        Field { tag: 2, json: "iqn", kind: Kind::String, card: Card::Single, keep_zero: true },
+        Field { tag: 3, json: "lun", kind: Kind::Int32, card: Card::Single, keep_zero: true },
         Field { tag: 4, json: "iscsiInterface", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 5, json: "fsType", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 6, json: "readOnly", kind: Kind::Bool, card: Card::Single, keep_zero: false },
@@ -1499,7 +1499,7 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 4, json: "secretRef", kind: Kind::Message(298), card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.CephFsPersistentVolumeSource", fields: &[
-        Field { tag: 1, json: "monitors", kind: Kind::String, card: Card::Repeated, keep_zero: false },
+        Field { tag: 1, json: "monitors", kind: Kind::String, card: Card::Repeated, keep_zero: true },
         Field { tag: 2, json: "path", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 3, json: "user", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 4, json: "secretFile", kind: Kind::String, card: Card::Single, keep_zero: false },
@@ -1562,9 +1562,9 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "readOnly", kind: Kind::Bool, card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.ScaleIoPersistentVolumeSource", fields: &[
-        Field { tag: 1, json: "gateway", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 2, json: "system", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 3, json: "secretRef", kind: Kind::Message(298), card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "gateway", kind: Kind::String, card: Card::Single, keep_zero: true },
+        Field { tag: 2, json: "system", kind: Kind::String, card: Card::Single, keep_zero: true },
+        Field { tag: 3, json: "secretRef", kind: Kind::Message(298), card: Card::Single, keep_zero: true },
         Field { tag: 4, json: "sslEnabled", kind: Kind::Bool, card: Card::Single, keep_zero: false },
         Field { tag: 5, json: "protectionDomain", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 6, json: "storagePool", kind: Kind::String, card: Card::Single, keep_zero: false },
@@ -1719,9 +1719,9 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 4, json: "optional", kind: Kind::Bool, card: Card::Single, keep_zero: true },
     ] },
     Message { name: "k8s.io.api.core.v1.IscsiVolumeSource", fields: &[
-        Field { tag: 1, json: "targetPortal", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 2, json: "iqn", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 3, json: "lun", kind: Kind::Int32, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "targetPortal", kind: Kind::String, card: Card::Single, keep_zero: true },
+        Field { tag: 2, json: "iqn", kind: Kind::String, card: Card::Single, keep_zero: true },
+        Field { tag: 3, json: "lun", kind: Kind::Int32, card: Card::Single, keep_zero: true },
         Field { tag: 4, json: "iscsiInterface", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 5, json: "fsType", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 6, json: "readOnly", kind: Kind::Bool, card: Card::Single, keep_zero: false },
@@ -1741,8 +1741,8 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "readOnly", kind: Kind::Bool, card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.RbdVolumeSource", fields: &[
-        Field { tag: 1, json: "monitors", kind: Kind::String, card: Card::Repeated, keep_zero: false },
-        Field { tag: 2, json: "image", kind: Kind::String, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "monitors", kind: Kind::String, card: Card::Repeated, keep_zero: true },
+        Field { tag: 2, json: "image", kind: Kind::String, card: Card::Single, keep_zero: true },
         Field { tag: 3, json: "fsType", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 4, json: "pool", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 5, json: "user", kind: Kind::String, card: Card::Single, keep_zero: false },
@@ -1764,7 +1764,7 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 4, json: "secretRef", kind: Kind::Message(52), card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.CephFsVolumeSource", fields: &[
-        Field { tag: 1, json: "monitors", kind: Kind::String, card: Card::Repeated, keep_zero: false },
+        Field { tag: 1, json: "monitors", kind: Kind::String, card: Card::Repeated, keep_zero: true },
         Field { tag: 2, json: "path", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 3, json: "user", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 4, json: "secretFile", kind: Kind::String, card: Card::Single, keep_zero: false },
@@ -1791,9 +1791,9 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "defaultMode", kind: Kind::Int32, card: Card::Single, keep_zero: true },
     ] },
     Message { name: "k8s.io.api.core.v1.ScaleIoVolumeSource", fields: &[
-        Field { tag: 1, json: "gateway", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 2, json: "system", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 3, json: "secretRef", kind: Kind::Message(52), card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "gateway", kind: Kind::String, card: Card::Single, keep_zero: true },
+        Field { tag: 2, json: "system", kind: Kind::String, card: Card::Single, keep_zero: true },
+        Field { tag: 3, json: "secretRef", kind: Kind::Message(52), card: Card::Single, keep_zero: true },
         Field { tag: 4, json: "sslEnabled", kind: Kind::Bool, card: Card::Single, keep_zero: false },
         Field { tag: 5, json: "protectionDomain", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 6, json: "storagePool", kind: Kind::String, card: Card::Single, keep_zero: false },
@@ -1932,9 +1932,9 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "selector", kind: Kind::Message(141), card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.autoscaling.v2.HpaScalingPolicy", fields: &[
-        Field { tag: 1, json: "type", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 2, json: "value", kind: Kind::Int32, card: Card::Single, keep_zero: false },
-        Field { tag: 3, json: "periodSeconds", kind: Kind::Int32, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "type", kind: Kind::String, card: Card::Single, keep_zero: true },
+        Field { tag: 2, json: "value", kind: Kind::Int32, card: Card::Single, keep_zero: true },
+        Field { tag: 3, json: "periodSeconds", kind: Kind::Int32, card: Card::Single, keep_zero: true },
     ] },
     Message { name: "k8s.io.api.autoscaling.v2.MetricValueStatus", fields: &[
         Field { tag: 1, json: "value", kind: Kind::Quantity, card: Card::Single, keep_zero: false },
@@ -1946,7 +1946,7 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "number", kind: Kind::Int32, card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.networking.v1.HttpIngressRuleValue", fields: &[
-        Field { tag: 1, json: "paths", kind: Kind::Message(325), card: Card::Repeated, keep_zero: false },
+        Field { tag: 1, json: "paths", kind: Kind::Message(325), card: Card::Repeated, keep_zero: true },
     ] },
     Message { name: "k8s.io.api.networking.v1.IngressPortStatus", fields: &[
         Field { tag: 1, json: "port", kind: Kind::Int32, card: Card::Single, keep_zero: true },
@@ -1954,7 +1954,7 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "error", kind: Kind::String, card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.networking.v1.IpBlock", fields: &[
-        Field { tag: 1, json: "cidr", kind: Kind::String, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "cidr", kind: Kind::String, card: Card::Single, keep_zero: true },
         Field { tag: 2, json: "except", kind: Kind::String, card: Card::Repeated, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.KeyToPath", fields: &[
@@ -2010,17 +2010,17 @@ pub(crate) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "k8s.io.api.core.v1.HttpGetAction", fields: &[
         Field { tag: 1, json: "path", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 2, json: "port", kind: Kind::IntOrString, card: Card::Single, keep_zero: false },
+        Field { tag: 2, json: "port", kind: Kind::IntOrString, card: Card::Single, keep_zero: true },
         Field { tag: 3, json: "host", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 4, json: "scheme", kind: Kind::String, card: Card::Single, keep_zero: false },
         Field { tag: 5, json: "httpHeaders", kind: Kind::Message(332), card: Card::Repeated, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.TcpSocketAction", fields: &[
-        Field { tag: 1, json: "port", kind: Kind::IntOrString, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "port", kind: Kind::IntOrString, card: Card::Single, keep_zero: true },
         Field { tag: 2, json: "host", kind: Kind::String, card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.GrpcAction", fields: &[
-        Field { tag: 1, json: "port", kind: Kind::Int32, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "port", kind: Kind::Int32, card: Card::Single, keep_zero: true },
         Field { tag: 2, json: "service", kind: Kind::String, card: Card::Single, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.SleepAction", fields: &[
@@ -2033,8 +2033,8 @@ pub(crate) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "k8s.io.api.networking.v1.HttpIngressPath", fields: &[
         Field { tag: 1, json: "path", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 2, json: "backend", kind: Kind::Message(174), card: Card::Single, keep_zero: false },
-        Field { tag: 3, json: "pathType", kind: Kind::String, card: Card::Single, keep_zero: false },
+        Field { tag: 2, json: "backend", kind: Kind::Message(174), card: Card::Single, keep_zero: true },
+        Field { tag: 3, json: "pathType", kind: Kind::String, card: Card::Single, keep_zero: true },
     ] },
     Message { name: "k8s.io.api.core.v1.SecretProjection", fields: &[
         Field { tag: 1, json: "localObjectReference", kind: Kind::Message(52), card: Card::Inline, keep_zero: false },
@@ -2071,8 +2071,8 @@ pub(crate) static MESSAGES: &[Message] = &[
         Field { tag: 7, json: "userAnnotations", kind: Kind::String, card: Card::Map, keep_zero: false },
     ] },
     Message { name: "k8s.io.api.core.v1.HttpHeader", fields: &[
-        Field { tag: 1, json: "name", kind: Kind::String, card: Card::Single, keep_zero: false },
-        Field { tag: 2, json: "value", kind: Kind::String, card: Card::Single, keep_zero: false },
+        Field { tag: 1, json: "name", kind: Kind::String, card: Card::Single, keep_zero: true },
+        Field { tag: 2, json: "value", kind: Kind::String, card: Card::Single, keep_zero: true },
     ] },
 ];
 

@@ -89,36 +89,46 @@ fn repeated(
     depth: usize,
     out: &mut Map<String, Value>,
 ) -> Result<(), WireError> {
-    let at = |n: usize| format!("{}[{n}]", field.json);
+    // Elements already there (repeated fields may arrive in pieces), so
+    // an error names the element by its place in the whole array.
+    let before = out
+        .get(field.json)
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let at = |i: usize| format!("{}[{}]", field.json, before + i);
     let mut items = Vec::new();
     match (field.kind, value) {
         // Packed numbers: one length-delimited run of varints.
         (Kind::Int32 | Kind::Int64 | Kind::Bool, Wire::Len(bytes)) => {
             let mut reader = Reader::new(bytes);
-            while let Some(v) = reader.packed_varint().map_err(|p| at(0).pipe(p))? {
+            while let Some(v) = reader
+                .packed_varint()
+                .map_err(|p| WireError::from(p).within(&at(items.len())))?
+            {
                 items.push(varint_value(field.kind, v));
             }
         }
+        // Packed doubles: a run of 8-byte values.
         (Kind::Double, Wire::Len(bytes)) => {
-            if bytes.len() % 8 != 0 {
-                return Err(at(0).pipe(Problem::Truncated {
-                    offset: 0,
-                    needed: bytes.len().div_ceil(8) as u64 * 8,
-                    available: bytes.len(),
-                }));
-            }
-            for chunk in bytes.chunks_exact(8) {
+            let mut chunks = bytes.chunks_exact(8);
+            for chunk in chunks.by_ref() {
                 let mut b = [0u8; 8];
                 b.copy_from_slice(chunk);
-                items.push(double(u64::from_le_bytes(b)).map_err(|p| at(0).pipe(p))?);
+                let v = double(u64::from_le_bytes(b))
+                    .map_err(|p| WireError::from(p).within(&at(items.len())))?;
+                items.push(v);
+            }
+            if !chunks.remainder().is_empty() {
+                let problem = Problem::Truncated {
+                    offset: bytes.len() - chunks.remainder().len(),
+                    needed: 8,
+                    available: chunks.remainder().len(),
+                };
+                return Err(WireError::from(problem).within(&at(items.len())));
             }
         }
         (kind, value) => {
-            let n = out
-                .get(field.json)
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
-            let v = convert(kind, value, depth).map_err(|e| e.within(&at(n)))?;
+            let v = convert(kind, value, depth).map_err(|e| e.within(&at(0)))?;
             items.push(v.unwrap_or(Value::Null));
         }
     }
@@ -285,16 +295,5 @@ fn merge(old: &mut Value, new: Value) {
         }
         (Value::Array(a), Value::Array(b)) => a.extend(b),
         (slot, v) => *slot = v,
-    }
-}
-
-/// Attaching a problem to a path segment, for the packed-array arms.
-trait Pipe {
-    fn pipe(self, problem: Problem) -> WireError;
-}
-
-impl Pipe for String {
-    fn pipe(self, problem: Problem) -> WireError {
-        WireError::from(problem).within(&self)
     }
 }

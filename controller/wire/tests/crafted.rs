@@ -412,3 +412,49 @@ fn a_probe_s_handler_joins_the_probe() {
         })
     );
 }
+
+#[test]
+fn repeated_numbers_read_packed_or_not() {
+    // prost writes k8s' `packed = "false"` fields one by one.
+    let pod = core::Pod {
+        spec: Some(core::PodSpec {
+            security_context: Some(core::PodSecurityContext {
+                supplemental_groups: vec![1000, 0, -1],
+                run_as_user: Some(0),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let got = decode(&body("v1", "Pod", &pod)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        got["spec"]["securityContext"],
+        // runAsUser 0 is root, set on purpose: kept.
+        json!({"supplementalGroups": [1000, 0, -1], "runAsUser": 0})
+    );
+    // The same list packed: spec(2) { securityContext(14) {
+    // supplementalGroups(4) = [1000, 5] } }.
+    let groups = [0x22, 3, 0xe8, 0x07, 5];
+    let ctx = [&[0x72, groups.len() as u8][..], &groups].concat();
+    let spec = [&[0x12, ctx.len() as u8][..], &ctx].concat();
+    let got = decode(&common::envelope("v1", "Pod", spec)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        got["spec"]["securityContext"]["supplementalGroups"],
+        json!([1000, 5])
+    );
+}
+
+#[test]
+fn an_error_names_the_element_it_is_in() {
+    // spec(2) { containers(2) {name "ok"}, containers(2) {name 0xff} }
+    let spec = [0x12, 4, 0x0a, 2, b'o', b'k', 0x12, 3, 0x0a, 1, 0xff];
+    let raw = [&[0x12, spec.len() as u8][..], &spec].concat();
+    assert_eq!(
+        decode(&common::envelope("v1", "Pod", raw)),
+        Err(WireError::Malformed {
+            path: "spec.containers[1].name".into(),
+            problem: Problem::InvalidUtf8,
+        })
+    );
+}

@@ -22,8 +22,25 @@
 //! zero values (see [`WireError`] for what is refused).
 //!
 //! An unknown apiVersion/kind is [`WireError::UnknownKind`], which the
-//! server answers with 415. Input is never trusted: lengths are checked
-//! against the bytes left, nesting is bounded, and no input panics.
+//! server answers with 415 ([`knows`] asks without decoding). Input is
+//! never trusted: lengths are checked against the bytes left, nesting is
+//! bounded (100 messages; RawExtension JSON by serde_json's own limit), and
+//! no input panics. The JSON grows in proportion to the body, so the
+//! server's body-size limit bounds it.
+//!
+//! Known limits:
+//! - Kinds: core/v1's (Pod, Service, Namespace, ConfigMap, Secret, ...),
+//!   apps/v1, batch/v1, policy/v1, coordination/v1, discovery/v1,
+//!   events/v1, autoscaling/v1 and v2, networking/v1, rbac/v1,
+//!   scheduling/v1, TokenRequest and DeleteOptions. Adding one is a line
+//!   in `tools/gen_schema.py`.
+//! - The schema is k8s-pb 0.9's: fields newer than it (alpha fields of
+//!   Kubernetes 1.36/1.37, which the generator lists) are skipped if sent.
+//! - gogo-protobuf writes zero values of non-pointer Go fields, and the
+//!   bytes cannot tell them from set zeros: zero scalars are omitted
+//!   (`omitempty`) except where the field is required or a Go pointer whose
+//!   zero means something (listed in the generator).
+//! - `Time` keeps whole seconds, as Go's protobuf reader does.
 
 mod envelope;
 mod error;

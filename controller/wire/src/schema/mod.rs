@@ -5,6 +5,9 @@
 
 mod generated;
 
+#[cfg(test)]
+mod against_openapi;
+
 /// One protobuf message of the Kubernetes API.
 #[derive(Debug)]
 pub(crate) struct Message {

@@ -107,6 +107,18 @@ pub enum Problem {
 }
 
 impl WireError {
+    /// Whether the body is well-formed but in a form this decoder does not
+    /// read (a kind it has no schema for, a compressed object): the server
+    /// answers 415 Unsupported Media Type, and 400 Bad Request otherwise.
+    pub fn is_unsupported(&self) -> bool {
+        matches!(
+            self,
+            WireError::UnknownKind { .. }
+                | WireError::ContentEncoding(_)
+                | WireError::ContentType(_)
+        )
+    }
+
     /// A problem at the top of the object.
     pub(crate) fn at_top(problem: Problem) -> Self {
         WireError::Malformed {

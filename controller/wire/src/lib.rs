@@ -22,7 +22,8 @@
 //! zero values (see [`WireError`] for what is refused).
 //!
 //! An unknown apiVersion/kind is [`WireError::UnknownKind`], which the
-//! server answers with 415 ([`knows`] asks without decoding). Input is
+//! server answers with 415 ([`WireError::is_unsupported`]; [`knows`] asks
+//! without decoding); every other error is a malformed body, 400. Input is
 //! never trusted: lengths are checked against the bytes left, nesting is
 //! bounded (100 messages; RawExtension JSON by serde_json's own limit), and
 //! no input panics. The JSON grows in proportion to the body, so the

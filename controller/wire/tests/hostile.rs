@@ -38,6 +38,7 @@ fn every_truncation_of_a_kubectl_body_is_an_error_or_a_whole_prefix() {
 #[test]
 fn a_body_without_the_magic_is_refused() {
     assert_eq!(decode(b""), Err(WireError::BadMagic));
+    assert!(!WireError::BadMagic.is_unsupported());
     assert_eq!(decode(b"k8s"), Err(WireError::BadMagic));
     assert_eq!(decode(b"{\"kind\":\"Pod\"}"), Err(WireError::BadMagic));
     let mut body = fixture("namespace_n1.pb");
@@ -55,6 +56,7 @@ fn an_unknown_kind_is_named() {
             kind: "Widget".into(),
         })
     );
+    assert!(decode(&body).is_err_and(|e| e.is_unsupported()));
     assert!(!sluice_wire::knows("example.com/v1", "Widget"));
     assert!(sluice_wire::knows("apps/v1", "Deployment"));
     // A known kind under a version it is not served in.

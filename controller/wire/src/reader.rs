@@ -95,6 +95,17 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The next `N` bytes, as an array (fixed32, fixed64).
+    fn take_fixed<const N: usize>(&mut self) -> Result<[u8; N], Problem> {
+        let offset = self.pos;
+        let bytes = self.take(N as u64)?;
+        <[u8; N]>::try_from(bytes).map_err(|_| Problem::Truncated {
+            offset,
+            needed: N as u64,
+            available: bytes.len(),
+        })
+    }
+
     /// The next field's number and value, or `None` at the end.
     pub(crate) fn next_field(&mut self) -> Result<Option<(u32, Value<'a>)>, Problem> {
         if self.pos >= self.buf.len() {
@@ -108,12 +119,12 @@ impl<'a> Reader<'a> {
         }
         let value = match key & 7 {
             0 => Value::Varint(self.varint()?),
-            1 => Value::Fixed64(u64::from_le_bytes(fixed(self.take(8)?))),
+            1 => Value::Fixed64(u64::from_le_bytes(self.take_fixed()?)),
             2 => {
                 let len = self.varint()?;
                 Value::Len(self.take(len)?)
             }
-            5 => Value::Fixed32(u32::from_le_bytes(fixed(self.take(4)?))),
+            5 => Value::Fixed32(u32::from_le_bytes(self.take_fixed()?)),
             other => {
                 return Err(Problem::BadWireType {
                     wire_type: other as u8,
@@ -132,13 +143,6 @@ impl<'a> Reader<'a> {
         }
         self.varint().map(Some)
     }
-}
-
-/// The `N` bytes `take(N)` returned, as an array.
-fn fixed<const N: usize>(bytes: &[u8]) -> [u8; N] {
-    let mut out = [0u8; N];
-    out.copy_from_slice(&bytes[..N]);
-    out
 }
 
 #[cfg(test)]

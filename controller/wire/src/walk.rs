@@ -112,10 +112,8 @@ fn repeated(
         (Kind::Double, Wire::Len(bytes)) => {
             let mut chunks = bytes.chunks_exact(8);
             for chunk in chunks.by_ref() {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(chunk);
-                let v = double(u64::from_le_bytes(b))
-                    .map_err(|p| WireError::from(p).within(&at(items.len())))?;
+                let bits = <[u8; 8]>::try_from(chunk).map_or(0, u64::from_le_bytes);
+                let v = double(bits).map_err(|p| WireError::from(p).within(&at(items.len())))?;
                 items.push(v);
             }
             if !chunks.remainder().is_empty() {

@@ -1,6 +1,7 @@
 //! Bodies captured from the real kubectl (v1.37) against a throwaway TLS
 //! listener, each compared with the JSON the same command prints with
-//! `--dry-run=client -o json` (both files under `tests/fixtures/`).
+//! `--dry-run=client -o json` (both files under `tests/fixtures/`, made
+//! by `tools/capture_kubectl.py`, which re-makes them byte for byte).
 //!
 //! The two sides differ, and only, in what Go's JSON writes as `null`:
 //! `metadata.creationTimestamp: null` (the zero Time), which the decoder

@@ -313,4 +313,76 @@ fn patches(backend: Backend) {
     );
 }
 
-on_both_stores!(crud, node_restriction, node_pools, patches);
+/// kubectl's generators (`kubectl create deployment`, `service`, ...)
+/// send built-in kinds as Kubernetes protobuf, with no JSON fallback: the
+/// server reads them as it reads JSON.
+fn kubectl_generators(backend: Backend) {
+    let s = Server::start(&format!("gen-{backend:?}").to_lowercase(), backend);
+    ok(
+        &s,
+        "admin",
+        &[
+            "create",
+            "deployment",
+            "d1",
+            "--image=x",
+            "--replicas=2",
+            "--port=8080",
+        ],
+    );
+    let d = json(&s, &["get", "deployment", "d1"]);
+    assert_eq!(d["spec"]["replicas"], 2, "{d}");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"], "x",
+        "{d}"
+    );
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"],
+        8080
+    );
+    ok(
+        &s,
+        "admin",
+        &["create", "service", "clusterip", "s1", "--tcp=80:8080"],
+    );
+    let svc = json(&s, &["get", "service", "s1"]);
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080, "{svc}");
+    assert!(
+        svc["spec"]["clusterIP"]
+            .as_str()
+            .is_some_and(|ip| ip.starts_with("198.18.")),
+        "{svc}"
+    );
+    ok(&s, "admin", &["create", "namespace", "gen"]);
+    ok(
+        &s,
+        "admin",
+        &[
+            "create",
+            "poddisruptionbudget",
+            "p1",
+            "--selector=app=d1",
+            "--min-available=1",
+        ],
+    );
+    let pdb = json(&s, &["get", "pdb", "p1"]);
+    assert_eq!(pdb["spec"]["minAvailable"], 1, "{pdb}");
+    // A protobuf body cut short: a 400 naming it, nothing stored.
+    let token = s.admin_token();
+    let head = format!(
+        "POST /api/v1/namespaces/default/pods HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/vnd.kubernetes.protobuf\r\nContent-Length: 12\r\nConnection: close\r\n\r\nk8s\0\n\x0c\n\x02v1\x12\x03P"
+    );
+    let answer = s.raw(head.as_bytes());
+    assert!(
+        answer.contains(" 400 ") && answer.contains("protobuf"),
+        "{answer}"
+    );
+}
+
+on_both_stores!(
+    crud,
+    node_restriction,
+    node_pools,
+    patches,
+    kubectl_generators
+);

@@ -227,15 +227,28 @@ pub fn decode_body(ctype: &str, bytes: &[u8]) -> Result<Value, ApiError> {
     if bytes.is_empty() {
         return Err(bad_request("the request has no body"));
     }
-    if ctype.contains("protobuf") || ctype.contains("cbor") {
-        // client-go sends built-in kinds as protobuf (or CBOR) when it can
-        // and falls back to JSON on a 415, as against a server that serves
-        // those kinds only as JSON.
-        let media = ctype.split(';').next().unwrap_or(ctype).trim();
-        return Err(ApiError::new(
+    let media = ctype.split(';').next().unwrap_or(ctype).trim();
+    let unsupported = |why: String| {
+        ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "UnsupportedMediaType",
-            format!("the body's media type {media:?} is not supported: send application/json or application/yaml"),
+            format!("the body's media type {media:?} is not supported: {why}"),
+        )
+    };
+    if media == "application/vnd.kubernetes.protobuf" {
+        // What client-go's typed clients (kubectl create <generator>)
+        // send for built-in kinds, with no fallback to JSON.
+        return sluice_wire::decode(bytes).map_err(|e| {
+            if e.is_unsupported() {
+                unsupported(format!("{e}; send application/json or application/yaml"))
+            } else {
+                bad_request(format!("the body is not valid Kubernetes protobuf: {e}"))
+            }
+        });
+    }
+    if ctype.contains("protobuf") || ctype.contains("cbor") {
+        return Err(unsupported(
+            "send application/json, application/yaml or application/vnd.kubernetes.protobuf".into(),
         ));
     }
     if ctype.contains("yaml") {

@@ -100,6 +100,15 @@ impl KubeSource {
             since: Instant::now(),
         })));
         let tasks = watchers::spawn(rt, client, node, tx, busy.clone(), debounce);
+        KubeSource::from_parts(node, rx, busy, tasks)
+    }
+
+    fn from_parts(
+        node: &str,
+        rx: Receiver<Built>,
+        busy: SharedBusy,
+        tasks: Vec<tokio::task::JoinHandle<()>>,
+    ) -> KubeSource {
         KubeSource {
             node: node.to_string(),
             rx,
@@ -185,4 +194,104 @@ impl Drop for KubeSource {
 pub trait PodStatusSink: Send {
     /// The agent's view of one of its pods changed.
     fn pod_observed(&mut self, key: &str, ready: bool);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mapping::Mapped;
+    use super::*;
+    use crate::state::DesiredState;
+
+    fn built(covers: u64, nodes: &[&str], faults: &[&str]) -> Built {
+        let mut state = DesiredState::default();
+        for n in nodes {
+            let info = crate::state::NodeInfo {
+                name: n.to_string(),
+                addrs: Vec::new(),
+                pod_cidrs: Vec::new(),
+                taints: Vec::new(),
+                deleting: false,
+                unschedulable: false,
+                drain: None,
+                pool: crate::pods::PoolKind::Standard,
+            };
+            state.nodes.insert(n.to_string(), info);
+        }
+        let faults = faults
+            .iter()
+            .map(|o| ObjectFault {
+                object: o.to_string(),
+                field: String::new(),
+                message: "bad".into(),
+            })
+            .collect();
+        Built {
+            mapped: Mapped { state, faults },
+            covers,
+        }
+    }
+
+    fn source() -> (KubeSource, mpsc::Sender<Built>, SharedBusy) {
+        let (tx, rx) = mpsc::channel();
+        let busy: SharedBusy = Arc::new(Mutex::new(None));
+        let s = KubeSource::from_parts("node-a", rx, busy.clone(), Vec::new());
+        (s, tx, busy)
+    }
+
+    fn nodes(u: Update) -> Vec<String> {
+        match u {
+            Update::State(s) => s.nodes.into_keys().collect(),
+            other => panic!("expected a state, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_poll_takes_the_newest_build_once() {
+        let (mut s, tx, _) = source();
+        assert!(matches!(s.poll(), Update::Unchanged));
+        tx.send(built(0, &["old"], &[])).expect("send");
+        tx.send(built(1, &["new"], &[])).expect("send");
+        assert_eq!(nodes(s.poll()), vec!["new"]);
+        assert!(matches!(s.poll(), Update::Unchanged));
+    }
+
+    #[test]
+    fn busy_lasts_until_a_build_covering_the_newest_batch_is_taken() {
+        let (mut s, tx, busy) = source();
+        let since = Instant::now();
+        *busy.lock().expect("lock") = Some(Busy { batch: 2, since });
+        tx.send(built(1, &["a"], &[])).expect("send");
+        let _ = s.poll();
+        assert_eq!(s.busy_since(), Some(since), "batch 2 is not in build 1");
+        tx.send(built(2, &["a"], &[])).expect("send");
+        let _ = s.poll();
+        assert_eq!(s.busy_since(), None);
+    }
+
+    #[test]
+    fn faults_are_remembered_while_they_last() {
+        let (mut s, tx, _) = source();
+        tx.send(built(0, &[], &["Service default/x", "Pod default/p"]))
+            .expect("send");
+        let _ = s.poll();
+        assert_eq!(s.reported.len(), 2);
+        tx.send(built(1, &[], &["Pod default/p"])).expect("send");
+        let _ = s.poll();
+        let left: Vec<&str> = s.reported.iter().map(|f| f.object.as_str()).collect();
+        assert_eq!(left, vec!["Pod default/p"]);
+    }
+
+    #[test]
+    fn watchers_gone_is_reported_once_and_the_state_kept() {
+        let (mut s, tx, _) = source();
+        tx.send(built(0, &["a"], &[])).expect("send");
+        drop(tx);
+        // What was built before the end is still handed over.
+        assert_eq!(nodes(s.poll()), vec!["a"]);
+        match s.poll() {
+            Update::Rejected(e) => assert!(e.contains("watchers stopped"), "{e}"),
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+        assert!(matches!(s.poll(), Update::Unchanged));
+    }
 }

@@ -9,7 +9,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
@@ -168,6 +168,10 @@ async fn build_loop(
     }
     let mut batch = 0u64;
     loop {
+        // Changes seen so far (the initial lists' own, those of the last
+        // batch) are in the snapshot about to be taken: their wake-up would
+        // only make a second, identical build.
+        let _ = changed.notified().now_or_never();
         let snap = stores.snapshot();
         // Thousands of objects take a while to map: off the runtime's
         // worker, which also serves the watchers and `/metrics`.

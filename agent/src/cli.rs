@@ -10,11 +10,11 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use clap::parser::ValueSource;
-use clap::{CommandFactory, Parser, ValueEnum};
+use clap::{ArgGroup, CommandFactory, Parser, ValueEnum};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DatapathMode {
@@ -34,20 +34,60 @@ pub enum LogFormat {
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "sluice-agent", version, about = "Sluice node agent")]
+// Exactly one source of desired state.
+#[command(group = ArgGroup::new("source").required(true).multiple(false))]
 pub struct Args {
     /// A YAML file of settings (keys: the flags' names, kebab-case or
     /// camelCase). Flags and `SLUICE_*` variables win over it.
     #[arg(long, env = "SLUICE_CONFIG")]
     pub config: Option<PathBuf>,
 
-    /// This node's name, as in the state's Node objects and `spec.nodeName`.
-    #[arg(long, env = "SLUICE_NODE_NAME")]
+    /// This node's name, as in the state's Node objects and `spec.nodeName`
+    /// (default: the host name, lowercased, as the kubelet's).
+    #[arg(long, env = "SLUICE_NODE_NAME", default_value_t = default_node_name())]
     pub node_name: String,
 
     /// Desired state: a YAML file of Kubernetes manifests (Node, Pod,
-    /// Service, EndpointSlice), re-read when it changes.
-    #[arg(long, env = "SLUICE_STATE")]
-    pub state: PathBuf,
+    /// Service, EndpointSlice), re-read when it changes. Or `--kubeconfig`.
+    #[arg(long, env = "SLUICE_STATE", group = "source")]
+    pub state: Option<PathBuf>,
+
+    /// Desired state from the API server this kubeconfig names (its node
+    /// identity, `system:node:<name>`): the agent watches Nodes, Services,
+    /// EndpointSlices, its Pods and PodDisruptionBudgets, registers its
+    /// Node and renews its Lease. Or `--state`.
+    #[arg(long, env = "SLUICE_KUBECONFIG", group = "source")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// With `--kubeconfig`: the Node's InternalIP addresses (one per family;
+    /// repeat or comma-separate for dual-stack). Default: the global
+    /// addresses of `--nic`.
+    #[arg(long, env = "SLUICE_NODE_IP", value_delimiter = ',')]
+    pub node_ip: Vec<IpAddr>,
+
+    /// With `--kubeconfig`: the Node's `cpu` capacity in whole CPUs
+    /// (default: the CPUs this process may run on).
+    #[arg(long, env = "SLUICE_CPU", value_parser = clap::value_parser!(u32).range(1..))]
+    pub cpu: Option<u32>,
+
+    /// With `--kubeconfig`: the Node's `pods` capacity (the kubelet's
+    /// `--max-pods`).
+    #[arg(long, env = "SLUICE_MAX_PODS", default_value_t = 110,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_pods: u32,
+
+    /// With `--kubeconfig`: the Node's `topology.kubernetes.io/zone` label.
+    #[arg(long, env = "SLUICE_ZONE")]
+    pub zone: Option<String>,
+
+    /// With `--kubeconfig`: the Node's `cloud.google.com/gke-nodepool` label.
+    #[arg(long, env = "SLUICE_POOL")]
+    pub pool: Option<String>,
+
+    /// With `--kubeconfig`: the Node's `status.nodeInfo.kubeletVersion` and
+    /// `kubeProxyVersion` (default: the agent's version, `v0.1.0`).
+    #[arg(long, env = "SLUICE_NODE_VERSION")]
+    pub node_version: Option<String>,
 
     /// The node's uplink, where load-balanced traffic arrives.
     #[arg(long, env = "SLUICE_NIC", default_value = "nic0")]
@@ -223,6 +263,15 @@ impl Args {
     }
 }
 
+/// The host name as the kubelet takes it for the node's name: this UTS
+/// namespace's, lowercased. Empty when it cannot be read; the agent then
+/// asks for `--node-name`.
+fn default_node_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_lowercase())
+        .unwrap_or_default()
+}
+
 /// clap's message without its usage footer.
 fn clap_message(e: &clap::Error) -> String {
     let text = e.render().to_string();
@@ -235,6 +284,8 @@ fn clap_message(e: &clap::Error) -> String {
 fn loose_command(env: bool) -> clap::Command {
     let mut cmd = Args::command();
     let ids: Vec<clap::Id> = cmd.get_arguments().map(|a| a.get_id().clone()).collect();
+    // The source group too: `--state` may come from the file.
+    cmd = cmd.mut_group("source", |g| g.required(false));
     for id in ids {
         cmd = cmd.mut_arg(id, |a| {
             let a = a.required(false);
@@ -346,7 +397,7 @@ mod tests {
         );
         let a = Args::load_from(["sluice-agent", &f.arg()]).expect("file alone");
         assert_eq!(a.node_name, "node-a");
-        assert_eq!(a.state, PathBuf::from("/etc/sluice/state.yaml"));
+        assert_eq!(a.state, Some(PathBuf::from("/etc/sluice/state.yaml")));
         assert_eq!(a.poll_ms, 500);
         assert_eq!(a.datapath, DatapathMode::Emulated);
         assert_eq!(a.nic, "nic0", "defaults fill the rest");
@@ -378,7 +429,7 @@ mod tests {
             Args::load_from(["sluice-agent", &f.arg(), "--bpf-maglev-entries=100"]).is_err(),
             "below one Maglev element"
         );
-        assert_eq!(a.state, PathBuf::from("/etc/sluice/state.yaml"));
+        assert_eq!(a.state, Some(PathBuf::from("/etc/sluice/state.yaml")));
     }
 
     #[test]
@@ -417,8 +468,58 @@ mod tests {
             Args::load_from(["sluice-agent", "--node-name", "n", "--state", "/s"]).expect("flags");
         assert!(a.config.is_none());
         assert!(matches!(
-            Args::load_from(["sluice-agent", "--state", "/s"]),
+            Args::load_from(["sluice-agent", "--node-name", "n"]),
             Err(CliError::Clap(_))
         ));
+    }
+
+    fn clap_err(r: Result<Args, CliError>) -> String {
+        match r {
+            Err(CliError::Clap(e)) => e.to_string(),
+            other => panic!("expected a flag error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn exactly_one_source_state_file_or_kubeconfig() {
+        let a = Args::load_from(["sluice-agent", "--node-name=n", "--kubeconfig=/k"])
+            .expect("kubeconfig alone");
+        assert_eq!(a.kubeconfig, Some(PathBuf::from("/k")));
+        assert_eq!(a.state, None);
+        assert_eq!(a.max_pods, 110);
+        assert!(a.node_ip.is_empty() && a.cpu.is_none() && a.zone.is_none());
+
+        let m = clap_err(Args::load_from([
+            "sluice-agent",
+            "--node-name=n",
+            "--kubeconfig=/k",
+            "--state=/s",
+        ]));
+        assert!(m.contains("--kubeconfig") && m.contains("--state"), "{m}");
+        assert!(m.contains("cannot be used with"), "{m}");
+
+        let m = clap_err(Args::load_from(["sluice-agent", "--node-name=n"]));
+        assert!(m.contains("--state") && m.contains("--kubeconfig"), "{m}");
+
+        // From the file as from the flags.
+        let f = TempConfig::new("kubeconfig", "kubeconfig: /k\nstate: /s\n");
+        let m = config_err(Args::load_from(["sluice-agent", &f.arg()]));
+        assert!(m.contains("cannot be used with"), "{m}");
+        let f = TempConfig::new(
+            "kubeconfig-only",
+            "kubeconfig: /k\nnodeIp: 198.18.0.11,fd00:18::11\n",
+        );
+        let a = Args::load_from(["sluice-agent", &f.arg()]).expect("file");
+        assert_eq!(a.kubeconfig, Some(PathBuf::from("/k")));
+        assert_eq!(a.node_ip.len(), 2);
+    }
+
+    #[test]
+    fn the_node_name_defaults_to_the_host_name() {
+        let a = Args::load_from(["sluice-agent", "--state=/s"]).expect("no --node-name");
+        assert_eq!(a.node_name, default_node_name());
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+        assert_eq!(a.node_name, host.trim().to_lowercase());
+        assert!(!a.node_name.is_empty());
     }
 }

@@ -8,6 +8,7 @@ pub mod mem;
 pub mod metrics;
 pub mod netlink;
 pub mod pods;
+pub mod register;
 pub mod runner;
 pub mod state;
 pub mod status;

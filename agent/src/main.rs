@@ -9,7 +9,10 @@ use sluice_agent::engine;
 use sluice_agent::health::{HealthConfig, HealthHandle, SystemClock};
 use sluice_agent::metrics::MetricsSnapshot;
 use sluice_agent::pods::{OsProber, OsProcessControl, PodManager, PoolKind};
+use sluice_agent::register::{self, machine, RegisterConfig};
 use sluice_agent::runner::Runner;
+use sluice_agent::state::api::{client_from_kubeconfig, KubeSource};
+use sluice_agent::state::source::StateSource;
 use sluice_agent::state::watch::WatchedFile;
 
 fn init_logging(format: LogFormat) {
@@ -122,6 +125,48 @@ fn start_health(args: &Args) -> Result<HealthHandle> {
         .with_context(|| format!("starting health servers on {}", args.healthz_bind_address))
 }
 
+/// The desired state's source: the state file, or the API server (which
+/// also registers the node and renews its Lease).
+async fn start_source(args: &Args) -> Result<Box<dyn StateSource>> {
+    if let Some(path) = &args.state {
+        // Read and parsed off the sync loop, on inotify (a slow stat poll
+        // as fallback): a large or hostile file never stalls a sync.
+        let file = WatchedFile::new(path)
+            .with_context(|| format!("watching the state file {}", path.display()))?;
+        return Ok(Box::new(file));
+    }
+    let Some(kubeconfig) = &args.kubeconfig else {
+        anyhow::bail!("no desired state: pass --state FILE or --kubeconfig FILE");
+    };
+    let client = client_from_kubeconfig(kubeconfig).await?;
+    let rt = tokio::runtime::Handle::current();
+    let uplink = if args.node_ip.is_empty() {
+        machine::link_addrs(&args.nic).unwrap_or_else(|e| {
+            warn!(nic = %args.nic, error = %format!("{e:#}"), "no --node-ip and the uplink's addresses cannot be read");
+            Vec::new()
+        })
+    } else {
+        Vec::new()
+    };
+    let cfg = RegisterConfig {
+        name: args.node_name.clone(),
+        node_ips: args.node_ip.clone(),
+        cpu: args.cpu,
+        max_pods: args.max_pods,
+        zone: args.zone.clone(),
+        pool: args.pool.clone(),
+        version: args.node_version.clone(),
+    };
+    let facts = register::facts(&cfg, machine::Machine::read(), uplink);
+    if facts.addrs.is_empty() {
+        warn!("registering the Node without an InternalIP: pass --node-ip");
+    }
+    // Runs as long as the agent: aborted with the runtime at exit.
+    drop(register::spawn(&rt, client.clone(), facts));
+    info!(kubeconfig = %kubeconfig.display(), "desired state from the API server");
+    Ok(Box::new(KubeSource::spawn(&rt, client, &args.node_name)))
+}
+
 // One worker thread serves /metrics while the sync loop runs on the main
 // thread; the health servers have a thread of their own.
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
@@ -135,6 +180,9 @@ async fn main() -> Result<()> {
         }
     };
     init_logging(args.log_format);
+    if args.node_name.is_empty() {
+        anyhow::bail!("--node-name: the host name cannot be read to default to; name the node");
+    }
     raise_nofile_limit();
 
     sluice_agent::pods::set_netns_prefix(&args.pod_netns_prefix)
@@ -150,12 +198,7 @@ async fn main() -> Result<()> {
             warn!(addr = %metrics_addr, error = %e, "metrics server stopped");
         }
     });
-    // Read and parsed off the sync loop, on inotify (a slow stat poll as
-    // fallback): a large or hostile file never stalls a sync.
-    let source = Box::new(
-        WatchedFile::new(&args.state)
-            .with_context(|| format!("watching the state file {}", args.state.display()))?,
-    );
+    let source = start_source(&args).await?;
     let mut runner = Runner::new(
         args.node_name.clone(),
         source,

@@ -489,25 +489,37 @@ impl Agent {
 /// Locate `sluice-agent`: `$SLUICE_AGENT_BIN`, else next to the running
 /// executable (`target/<profile>/` or its `deps/` child).
 pub fn agent_bin() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("SLUICE_AGENT_BIN") {
+    workspace_bin("sluice-agent", "SLUICE_AGENT_BIN")
+}
+
+/// Locate `sluice-controller` as [`agent_bin`] does `sluice-agent`
+/// (`$SLUICE_CONTROLLER_BIN`).
+pub fn controller_bin() -> Result<PathBuf> {
+    workspace_bin("sluice-controller", "SLUICE_CONTROLLER_BIN")
+}
+
+/// A binary of this workspace: `$<env>`, else next to the running
+/// executable.
+fn workspace_bin(name: &str, env: &str) -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os(env) {
         let p = PathBuf::from(p);
         if p.is_file() {
             return Ok(p);
         }
-        bail!("SLUICE_AGENT_BIN={} is not a file", p.display());
+        bail!("{env}={} is not a file", p.display());
     }
     let exe = std::env::current_exe().context("current_exe")?;
     let mut dir = exe.parent();
     for _ in 0..2 {
         let Some(d) = dir else { break };
-        let cand = d.join("sluice-agent");
+        let cand = d.join(name);
         if cand.is_file() {
             return Ok(cand);
         }
         dir = d.parent();
     }
     bail!(
-        "sluice-agent not found next to {} (nor SLUICE_AGENT_BIN set): run `cargo build -p sluice-agent` first",
+        "{name} not found next to {} (nor {env} set): run `cargo build -p {name}` first",
         exe.display()
     )
 }

@@ -3,6 +3,7 @@
 //! endpoints it adds to its Service.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use sluice_model::k8s::{self, IntOrString};
@@ -13,6 +14,7 @@ use super::validate::{
     MAX_AFFINITY_TIMEOUT_S, SERVICE_NAME_LABEL,
 };
 use super::StateError;
+use crate::health::DEFAULT_NODE_HEALTH_PORT;
 
 /// A slice read when its document came, kept small until every Service is
 /// known: a 10 000-slice file holds these, not 10 000 typed EndpointSlices.
@@ -261,4 +263,67 @@ pub(super) fn attach_slice(
         }
     }
     Ok(())
+}
+
+/// Every Service's endpoints in address order (every node builds the same
+/// Maglev table), without growth slack (held as long as the state runs).
+pub(super) fn finish_endpoints(state: &mut DesiredState) {
+    for svc in state.services.values_mut() {
+        svc.endpoints.sort_by_key(|e| e.addr);
+        svc.endpoints.shrink_to_fit();
+    }
+}
+
+/// What Services hold that no two may: a health-check node port (never the
+/// node's own, 10256), and a VIP, port and protocol (with two, the datapath
+/// would forward for one while the other's health check answered for it).
+#[derive(Debug, Default)]
+pub(super) struct Claims {
+    /// healthCheckNodePort → the Service that has it.
+    hc_ports: BTreeMap<u16, String>,
+    /// (VIP, port, protocol) → the Service that has it.
+    frontends: BTreeMap<(IpAddr, u16, Protocol), String>,
+}
+
+impl Claims {
+    /// The first thing `svc` claims that is taken.
+    pub(super) fn fault(&self, ctx: &Ctx, svc: &ServiceInfo) -> Option<StateError> {
+        if let Some(p) = svc.health_check_node_port {
+            let field = "spec.healthCheckNodePort";
+            if p == DEFAULT_NODE_HEALTH_PORT {
+                return Some(ctx.err(field, format!("port {p} is the node's own health port")));
+            }
+            if let Some(other) = self.hc_ports.get(&p) {
+                return Some(ctx.err(field, format!("port {p} already used by Service {other}")));
+            }
+        }
+        for vip in &svc.vips {
+            for (i, p) in svc.ports.iter().enumerate() {
+                if let Some(other) = self.frontends.get(&(*vip, p.port, p.protocol)) {
+                    return Some(ctx.err(
+                        format!("spec.ports[{i}]"),
+                        format!(
+                            "{vip} port {} {} is already Service {other}'s",
+                            p.port,
+                            p.protocol.as_str()
+                        ),
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    /// Hold what `svc` claims (after [`Claims::fault`] found it free).
+    pub(super) fn record(&mut self, svc: &ServiceInfo) {
+        if let Some(p) = svc.health_check_node_port {
+            self.hc_ports.insert(p, svc.key.clone());
+        }
+        for vip in &svc.vips {
+            for p in &svc.ports {
+                self.frontends
+                    .insert((*vip, p.port, p.protocol), svc.key.clone());
+            }
+        }
+    }
 }

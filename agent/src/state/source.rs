@@ -1,7 +1,7 @@
 //! Where desired state comes from. Today a file the agent watches
 //! ([`super::watch::WatchedFile`] in the agent, [`FileSource`] where a
-//! caller wants each poll to look at the file itself); the controller's
-//! watch will implement the same trait.
+//! caller wants each poll to look at the file itself), or the API server
+//! ([`super::api::KubeSource`], `--kubeconfig`).
 
 use std::fs::{self, File};
 use std::hash::Hasher;

@@ -13,9 +13,10 @@ use sluice_model::policy::disruption::PolicyError;
 
 use super::limits::{check_nesting, check_size, MAX_NESTING};
 use super::model::*;
-use super::services::{attach_slice, read_slice, service_info, PendingSlice};
+use super::services::{
+    attach_slice, finish_endpoints, read_slice, service_info, Claims, PendingSlice,
+};
 use super::typed::{decode, TypeError};
-use crate::health::DEFAULT_NODE_HEALTH_PORT;
 use crate::pods::disruption::{Budget, PdbSpec, Selector, UnhealthyPodEvictionPolicy};
 use crate::pods::{EvictionReason, PoolKind};
 
@@ -67,6 +68,15 @@ pub(super) struct Ctx {
 }
 
 impl Ctx {
+    /// An object that came from no document (the API server's): errors
+    /// name it, not a document number.
+    pub(super) fn object(object: impl Into<String>) -> Ctx {
+        Ctx {
+            doc: 0,
+            object: object.into(),
+        }
+    }
+
     /// A type error inside this object: its path is the field.
     pub(super) fn typed(&self, e: TypeError) -> StateError {
         self.err(e.field, e.message)
@@ -141,10 +151,7 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
     // Where each Pod came from and whether it uses the node's addresses,
     // for the address checks once every Node is known.
     let mut pod_docs: Vec<(Ctx, String, bool)> = Vec::new();
-    // healthCheckNodePort → the Service that has it.
-    let mut hc_ports: BTreeMap<u16, String> = BTreeMap::new();
-    // (VIP, port, protocol) → the Service that has it.
-    let mut frontends: BTreeMap<(IpAddr, u16, Protocol), String> = BTreeMap::new();
+    let mut claims = Claims::default();
     let mut objects = 0usize;
 
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
@@ -229,23 +236,10 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
                 if state.services.contains_key(&svc.key) {
                     return Err(ctx.err("metadata.name", "duplicate Service"));
                 }
-                if let Some(p) = svc.health_check_node_port {
-                    let field = "spec.healthCheckNodePort";
-                    if p == DEFAULT_NODE_HEALTH_PORT {
-                        return Err(ctx.err(
-                            field,
-                            format!("port {p} is the node's own health port"),
-                        ));
-                    }
-                    if let Some(other) = hc_ports.get(&p) {
-                        return Err(ctx.err(
-                            field,
-                            format!("port {p} already used by Service {other}"),
-                        ));
-                    }
-                    hc_ports.insert(p, svc.key.clone());
+                if let Some(e) = claims.fault(&ctx, &svc) {
+                    return Err(e);
                 }
-                claim_frontends(&ctx, &svc, &mut frontends)?;
+                claims.record(&svc);
                 state.services.insert(svc.key.clone(), svc);
             }
             "EndpointSlice" => {
@@ -289,41 +283,8 @@ pub fn parse_state(text: &str) -> Result<DesiredState, StateError> {
     for slice in slices {
         attach_slice(slice, &mut state, &mut seen_slices)?;
     }
-    for svc in state.services.values_mut() {
-        // Deterministic order: every node builds the same Maglev table.
-        svc.endpoints.sort_by_key(|e| e.addr);
-        // Held for as long as the state runs: no growth slack.
-        svc.endpoints.shrink_to_fit();
-    }
+    finish_endpoints(&mut state);
     Ok(state)
-}
-
-/// One VIP, port and protocol belongs to one Service: with two, the
-/// datapath would forward to one while the other's health check answered
-/// for it.
-fn claim_frontends(
-    ctx: &Ctx,
-    svc: &ServiceInfo,
-    frontends: &mut BTreeMap<(IpAddr, u16, Protocol), String>,
-) -> Result<(), StateError> {
-    for vip in &svc.vips {
-        for (i, p) in svc.ports.iter().enumerate() {
-            let key = (*vip, p.port, p.protocol);
-            if let Some(other) = frontends.get(&key) {
-                return Err(ctx.err(
-                    format!("spec.ports[{i}]"),
-                    format!(
-                        "{} port {} {} is already Service {other}'s",
-                        vip,
-                        p.port,
-                        p.protocol.as_str()
-                    ),
-                ));
-            }
-            frontends.insert(key, svc.key.clone());
-        }
-    }
-    Ok(())
 }
 
 pub(super) fn name_of(m: &ObjectMeta) -> &str {
@@ -359,7 +320,7 @@ pub(super) fn parse_ip(ctx: &Ctx, field: &str, s: &str) -> Result<IpAddr, StateE
         .map_err(|_| ctx.err(field, format!("{s:?} is not an IP address")))
 }
 
-fn node_info(ctx: &Ctx, n: k8s::Node) -> Result<NodeInfo, StateError> {
+pub(super) fn node_info(ctx: &Ctx, n: k8s::Node) -> Result<NodeInfo, StateError> {
     require_name(ctx, &n.metadata)?;
     let spec = n.spec.unwrap_or_default();
     let addresses = n.status.and_then(|s| s.addresses).unwrap_or_default();
@@ -431,7 +392,11 @@ fn node_info(ctx: &Ctx, n: k8s::Node) -> Result<NodeInfo, StateError> {
     })
 }
 
-fn pod_info(ctx: &Ctx, p: k8s::Pod, run: crate::pods::PodRunSpec) -> Result<PodInfo, StateError> {
+pub(super) fn pod_info(
+    ctx: &Ctx,
+    p: k8s::Pod,
+    run: crate::pods::PodRunSpec,
+) -> Result<PodInfo, StateError> {
     require_name(ctx, &p.metadata)?;
     let status = p.status.unwrap_or_default();
     let mut ips = Vec::new();
@@ -500,7 +465,7 @@ fn reason_annotation(
 /// left out. Every node checks every pod, so all agents reading one file
 /// reject it alike.
 fn check_pod_ips(state: &DesiredState, pods: &[(Ctx, String, bool)]) -> Result<(), StateError> {
-    let mut owners: BTreeMap<IpAddr, &str> = BTreeMap::new();
+    let mut owners: BTreeMap<IpAddr, String> = BTreeMap::new();
     for (ctx, key, host_network) in pods {
         let Some(pod) = state.pods.get(key) else {
             continue;
@@ -508,35 +473,51 @@ fn check_pod_ips(state: &DesiredState, pods: &[(Ctx, String, bool)]) -> Result<(
         if *host_network {
             continue;
         }
-        let cidrs = state
-            .nodes
-            .get(&pod.node)
-            .map(|n| n.pod_cidrs.as_slice())
-            .unwrap_or_default();
-        for (i, ip) in pod.ips.iter().enumerate() {
-            let field = format!("status.podIPs[{i}].ip");
-            if !cidrs.is_empty() && !cidrs.iter().any(|c| c.contains(ip)) {
-                let list: Vec<String> = cidrs.iter().map(ToString::to_string).collect();
-                return Err(ctx.err(
-                    field,
-                    format!(
-                        "{ip} is outside Node {}'s spec.podCIDRs ({})",
-                        pod.node,
-                        list.join(", ")
-                    ),
-                ));
-            }
-            if let Some(other) = owners.insert(*ip, key) {
-                if other != key.as_str() {
-                    return Err(ctx.err(field, format!("{ip} is already Pod {other}'s address")));
-                }
-            }
+        if let Some(e) = pod_address_fault(ctx, state, &owners, pod) {
+            return Err(e);
+        }
+        for ip in &pod.ips {
+            owners.insert(*ip, key.clone());
         }
     }
     Ok(())
 }
 
-fn pdb_spec(ctx: &Ctx, b: k8s::PodDisruptionBudget) -> Result<PdbSpec, StateError> {
+/// The first address of `pod` an IPAM would not have handed out: outside
+/// its node's `spec.podCIDRs` (when the state gives them), or already
+/// another pod's (`owners`: address → pod key).
+pub(super) fn pod_address_fault(
+    ctx: &Ctx,
+    state: &DesiredState,
+    owners: &BTreeMap<IpAddr, String>,
+    pod: &PodInfo,
+) -> Option<StateError> {
+    let cidrs = state
+        .nodes
+        .get(&pod.node)
+        .map(|n| n.pod_cidrs.as_slice())
+        .unwrap_or_default();
+    for (i, ip) in pod.ips.iter().enumerate() {
+        let field = format!("status.podIPs[{i}].ip");
+        if !cidrs.is_empty() && !cidrs.iter().any(|c| c.contains(ip)) {
+            let list: Vec<String> = cidrs.iter().map(ToString::to_string).collect();
+            return Some(ctx.err(
+                field,
+                format!(
+                    "{ip} is outside Node {}'s spec.podCIDRs ({})",
+                    pod.node,
+                    list.join(", ")
+                ),
+            ));
+        }
+        if let Some(other) = owners.get(ip).filter(|o| **o != pod.key) {
+            return Some(ctx.err(field, format!("{ip} is already Pod {other}'s address")));
+        }
+    }
+    None
+}
+
+pub(super) fn pdb_spec(ctx: &Ctx, b: k8s::PodDisruptionBudget) -> Result<PdbSpec, StateError> {
     require_name(ctx, &b.metadata)?;
     let spec = b.spec.unwrap_or_default();
     let selector = spec

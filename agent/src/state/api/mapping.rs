@@ -1,0 +1,207 @@
+//! API objects to a [`DesiredState`], pure: the same per-object readings
+//! as the state file (`validate.rs`, `services.rs`), but an invalid object
+//! is set aside with its fault instead of refusing everything. The API
+//! server is shared by many writers; one bad Service must not freeze the
+//! node's datapath for all the others (kube-proxy skips such objects too).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use sluice_model::k8s::{EndpointSlice, Node, Pod, PodDisruptionBudget, Service};
+
+use crate::state::model::DesiredState;
+use crate::state::services::{
+    attach_slice, finish_endpoints, service_info, slice_endpoints, Claims, PendingSlice,
+};
+use crate::state::validate::{namespaced, node_info, pdb_spec, pod_address_fault, pod_info, Ctx};
+use crate::state::StateError;
+
+/// What the watchers hold at one moment, as the reflectors' stores hand it
+/// out (shared, never copied until read).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub nodes: Vec<Arc<Node>>,
+    pub services: Vec<Arc<Service>>,
+    pub slices: Vec<Arc<EndpointSlice>>,
+    /// The Pods bound to this node (the watch's field selector).
+    pub pods: Vec<Arc<Pod>>,
+    pub pdbs: Vec<Arc<PodDisruptionBudget>>,
+}
+
+/// One object left out of the state, and why.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ObjectFault {
+    /// `Kind namespace/name` (`Node name` for nodes).
+    pub object: String,
+    /// The field at fault, e.g. `spec.ports[0].port`; empty for the whole
+    /// object.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ObjectFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.object)?;
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+impl From<StateError> for ObjectFault {
+    fn from(e: StateError) -> Self {
+        ObjectFault {
+            object: e.object,
+            field: e.field,
+            message: e.message,
+        }
+    }
+}
+
+/// The state the objects describe, and every object left out of it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Mapped {
+    pub state: DesiredState,
+    /// Sorted, so two builds of the same objects report alike.
+    pub faults: Vec<ObjectFault>,
+}
+
+/// Map a snapshot to the desired state. Objects are taken in name order, so
+/// when two claim one thing (a VIP and port, a health-check port, a pod
+/// address) every agent keeps the same one.
+pub fn map_snapshot(snap: &Snapshot) -> Mapped {
+    let mut out = Mapped::default();
+    let mut faults = Vec::new();
+    map_nodes(snap, &mut out.state, &mut faults);
+    map_pods(snap, &mut out.state, &mut faults);
+    map_services(snap, &mut out.state, &mut faults);
+    map_slices(snap, &mut out.state, &mut faults);
+    map_pdbs(snap, &mut out.state, &mut faults);
+    finish_endpoints(&mut out.state);
+    faults.sort();
+    out.faults = faults;
+    out
+}
+
+fn sorted<K>(objects: &[Arc<K>], key: impl Fn(&K) -> String) -> Vec<(String, &K)> {
+    let mut v: Vec<(String, &K)> = objects.iter().map(|o| (key(o), &**o)).collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+fn map_nodes(snap: &Snapshot, state: &mut DesiredState, faults: &mut Vec<ObjectFault>) {
+    for (name, n) in sorted(&snap.nodes, |n| n.metadata.name.clone().unwrap_or_default()) {
+        let ctx = Ctx::object(format!("Node {name}"));
+        match node_info(&ctx, n.clone()) {
+            Ok(info) => {
+                state.nodes.insert(info.name.clone(), info);
+            }
+            Err(e) => faults.push(e.into()),
+        }
+    }
+}
+
+/// Succeeded and Failed pods have ended for good: nothing to run or wire.
+fn is_terminal(p: &Pod) -> bool {
+    matches!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+fn map_pods(snap: &Snapshot, state: &mut DesiredState, faults: &mut Vec<ObjectFault>) {
+    // Pod address → the pod that has it.
+    let mut owners: BTreeMap<IpAddr, String> = BTreeMap::new();
+    for (key, p) in sorted(&snap.pods, |p| namespaced(&p.metadata)) {
+        if is_terminal(p) {
+            continue;
+        }
+        let ctx = Ctx::object(format!("Pod {key}"));
+        let run = serde_yaml::to_value(p)
+            .map_err(|e| ctx.err("", format!("cannot be read: {e}")))
+            .and_then(|v| {
+                crate::pods::run_spec_from_manifest(&v)
+                    .map_err(|e| ctx.err(e.field.clone(), e.message.clone()))
+            });
+        let pod = match run.and_then(|run| pod_info(&ctx, p.clone(), run)) {
+            Ok(pod) => pod,
+            Err(e) => {
+                faults.push(e.into());
+                continue;
+            }
+        };
+        let host_network = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false);
+        if !host_network {
+            if let Some(e) = pod_address_fault(&ctx, state, &owners, &pod) {
+                faults.push(e.into());
+                continue;
+            }
+            for ip in &pod.ips {
+                owners.insert(*ip, key.clone());
+            }
+        }
+        state.pods.insert(key, pod);
+    }
+}
+
+fn map_services(snap: &Snapshot, state: &mut DesiredState, faults: &mut Vec<ObjectFault>) {
+    let mut claims = Claims::default();
+    for (key, s) in sorted(&snap.services, |s| namespaced(&s.metadata)) {
+        let ctx = Ctx::object(format!("Service {key}"));
+        let svc = match service_info(&ctx, s.clone()) {
+            Ok(svc) => svc,
+            Err(e) => {
+                faults.push(e.into());
+                continue;
+            }
+        };
+        // What the file refuses whole is refused here to the later Service.
+        if let Some(e) = claims.fault(&ctx, &svc) {
+            faults.push(e.into());
+            continue;
+        }
+        claims.record(&svc);
+        state.services.insert(key, svc);
+    }
+}
+
+fn map_slices(snap: &Snapshot, state: &mut DesiredState, faults: &mut Vec<ObjectFault>) {
+    let mut seen = BTreeMap::new();
+    for (key, s) in sorted(&snap.slices, |s| namespaced(&s.metadata)) {
+        let ctx = Ctx::object(format!("EndpointSlice {key}"));
+        let read = slice_endpoints(&ctx, s.clone());
+        let pending = PendingSlice {
+            ctx,
+            key: Ok(key),
+            read,
+        };
+        // A slice of a Service not (or not yet) known adds nothing; it is
+        // used once the Service comes, at the next build.
+        if let Err(e) = attach_slice(pending, state, &mut seen) {
+            faults.push(e.into());
+        }
+    }
+}
+
+fn map_pdbs(snap: &Snapshot, state: &mut DesiredState, faults: &mut Vec<ObjectFault>) {
+    for (key, b) in sorted(&snap.pdbs, |b| namespaced(&b.metadata)) {
+        let ctx = Ctx::object(format!("PodDisruptionBudget {key}"));
+        match pdb_spec(&ctx, b.clone()) {
+            Ok(pdb) => {
+                state.pdbs.insert(key, pdb);
+            }
+            Err(e) => faults.push(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "mapping_tests.rs"]
+mod tests;

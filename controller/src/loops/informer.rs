@@ -157,4 +157,8 @@ where
     pub fn len(&self) -> usize {
         self.read().len()
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
 }

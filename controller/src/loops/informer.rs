@@ -85,6 +85,9 @@ where
     }
 
     fn apply(&self, ev: Event<K>, relist: &mut Option<BTreeMap<Key, Arc<K>>>) {
+        // No loop reads managedFields, and they are most of a small
+        // object: a cache of 100 000 pods holds half as much without.
+        let ev = ev.modify(|o| o.meta_mut().managed_fields = None);
         match ev {
             Event::Init => *relist = Some(BTreeMap::new()),
             Event::InitApply(o) => {

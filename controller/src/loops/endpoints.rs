@@ -12,9 +12,17 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::Client;
 use sluice_model::k8s::{EndpointSlice, Node, Pod, Service};
 
-use super::informer::{key_of, Change, Informer, Key};
+use super::informer::{Change, Informer, Key};
 use super::queue::{Next, Queue};
 use super::{LoopError, MANAGER};
+
+/// Whether a Service's `selector` takes `pod` (every pair present).
+fn selects(selector: &BTreeMap<String, String>, pod: &Pod) -> bool {
+    let labels = pod.metadata.labels.as_ref();
+    selector
+        .iter()
+        .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+}
 
 /// The label that ties a slice to its Service.
 const SERVICE_NAME: &str = "kubernetes.io/service-name";
@@ -35,12 +43,15 @@ impl EndpointSlices {
         let Some(svc) = self.services.get(ns, name) else {
             return Ok(None);
         };
-        let pods: Vec<Pod> = self
-            .pods
-            .in_namespace(ns)
-            .iter()
-            .map(|p| (**p).clone())
-            .collect();
+        // Only the pods the selector takes are copied out of the cache.
+        let selector = svc
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.clone())
+            .unwrap_or_default();
+        let pods = super::workloads::relevant(&self.pods.in_namespace(ns), |p| {
+            !selector.is_empty() && selects(&selector, p)
+        });
         let nodes: Vec<Node> = self.nodes.all().iter().map(|n| (**n).clone()).collect();
         let slices: Vec<EndpointSlice> = self
             .slices
@@ -84,21 +95,12 @@ impl EndpointSlices {
 
     fn selecting(&self, pod: &Pod) -> Vec<Key> {
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let empty = BTreeMap::new();
-        let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
-        self.services
-            .in_namespace(&ns)
-            .iter()
-            .filter(|s| {
-                s.spec
-                    .as_ref()
-                    .and_then(|sp| sp.selector.as_ref())
-                    .is_some_and(|sel| {
-                        !sel.is_empty() && sel.iter().all(|(k, v)| labels.get(k) == Some(v))
-                    })
-            })
-            .map(|s| key_of(s.as_ref()))
-            .collect()
+        self.services.keys_in_namespace(&ns, |s| {
+            s.spec
+                .as_ref()
+                .and_then(|sp| sp.selector.as_ref())
+                .is_some_and(|sel| !sel.is_empty() && selects(sel, pod))
+        })
     }
 
     pub fn on_pod(&self, change: &Change<Pod>, queue: &Queue) {

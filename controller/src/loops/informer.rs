@@ -149,6 +149,19 @@ where
             .collect()
     }
 
+    /// The keys of the objects of `namespace` that `keep` chooses, read
+    /// under the lock without copying anything else (a pod's change is
+    /// matched against every Service of its namespace).
+    pub fn keys_in_namespace(&self, namespace: &str, keep: impl Fn(&K) -> bool) -> Vec<Key> {
+        let from = (namespace.to_owned(), String::new());
+        self.read()
+            .range(from..)
+            .take_while(|((ns, _), _)| ns == namespace)
+            .filter(|(_, o)| keep(o))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
     pub fn all(&self) -> Vec<Arc<K>> {
         self.read().values().cloned().collect()
     }

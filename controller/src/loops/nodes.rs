@@ -58,15 +58,37 @@ impl Lifecycle {
             .iter()
             .map(|l| (**l).clone())
             .collect();
-        let pods: Vec<Pod> = self
-            .pods
-            .all()
-            .iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-            .map(|p| (**p).clone())
-            .collect();
-        let plan =
-            node_lifecycle::reconcile(&nodes, &leases, &pods, &self.config, Timestamp::now());
+        let now = Timestamp::now();
+        // Pods matter only on nodes that are, or are about to be, silent or
+        // tainted NoExecute: a first pass without pods says which nodes
+        // change, and only those nodes' pods are copied out of the cache
+        // (copying 100 000 pods every pass cost gigabytes).
+        let first = node_lifecycle::reconcile(&nodes, &leases, &[], &self.config, now);
+        let mut affected: std::collections::HashSet<String> =
+            first.node_updates.iter().map(|u| u.node.clone()).collect();
+        for n in &nodes {
+            let tainted = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.effect == "NoExecute"));
+            let ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                .is_some_and(|c| c.status == "True");
+            if tainted || !ready {
+                affected.insert(n.metadata.name.clone().unwrap_or_default());
+            }
+        }
+        let pods = super::workloads::relevant(&self.pods.all(), |p: &Pod| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_some_and(|n| affected.contains(n))
+        });
+        let plan = node_lifecycle::reconcile(&nodes, &leases, &pods, &self.config, now);
         let node_api: Api<Node> = Api::all(self.client.clone());
         for u in &plan.node_updates {
             if let Some(conditions) = &u.conditions {
@@ -82,7 +104,7 @@ impl Lifecycle {
                     .await?;
             }
         }
-        let now = Timestamp::now().to_string();
+        let now = now.to_string();
         for p in &plan.mark_not_ready {
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &p.namespace);
             let patch = json!({"status": {"conditions": [{"type": "Ready", "status": "False",

@@ -18,6 +18,7 @@ use kube::Client;
 use serde_json::json;
 use sluice_model::k8s::jiff::Timestamp;
 use sluice_model::k8s::{Deployment, Pod, ReplicaSet};
+use sluice_model::policy::disruption::Selector;
 use sluice_workloads::deployment::{self, ReplicaSetAction};
 use sluice_workloads::replica_set::{self, PodAction};
 
@@ -96,12 +97,17 @@ impl ReplicaSets {
         if !self.satisfied(&key) {
             return Ok(Some(Duration::from_millis(200)));
         }
-        let pods: Vec<Pod> = self
-            .pods
-            .in_namespace(ns)
-            .iter()
-            .map(|p| (**p).clone())
-            .collect();
+        // Only the pods the decision can touch are copied out of the cache:
+        // its own, and orphans its selector takes (a namespace may hold
+        // 100 000 pods; copying them all per sync cost gigabytes).
+        let selector = Selector::parse(&rs.spec.selector).ok();
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let pods = relevant(&self.pods.in_namespace(ns), |p| {
+            match controller_uid(&p.metadata) {
+                Some(owner) => owner == uid,
+                None => selector.as_ref().is_some_and(|s| takes(s, &p.metadata)),
+            }
+        });
         let plan = replica_set::reconcile(&rs, &pods, Timestamp::now())?;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         let pp = PostParams {
@@ -230,12 +236,18 @@ impl Deployments {
             .iter()
             .map(|s| (**s).clone())
             .collect();
-        let pods: Vec<Pod> = self
-            .pods
-            .in_namespace(ns)
+        // The pods of this Deployment's ReplicaSets, and any its selector
+        // takes; not the whole namespace.
+        let owned: std::collections::HashSet<String> = sets
             .iter()
-            .map(|p| (**p).clone())
+            .filter(|s| controller_uid(&s.metadata).as_deref() == d.metadata.uid.as_deref())
+            .filter_map(|s| s.metadata.uid.clone())
             .collect();
+        let selector = Selector::parse(&d.spec.selector).ok();
+        let pods = relevant(&self.pods.in_namespace(ns), |p| {
+            controller_uid(&p.metadata).is_some_and(|u| owned.contains(&u))
+                || selector.as_ref().is_some_and(|s| takes(s, &p.metadata))
+        });
         let plan = deployment::reconcile(&d, &sets, &pods, Timestamp::now())?;
         let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
         let pp = PostParams {
@@ -322,6 +334,32 @@ impl Deployments {
             }
         }
     }
+}
+
+/// The uid of the controller (owner with `controller: true`) of `meta`.
+fn controller_uid(meta: &sluice_model::k8s::ObjectMeta) -> Option<String> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.clone())
+}
+
+/// Whether a compiled selector takes an object by its labels.
+fn takes(selector: &Selector, meta: &sluice_model::k8s::ObjectMeta) -> bool {
+    match &meta.labels {
+        Some(l) => selector.matches(l),
+        None => selector.matches(&Default::default()),
+    }
+}
+
+/// Copies of the cached objects `keep` chooses.
+pub(super) fn relevant<K: Clone>(cached: &[Arc<K>], keep: impl Fn(&K) -> bool) -> Vec<K> {
+    cached
+        .iter()
+        .filter(|o| keep(o))
+        .map(|o| (**o).clone())
+        .collect()
 }
 
 /// A write to an object that is gone (or whose uid changed) is no error:

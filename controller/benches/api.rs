@@ -5,7 +5,8 @@
 //! watchers; `SLUICE_BENCH_STORES=embedded` or `etcd` runs one store;
 //! `SLUICE_BENCH_SERVE_BIN=PATH` serves with another build, for an A/B;
 //! `SLUICE_BENCH_LISTS=N` lists the bytes N times, median printed, 3 by
-//! default).
+//! default; `SLUICE_BENCH_CONTROLLERS=1` runs the decision loops in the
+//! server too: by default it serves the API alone).
 //!
 //! Printed: create rates, list times (decoded by kube-rs, and the body's
 //! bytes only: the server's part), write-to-event latency over the
@@ -293,13 +294,21 @@ fn main() {
     let mut rows = Vec::new();
     let stores = std::env::var("SLUICE_BENCH_STORES").unwrap_or_default();
     let wanted = |name: &str| stores.is_empty() || stores.split(',').any(|s| s.trim() == name);
+    // The API alone by default (the test bed's `--controllers=false`), as
+    // issue 9's aims are about it; SLUICE_BENCH_CONTROLLERS=1 serves with
+    // the decision loops in the process too.
+    let loops: &[&str] = if std::env::var_os("SLUICE_BENCH_CONTROLLERS").is_some() {
+        &["--controllers=true"]
+    } else {
+        &[]
+    };
     if wanted("embedded") {
-        let s = Server::start("bench-emb", Backend::Embedded);
+        let s = Server::start_on("bench-emb", Backend::Embedded, loops);
         rows.push(rt.block_on(run(&s, "embedded", None)));
     }
     if wanted("etcd") {
         let etcd = common::start_etcd();
-        let s = Server::start_with("bench-etcd", Some(etcd.endpoint()), Some("b"));
+        let s = Server::start_with_args("bench-etcd", Some(etcd.endpoint()), Some("b"), loops);
         let ep = etcd.endpoint().to_string();
         rows.push(rt.block_on(run(&s, "etcd", Some(&ep))));
     }

@@ -87,6 +87,11 @@ pub struct ServeOptions {
     /// `list` scripts in `dir`, see docs/node-providers.md).
     #[arg(long, default_value = "none")]
     pub node_provider: crate::loops::ProviderChoice,
+    /// Run the decision loops while leading (`false`: serve the API only,
+    /// as kube-apiserver without kube-controller-manager and
+    /// kube-scheduler; the leader Lease is still kept).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub controllers: bool,
 }
 
 /// The store, and the etcd client when the store is etcd (for the
@@ -195,7 +200,7 @@ pub async fn run(
             provider: opts.node_provider.clone(),
         },
     };
-    crate::leader::spawn(store, etcd, identity, Some(loops));
+    crate::leader::spawn(store, etcd, identity, opts.controllers.then_some(loops));
     let app = api::router(Authenticator::new(&tokens), objects);
     let listener = TcpListener::bind(opts.bind)
         .await

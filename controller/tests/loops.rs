@@ -94,6 +94,7 @@ fn cluster_loops(backend: Backend) {
         &format!("loops-{backend:?}").to_lowercase(),
         backend,
         &[
+            "--controllers=true",
             "--cluster-cidr",
             "198.19.0.0/16",
             "--node-monitor-grace-period",
@@ -302,7 +303,7 @@ fn node_pools_make_nodes(backend: Backend) {
     let s = Server::start_on(
         &format!("pools-{backend:?}").to_lowercase(),
         backend,
-        &["--node-provider", "sim:0"],
+        &["--controllers=true", "--node-provider", "sim:0"],
     );
     let pool = write(
         &s,

@@ -157,6 +157,12 @@ impl Server {
                 TEST_SERVICE_RANGE.into(),
             ]);
         }
+        if !extra.iter().any(|a| a.starts_with("--controllers")) {
+            // The API's own tests see the API alone, as kube-apiserver's
+            // do: no controller changing what they wrote. The loops'
+            // tests ask for them (`--controllers=true`).
+            args.push("--controllers=false".into());
+        }
         args.extend(extra.iter().map(|a| a.to_string()));
         let child = spawn_serve(&dir, &args);
         let s = Server {

@@ -178,14 +178,7 @@ pub(super) async fn read_write_body(
 
 /// A write's answer with the duplicate-field warnings its body earned.
 fn warned(r: Result<Response, ApiError>, warnings: &[String]) -> Result<Response, ApiError> {
-    r.map(|mut r| {
-        for w in warnings {
-            if let Ok(v) = header::HeaderValue::from_str(w) {
-                r.headers_mut().append("warning", v);
-            }
-        }
-        r
-    })
+    r.map(|r| write::append_warnings(r, warnings))
 }
 
 /// The body's bytes, at most [`MAX_BODY`], and its `Content-Type`.

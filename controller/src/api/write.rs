@@ -49,9 +49,14 @@ async fn remove(
 }
 
 /// Add kube-apiserver's `Warning` headers (unknown fields under `Warn`).
-fn with_warnings(mut r: Response, unknown: &[String]) -> Response {
-    for w in fields::warnings(unknown) {
-        if let Ok(v) = header::HeaderValue::from_str(&w) {
+fn with_warnings(r: Response, unknown: &[String]) -> Response {
+    append_warnings(r, &fields::warnings(unknown))
+}
+
+/// `r` with a `Warning` header per value (already in `299 - "..."` form).
+pub(super) fn append_warnings(mut r: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        if let Ok(v) = header::HeaderValue::from_str(w) {
             r.headers_mut().append("warning", v);
         }
     }

@@ -123,7 +123,10 @@ impl EndpointSlices {
         }
     }
 
-    /// A node's zone is in every endpoint on it.
+    /// A node's zone is in every endpoint on it. Only a relist resyncs
+    /// every Service: a zone relabel of a live node (rare, and every
+    /// heartbeat is a Node change) reaches a slice with the next change of
+    /// its Service or pods.
     pub fn on_node(&self, change: &Change<Node>, queue: &Queue) {
         if let Change::Relisted = change {
             queue.add_all(self.services.keys());

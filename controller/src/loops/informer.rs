@@ -169,12 +169,4 @@ where
     pub fn keys(&self) -> Vec<Key> {
         self.read().keys().cloned().collect()
     }
-
-    pub fn len(&self) -> usize {
-        self.read().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.read().is_empty()
-    }
 }

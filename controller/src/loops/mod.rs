@@ -33,6 +33,7 @@ use sluice_model::k8s::jiff::SignedDuration;
 use sluice_model::k8s::{
     Deployment, EndpointSlice, Lease, Node, ObjectMeta, Pod, ReplicaSet, Service,
 };
+use sluice_nodepools::sim::SimProvider;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinSet;
 use tracing::info;
@@ -54,6 +55,16 @@ pub enum LoopError {
     Lifecycle(#[from] sluice_lifecycle::LifecycleError),
     #[error("node provider: {0}")]
     Provider(String),
+    #[error("{0}")]
+    Pool(#[from] sluice_nodepools::PlanError),
+}
+
+impl LoopError {
+    /// A write that lost a race (409): the normal cost of optimistic
+    /// writes, retried without alarm.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, LoopError::Api(kube::Error::Api(s)) if s.code == 409)
+    }
 }
 
 /// Where node pools get their nodes (`--node-provider`).
@@ -105,6 +116,12 @@ pub struct LoopConfig {
     /// `--node-cidr-mask-size`: per family, in `cluster_cidrs`' order.
     pub node_cidr_masks: Vec<Option<u8>>,
 }
+
+/// A node provider, and the simulator behind it when it is `sim`.
+type Chosen = (
+    Arc<dyn sluice_nodepools::NodeProvider>,
+    Option<Arc<SimProvider>>,
+);
 
 /// The (namespace, name) of the controller of `meta` if it is a `kind`.
 pub fn owner_of(meta: &ObjectMeta, kind: &str) -> Option<Key> {
@@ -260,9 +277,11 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
     });
     let q = Queue::new();
     let l = life.clone();
-    follow(&mut tasks, &nodes, q.clone(), move |c, q| l.on_node(c, q));
+    follow(&mut tasks, &nodes, q.clone(), move |c, q| l.on_change(c, q));
     let l = life.clone();
-    follow(&mut tasks, &leases, q.clone(), move |c, q| l.on_lease(c, q));
+    follow(&mut tasks, &leases, q.clone(), move |c, q| {
+        l.on_change(c, q)
+    });
     let l = life.clone();
     let (n, ls) = (nodes.clone(), leases.clone());
     tasks.spawn(async move {
@@ -309,37 +328,40 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         .await
     });
 
-    if config.provider != ProviderChoice::None {
+    // The simulated provider also needs the simulated nodes' kubelets.
+    let chosen: Option<Chosen> = match &config.provider {
+        ProviderChoice::None => None,
+        ProviderChoice::Exec { dir } => Some((
+            Arc::new(sluice_nodepools::exec::ExecProvider::new(
+                sluice_nodepools::exec::ExecConfig::in_dir(dir),
+            )),
+            None,
+        )),
+        ProviderChoice::Sim { boot_delay } => {
+            let clock: Arc<dyn sluice_nodepools::sim::Clock> =
+                Arc::new(sluice_model::k8s::jiff::Timestamp::now);
+            let sim = Arc::new(SimProvider::new(clock));
+            sim.set_boot_delay(
+                SignedDuration::try_from(*boot_delay).unwrap_or(SignedDuration::ZERO),
+            );
+            Some((sim.clone(), Some(sim)))
+        }
+    };
+    if let Some((provider, sim)) = chosen {
         let pools_inf = Informer::start(
             Api::<sluice_model::node_pool::NodePool>::all(client.clone()),
             watcher::Config::default(),
             &mut tasks,
         );
-        let provider: Arc<dyn sluice_nodepools::NodeProvider> = match &config.provider {
-            ProviderChoice::Sim { .. } | ProviderChoice::None => {
-                let boot_delay = match &config.provider {
-                    ProviderChoice::Sim { boot_delay } => *boot_delay,
-                    _ => Duration::ZERO,
-                };
-                let clock: Arc<dyn sluice_nodepools::sim::Clock> =
-                    Arc::new(sluice_model::k8s::jiff::Timestamp::now);
-                let sim = Arc::new(sluice_nodepools::sim::SimProvider::new(clock));
-                sim.set_boot_delay(
-                    SignedDuration::try_from(boot_delay).unwrap_or(SignedDuration::ZERO),
-                );
-                let kubelets = pools::SimKubelets {
-                    client: client.clone(),
-                    sim: sim.clone(),
-                    pools: pools_inf.clone(),
-                    nodes: nodes.clone(),
-                };
-                tasks.spawn(kubelets.run());
-                sim
-            }
-            ProviderChoice::Exec { dir } => Arc::new(sluice_nodepools::exec::ExecProvider::new(
-                sluice_nodepools::exec::ExecConfig::in_dir(dir),
-            )),
-        };
+        if let Some(sim) = sim {
+            let kubelets = pools::SimKubelets {
+                client: client.clone(),
+                sim,
+                pools: pools_inf.clone(),
+                nodes: nodes.clone(),
+            };
+            tasks.spawn(kubelets.run());
+        }
         let pl = Arc::new(pools::Pools {
             client: client.clone(),
             pools: pools_inf.clone(),

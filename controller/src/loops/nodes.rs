@@ -137,13 +137,8 @@ impl Lifecycle {
         Ok(Some(next.max(MIN_PASS)))
     }
 
-    pub fn on_node(&self, change: &Change<Node>, queue: &Queue) {
-        let _ = change;
-        queue.add(cluster_key());
-    }
-
-    pub fn on_lease(&self, change: &Change<Lease>, queue: &Queue) {
-        let _ = change;
+    /// Any Node or Lease change may change the whole cluster's verdict.
+    pub fn on_change<K>(&self, _: &Change<K>, queue: &Queue) {
         queue.add(cluster_key());
     }
 }

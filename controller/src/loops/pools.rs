@@ -50,8 +50,7 @@ impl Pools {
             .map_err(|e| LoopError::Provider(e.to_string()))?;
         let nodes: Vec<Node> = self.nodes.all().iter().map(|n| (**n).clone()).collect();
         let now = Timestamp::now();
-        let plan = reconcile::plan(&pool, &instances, &nodes, &self.config, now)
-            .map_err(|e| LoopError::Provider(e.to_string()))?;
+        let plan = reconcile::plan(&pool, &instances, &nodes, &self.config, now)?;
         let outcomes = execute::run(self.provider.clone(), plan.actions).await;
         let status = reconcile::record(&plan.status, &outcomes, &self.config, Timestamp::now());
         if pool.status.as_ref() != Some(&status) {

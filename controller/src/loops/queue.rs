@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 use tracing::{debug, warn};
 
 use super::informer::Key;
+use super::LoopError;
 
 #[derive(Default)]
 pub struct Queue {
@@ -66,11 +67,10 @@ impl Queue {
     }
 
     /// Reconciles keys one at a time, forever.
-    pub async fn work<F, Fut, E>(self: Arc<Self>, name: &'static str, reconcile: F)
+    pub async fn work<F, Fut>(self: Arc<Self>, name: &'static str, reconcile: F)
     where
         F: Fn(Key) -> Fut,
-        Fut: Future<Output = Result<Next, E>>,
-        E: std::fmt::Display,
+        Fut: Future<Output = Result<Next, LoopError>>,
     {
         loop {
             let key = self.next().await;
@@ -78,8 +78,7 @@ impl Queue {
                 Ok(Some(after)) => self.add_after(key, after),
                 Ok(None) => {}
                 Err(e) => {
-                    // Conflicts are the normal cost of optimistic writes.
-                    if e.to_string().contains("Conflict") {
+                    if e.is_conflict() {
                         debug!(loop_ = name, ns = %key.0, name = %key.1, error = %e, "retrying");
                     } else {
                         warn!(loop_ = name, ns = %key.0, name = %key.1, error = %e, "reconcile failed; retrying");

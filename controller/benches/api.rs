@@ -21,6 +21,8 @@
 #[macro_use]
 #[allow(unused_macros)]
 mod common;
+#[path = "support/proc_stats.rs"]
+mod proc_stats;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 use common::{Backend, Server};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use proc_stats::{cpu_time, pct, rss_mib};
 use sluice_model::k8s::{Pod, Service};
 
 const CONCURRENCY: usize = 64;
@@ -58,42 +61,6 @@ fn service(i: usize) -> Service {
                  "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
     }))
     .expect("service")
-}
-
-fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-        .unwrap_or(0.0)
-        / 1024.0
-}
-
-/// The process's CPU time so far (user + system), from /proc.
-fn cpu_time(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // After the command name's closing parenthesis: fields 3.., of which
-    // utime and stime are the 14th and 15th.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    // Clock ticks: 100 per second on Linux (USER_HZ).
-    Duration::from_millis(f.iter().sum::<u64>() * 10)
-}
-
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 struct Row {

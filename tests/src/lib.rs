@@ -12,6 +12,7 @@
 
 pub mod cluster;
 pub mod http_probe;
+pub mod kube_cluster;
 pub mod netns;
 pub mod traffic;
 pub mod whoami;

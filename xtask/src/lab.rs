@@ -1,7 +1,9 @@
-//! `cargo xtask lab`: a two-node cluster out of network namespaces, real
-//! traffic through LoadBalancer VIPs, a readable account of what happened,
-//! and a clean teardown (also on error and Ctrl-C: everything lives behind
-//! the test bed's guards).
+//! `cargo xtask lab`: a cluster run by `sluice-controller` out of network
+//! namespaces (`kube.rs`), real traffic through LoadBalancer VIPs, a drain
+//! and a dead node, a readable account of what happened, and a clean
+//! teardown (also on error and Ctrl-C: everything lives behind the test
+//! bed's guards). `--standalone` runs the agents on state files instead,
+//! with no controller: the health-check and bad-state demos live there.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -14,6 +16,7 @@ use sluice_tests::{
 
 mod bad_state;
 mod health;
+mod kube;
 
 /// Requests per VIP, family and entry node.
 const REQUESTS: usize = 10;
@@ -33,6 +36,10 @@ pub struct LabOpts {
     /// Leave the lab running after the demo, until Ctrl-C.
     #[arg(long)]
     pub keep: bool,
+    /// Two agents on state files, no controller (the health-check and
+    /// bad-state demos).
+    #[arg(long)]
+    pub standalone: bool,
 }
 
 use crate::signals::{install as install_signal_handlers, interrupted};
@@ -51,6 +58,18 @@ pub fn run(opts: LabOpts) -> Result<()> {
     let agent = crate::bench::build_agent(false)?;
     if interrupted() {
         bail!("interrupted");
+    }
+    if !opts.standalone {
+        let bins = kube::Bins {
+            agent,
+            controller: crate::bench::build_bin("sluice-controller", "sluice-controller", false)?,
+            whoami: crate::bench::build_bin("sluice-tests", "sluice-whoami", false)?,
+        };
+        crate::kubectl::install()?;
+        if interrupted() {
+            bail!("interrupted");
+        }
+        return kube::run(bins, engine, opts.keep);
     }
 
     let spec = ClusterSpec::new(2)

@@ -96,7 +96,12 @@ impl Cluster {
     /// A view of these nodes and bound pods (pods without `spec.nodeName`
     /// are skipped). Unreadable fields are returned; the objects stay in
     /// the view as [`Cluster::upsert_node`] and [`Cluster::add_pod`] say.
-    pub fn from_objects(nodes: &[Node], pods: &[Pod]) -> (Self, Vec<InputError>) {
+    /// Takes references, so a caller holding shared objects (an informer's
+    /// `Arc`s) builds the view without copying them.
+    pub fn from_objects<'a>(
+        nodes: impl IntoIterator<Item = &'a Node>,
+        pods: impl IntoIterator<Item = &'a Pod>,
+    ) -> (Self, Vec<InputError>) {
         let mut c = Cluster::new();
         let mut errors = Vec::new();
         for n in nodes {

@@ -46,6 +46,8 @@ pub struct Informer<K> {
     objects: RwLock<BTreeMap<Key, Arc<K>>>,
     changes: broadcast::Sender<Change<K>>,
     ready: watch::Sender<bool>,
+    /// Drops what no loop reads from each object before it is kept.
+    trim: fn(&mut K),
 }
 
 /// How many changes a slow loop may be behind before it resynchronises.
@@ -60,12 +62,24 @@ where
     /// returned informer fills as the first list arrives
     /// ([`Informer::ready`]).
     pub fn start(api: Api<K>, config: watcher::Config, tasks: &mut JoinSet<()>) -> Arc<Self> {
+        Self::start_trimmed(api, config, tasks, |_| {})
+    }
+
+    /// As [`Informer::start`], keeping each object as `trim` leaves it
+    /// (beyond the managedFields every informer drops).
+    pub fn start_trimmed(
+        api: Api<K>,
+        config: watcher::Config,
+        tasks: &mut JoinSet<()>,
+        trim: fn(&mut K),
+    ) -> Arc<Self> {
         let (changes, _) = broadcast::channel(FEED);
         let (ready, _) = watch::channel(false);
         let inf = Arc::new(Informer {
             objects: RwLock::new(BTreeMap::new()),
             changes,
             ready,
+            trim,
         });
         let me = inf.clone();
         tasks.spawn(async move {
@@ -87,7 +101,10 @@ where
     fn apply(&self, ev: Event<K>, relist: &mut Option<BTreeMap<Key, Arc<K>>>) {
         // No loop reads managedFields, and they are most of a small
         // object: a cache of 100 000 pods holds half as much without.
-        let ev = ev.modify(|o| o.meta_mut().managed_fields = None);
+        let ev = ev.modify(|o| {
+            o.meta_mut().managed_fields = None;
+            (self.trim)(o);
+        });
         match ev {
             Event::Init => *relist = Some(BTreeMap::new()),
             Event::InitApply(o) => {

@@ -14,6 +14,7 @@
 //! - the scheduler (`sluice_scheduler`): [`scheduling`].
 
 pub mod client;
+pub mod compact;
 pub mod endpoints;
 pub mod informer;
 pub mod nodes;
@@ -171,7 +172,12 @@ where
 pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
     let mut tasks = JoinSet::new();
     let wc = watcher::Config::default();
-    let pods = Informer::start(Api::<Pod>::all(client.clone()), wc.clone(), &mut tasks);
+    let pods = Informer::start_trimmed(
+        Api::<Pod>::all(client.clone()),
+        wc.clone(),
+        &mut tasks,
+        compact::trim_pod,
+    );
     let nodes = Informer::start(Api::<Node>::all(client.clone()), wc.clone(), &mut tasks);
     let sets = Informer::start(
         Api::<ReplicaSet>::all(client.clone()),

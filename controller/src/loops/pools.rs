@@ -107,6 +107,9 @@ pub const SIMULATED_LABEL: &str = "sluice.dev/simulated";
 /// How often a simulated kubelet renews its Lease (as the agent does).
 const LEASE_EVERY: Duration = Duration::from_secs(10);
 
+/// Requests the simulated kubelets have in flight at once.
+const SIM_CONCURRENCY: usize = 64;
+
 impl SimKubelets {
     pub async fn run(self) {
         let mut last_renewal = tokio::time::Instant::now() - LEASE_EVERY;
@@ -122,7 +125,14 @@ impl SimKubelets {
         }
     }
 
+    /// One pass over every simulated node: register the missing, renew
+    /// the Leases when due, delete the Nodes of gone instances. Requests
+    /// run [`SIM_CONCURRENCY`] at a time (thousands of nodes renew within
+    /// their 10 s, as thousands of kubelets would), and one failing request
+    /// does not stop the others; the failures are counted and the first
+    /// returned.
     async fn pass(&self, renew: bool) -> Result<(), kube::Error> {
+        use futures::StreamExt;
         let nodes: Api<Node> = Api::all(self.client.clone());
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), "kube-node-lease");
         let pp = PostParams {
@@ -130,6 +140,7 @@ impl SimKubelets {
             ..Default::default()
         };
         let mut running = BTreeSet::new();
+        let mut work = Vec::new();
         for pool in self.pools.all() {
             let name = pool.metadata.name.clone().unwrap_or_default();
             for mut node in self.sim.nodes(&name) {
@@ -139,42 +150,75 @@ impl SimKubelets {
                     .insert(SIMULATED_LABEL.into(), "true".into());
                 let n = node.metadata.name.clone().unwrap_or_default();
                 running.insert(n.clone());
-                if self.nodes.get("", &n).is_none() {
-                    match nodes.create(&pp, &node).await {
-                        Err(kube::Error::Api(s)) if s.code == 409 => {}
-                        r => {
-                            r?;
+                let missing = self.nodes.get("", &n).is_none();
+                if missing || renew {
+                    work.push((node, n, missing));
+                }
+            }
+        }
+        let results: Vec<Result<(), kube::Error>> = futures::stream::iter(work)
+            .map(|(node, n, missing)| {
+                let (nodes, leases, pp) = (&nodes, &leases, &pp);
+                async move {
+                    if missing {
+                        match nodes.create(pp, &node).await {
+                            Err(kube::Error::Api(s)) if s.code == 409 => {}
+                            r => {
+                                r?;
+                            }
                         }
                     }
-                }
-                if renew || self.nodes.get("", &n).is_none() {
                     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                         "metadata": {"name": n, "namespace": "kube-node-lease"},
                         "spec": {"holderIdentity": n, "leaseDurationSeconds": 40,
                                  "renewTime": Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}});
                     let params = PatchParams::apply("sluice-sim-kubelet").force();
                     leases.patch(&n, &params, &Patch::Apply(&lease)).await?;
+                    Ok(())
                 }
-            }
-        }
+            })
+            .buffer_unordered(SIM_CONCURRENCY)
+            .collect()
+            .await;
         // A simulated node whose instance is gone: its Node goes too
         // (only Nodes this file registered, by their label).
-        for n in self.nodes.all() {
-            let simulated = n
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.get(SIMULATED_LABEL).is_some());
-            let name = n.metadata.name.clone().unwrap_or_default();
-            if simulated && !running.contains(&name) {
-                match nodes.delete(&name, &DeleteParams::default()).await {
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    r => {
-                        r?;
+        let gone: Vec<String> = self
+            .nodes
+            .all()
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.get(SIMULATED_LABEL).is_some())
+            })
+            .filter_map(|n| n.metadata.name.clone())
+            .filter(|name| !running.contains(name))
+            .collect();
+        let deleted: Vec<Result<(), kube::Error>> = futures::stream::iter(gone)
+            .map(|name| {
+                let nodes = &nodes;
+                async move {
+                    match nodes.delete(&name, &DeleteParams::default()).await {
+                        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                        r => r.map(|_| ()),
                     }
                 }
+            })
+            .buffer_unordered(SIM_CONCURRENCY)
+            .collect()
+            .await;
+        let mut failures = results.into_iter().chain(deleted).filter_map(Result::err);
+        let first = failures.next();
+        let more = failures.count();
+        match first {
+            None => Ok(()),
+            Some(e) => {
+                if more > 0 {
+                    warn!(failed = more + 1, "simulated kubelets: requests failed");
+                }
+                Err(e)
             }
         }
-        Ok(())
     }
 }

@@ -82,9 +82,11 @@ impl Scheduling {
 
     /// The view from the caches, after a relist.
     pub fn rebuild(&self) {
-        let nodes: Vec<Node> = self.nodes.all().iter().map(|n| (**n).clone()).collect();
-        let pods: Vec<Pod> = self.pods.all().iter().map(|p| (**p).clone()).collect();
-        let (view, problems) = Cluster::from_objects(&nodes, &pods);
+        let (nodes, pods) = (self.nodes.all(), self.pods.all());
+        let (view, problems) = Cluster::from_objects(
+            nodes.iter().map(|n| n.as_ref()),
+            pods.iter().map(|p| p.as_ref()),
+        );
         for p in problems {
             debug!(error = %p, "scheduler view");
         }

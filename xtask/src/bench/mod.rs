@@ -354,15 +354,11 @@ pub(crate) fn workspace_root() -> PathBuf {
 /// `SLUICE_AGENT_BIN` names a prebuilt agent instead. Benchmarks build
 /// `release` (a debug build would measure the compiler, not the engine);
 /// the lab builds debug, as the tests do.
-pub(crate) fn build_agent(release: bool) -> Result<PathBuf> {
-    if let Some(bin) = std::env::var_os("SLUICE_AGENT_BIN") {
-        let bin = PathBuf::from(bin);
-        println!("==> using SLUICE_AGENT_BIN={}", bin.display());
-        return Ok(bin);
-    }
+/// `cargo build [--release] -p <package> --bin <bin>`; the binary's path.
+pub(crate) fn build_bin(package: &str, bin: &str, release: bool) -> Result<PathBuf> {
     let root = workspace_root();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut args = vec!["build", "-p", "sluice-agent"];
+    let mut args = vec!["build", "-p", package, "--bin", bin];
     if release {
         args.insert(1, "--release");
     }
@@ -379,9 +375,18 @@ pub(crate) fn build_agent(release: bool) -> Result<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     let profile = if release { "release" } else { "debug" };
-    let bin = target.join(profile).join("sluice-agent");
-    if !bin.is_file() {
-        bail!("{} missing after the build", bin.display());
+    let path = target.join(profile).join(bin);
+    if !path.is_file() {
+        bail!("{} missing after the build", path.display());
     }
-    Ok(bin)
+    Ok(path)
+}
+
+pub(crate) fn build_agent(release: bool) -> Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("SLUICE_AGENT_BIN") {
+        let bin = PathBuf::from(bin);
+        println!("==> using SLUICE_AGENT_BIN={}", bin.display());
+        return Ok(bin);
+    }
+    build_bin("sluice-agent", "sluice-agent", release)
 }

@@ -1,0 +1,479 @@
+//! A cluster run by `sluice-controller`, out of network namespaces: the
+//! controller (embedded store, every loop on) in a control namespace on the
+//! lab bridge, one node pool whose nodes the `netns` provider makes (a
+//! namespace each, running a real `sluice-agent --kubeconfig` that
+//! registers itself), and a client namespace.
+//!
+//! ```text
+//!   client ns (eth0 198.18.0.2, fd00:18::2) ─┐
+//!   control ns (eth0 198.18.0.3, fd00:18::3) ┼─ fabric ns: bridge br0
+//!   node namespaces (nic0 198.18.0.1x, ...) ─┘   (made by the provider)
+//! ```
+//!
+//! kubectl runs inside the control namespace with the admin kubeconfig.
+//! Everything goes when the guard drops, also on failure: the controller
+//! is stopped (it stops its agents), then every namespace with the
+//! cluster's prefix is removed, then the directory.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+
+use crate::cluster::{controller_bin, Engine, Family};
+use crate::netns::{remove_namespaces_with_prefix, spawn_in, stop_child, Netns};
+
+static CLUSTERS: AtomicU32 = AtomicU32::new(0);
+
+/// The API server's address inside the control namespace.
+pub const API_V4: &str = "198.18.0.3";
+const API_V6: &str = "fd00:18::3";
+const API_PORT: u16 = 6443;
+
+/// The kubectl the project's setup installs (`$SLUICE_KUBECTL` overrides).
+pub fn kubectl_bin() -> PathBuf {
+    std::env::var_os("SLUICE_KUBECTL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/sluice/kubectl-venv/bin/kubectl"))
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct KubeClusterSpec {
+    /// Zones of the pool; `per_zone` nodes in each.
+    pub zones: Vec<String>,
+    pub per_zone: usize,
+    pub engine: Engine,
+    /// `--node-monitor-grace-period` in seconds: how long a silent node
+    /// stays `Ready` (the lab shortens it to show a dead node in time).
+    pub monitor_grace_s: u64,
+    /// The agent binary (`None`: next to the test executable).
+    pub agent: Option<PathBuf>,
+    /// The controller binary (`None`: next to the test executable).
+    pub controller: Option<PathBuf>,
+}
+
+impl KubeClusterSpec {
+    pub fn new(zones: &[&str], per_zone: usize) -> Self {
+        KubeClusterSpec {
+            zones: zones.iter().map(|z| z.to_string()).collect(),
+            per_zone,
+            engine: Engine::Emulated,
+            monitor_grace_s: 40,
+            agent: None,
+            controller: None,
+        }
+    }
+}
+
+/// One Node as `kubectl get nodes -o json` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeView {
+    pub name: String,
+    pub zone: String,
+    pub ready: String,
+    pub unschedulable: bool,
+    pub ipv4: Option<String>,
+}
+
+/// One Pod as `kubectl get pods -o json` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodView {
+    pub name: String,
+    pub node: String,
+    pub phase: String,
+    pub ready: bool,
+    pub ips: Vec<String>,
+    pub deleting: bool,
+}
+
+pub struct KubeCluster {
+    pub dir: PathBuf,
+    /// Namespaces the provider and the agents make start with this.
+    prefix: String,
+    controller: Option<Child>,
+    ctl: Option<Netns>,
+    client: Option<Netns>,
+    fabric: Option<Netns>,
+}
+
+impl KubeCluster {
+    /// The namespaces, the credentials, the controller, and the pool's nodes
+    /// `Ready`. `tag` is a short word naming the test.
+    pub fn start(tag: &str, spec: &KubeClusterSpec) -> Result<KubeCluster> {
+        let agent = match &spec.agent {
+            Some(a) => a.clone(),
+            None => crate::cluster::agent_bin()?,
+        };
+        let ctl_bin = match &spec.controller {
+            Some(c) => c.clone(),
+            None => controller_bin()?,
+        };
+        let n = CLUSTERS.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let dir = std::env::temp_dir()
+            .join("sluice-tests")
+            .join(format!("kc-{tag}-{pid}-{n}"));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let fabric = Netns::new(&format!("{tag}-f"))?;
+        let mut c = KubeCluster {
+            dir,
+            prefix: format!("sl-{tag}n-{pid}-{n}-"),
+            controller: None,
+            ctl: None,
+            client: None,
+            fabric: None,
+        };
+        fabric.bridge("br0")?;
+        let client = Netns::new(&format!("{tag}-c"))?;
+        client.veth_to("eth0", &fabric, "c0")?;
+        fabric.enslave("c0", "br0")?;
+        for f in Family::BOTH {
+            client.addr_add("eth0", &format!("{}/{}", f.client_ip(), plen(f)))?;
+        }
+        let ctl = Netns::new(&format!("{tag}-k"))?;
+        ctl.veth_to("eth0", &fabric, "k0")?;
+        fabric.enslave("k0", "br0")?;
+        ctl.addr_add("eth0", &format!("{API_V4}/24"))?;
+        ctl.addr_add("eth0", &format!("{API_V6}/64"))?;
+        let fabric_name = fabric.name().to_string();
+        c.fabric = Some(fabric);
+        c.client = Some(client);
+        c.ctl = Some(ctl);
+
+        let server = format!("https://{API_V4}:{API_PORT}");
+        let out = Command::new(&ctl_bin)
+            .args(["init", "--server", &server, "--san", API_V4, "--dir"])
+            .arg(&c.dir)
+            .output()
+            .context("running sluice-controller init")?;
+        if !out.status.success() {
+            bail!("init: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let provider = c.dir.join("netns-provider.yaml");
+        fs::write(
+            &provider,
+            provider_config(&c, &fabric_name, &agent, &server, spec.engine),
+        )?;
+        let d = |f: &str| c.dir.join(f).display().to_string();
+        let owned: Vec<String> = vec![
+            ctl_bin.display().to_string(),
+            "serve".into(),
+            "--bind".into(),
+            format!("{API_V4}:{API_PORT}"),
+            "--dir".into(),
+            d(""),
+            "--data-dir".into(),
+            d("data"),
+            "--service-cluster-ip-range".into(),
+            "198.18.64.0/20".into(),
+            "--cluster-cidr".into(),
+            "198.19.0.0/16,fd00:19::/48".into(),
+            "--node-cidr-mask-size".into(),
+            "24,64".into(),
+            "--node-monitor-grace-period".into(),
+            spec.monitor_grace_s.to_string(),
+            "--controllers=true".into(),
+            "--node-provider".into(),
+            format!("netns:{}", provider.display()),
+        ];
+        let argv: Vec<&str> = owned.iter().map(String::as_str).collect();
+        let log = fs::File::create(c.dir.join("controller.log"))?;
+        let ns = c.ctl()?.name().to_string();
+        c.controller = Some(spawn_in(&ns, &argv, Stdio::null(), Stdio::from(log))?);
+        c.wait_for("the API server ready", Duration::from_secs(30), || {
+            c.kubectl(&["get", "--raw", "/readyz"]).ok()
+        })?;
+        c.apply(&pool_manifest(spec))?;
+        let want = spec.zones.len() * spec.per_zone;
+        c.wait_for(
+            &format!("{want} nodes Ready"),
+            Duration::from_secs(60),
+            || {
+                let nodes = c.nodes().ok()?;
+                (nodes.iter().filter(|n| n.ready == "True").count() >= want).then_some(())
+            },
+        )?;
+        Ok(c)
+    }
+
+    fn ctl(&self) -> Result<&Netns> {
+        self.ctl
+            .as_ref()
+            .ok_or_else(|| anyhow!("no control namespace"))
+    }
+
+    /// The client's namespace.
+    pub fn client(&self) -> &str {
+        self.client.as_ref().map_or("", |c| c.name())
+    }
+
+    /// The prefix of every namespace the pool's nodes and their pods use.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// kubectl as the admin, inside the control namespace; its stdout.
+    pub fn kubectl(&self, args: &[&str]) -> Result<String> {
+        let kc = self.dir.join("admin.kubeconfig").display().to_string();
+        let cache = self.dir.join("kubectl-cache").display().to_string();
+        let bin = kubectl_bin().display().to_string();
+        let mut full = vec![
+            bin.as_str(),
+            "--kubeconfig",
+            &kc,
+            "--cache-dir",
+            &cache,
+            "--request-timeout",
+            "20s",
+        ];
+        full.extend_from_slice(args);
+        self.ctl()?.exec(&full)
+    }
+
+    /// `kubectl apply -f` of a manifest.
+    pub fn apply(&self, yaml: &str) -> Result<String> {
+        let n = CLUSTERS.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(format!("apply-{n}.yaml"));
+        fs::write(&path, yaml)?;
+        self.kubectl(&["apply", "-f", &path.display().to_string()])
+    }
+
+    /// `kubectl get <args> -o json`, parsed.
+    pub fn get_json(&self, args: &[&str]) -> Result<Value> {
+        let mut a = vec!["get"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["-o", "json"]);
+        let out = self.kubectl(&a)?;
+        serde_json::from_str(&out).context("kubectl's JSON")
+    }
+
+    pub fn nodes(&self) -> Result<Vec<NodeView>> {
+        let list = self.get_json(&["nodes"])?;
+        Ok(items(&list).iter().map(node_view).collect())
+    }
+
+    /// The pods of namespace `default` with label selector `selector`.
+    pub fn pods(&self, selector: &str) -> Result<Vec<PodView>> {
+        let list = self.get_json(&["pods", "-l", selector])?;
+        Ok(items(&list).iter().map(pod_view).collect())
+    }
+
+    /// Give a LoadBalancer Service its VIPs (`status.loadBalancer`), as the
+    /// load balancer in front of the nodes will once there is one.
+    pub fn set_vips(&self, service: &str, vip: u8) -> Result<()> {
+        let patch = serde_json::json!({"status": {"loadBalancer": {"ingress": [
+            {"ip": Family::V4.vip(vip).to_string()},
+            {"ip": Family::V6.vip(vip).to_string()},
+        ]}}})
+        .to_string();
+        self.kubectl(&[
+            "patch",
+            "service",
+            service,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch,
+        ])?;
+        Ok(())
+    }
+
+    /// Route the client's VIP ranges via this node address (per family).
+    pub fn route_vips_via(&self, v4: &str, v6: &str) -> Result<()> {
+        let client = self
+            .client
+            .as_ref()
+            .ok_or_else(|| anyhow!("no client namespace"))?;
+        client.route_via(Family::V4.vip_range(), v4)?;
+        client.route_via(Family::V6.vip_range(), v6)?;
+        Ok(())
+    }
+
+    /// The namespace the provider made for node `node` (`<prefix><node>`;
+    /// its pods' are `<prefix><node>-p-<hex>`).
+    pub fn node_namespace(&self, node: &str) -> Option<String> {
+        let name = format!("{}{node}", self.prefix);
+        Path::new("/run/netns").join(&name).exists().then_some(name)
+    }
+
+    /// Kill a node outright: every process in its namespace and its pods'
+    /// with SIGKILL, then the namespaces themselves.
+    pub fn kill_node(&self, node: &str) -> Result<()> {
+        let ns = self
+            .node_namespace(node)
+            .ok_or_else(|| anyhow!("no namespace for node {node}"))?;
+        remove_namespaces_with_prefix(&ns);
+        Ok(())
+    }
+
+    /// Wait up to `limit` for `f` to give a value, polling.
+    pub fn wait_for<T>(
+        &self,
+        what: &str,
+        limit: Duration,
+        mut f: impl FnMut() -> Option<T>,
+    ) -> Result<T> {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = f() {
+                return Ok(v);
+            }
+            if start.elapsed() > limit {
+                bail!("timed out after {limit:?} waiting for {what}");
+            }
+            thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// The controller's log (and the agents'), for a failure's report.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return out;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .collect();
+        let nodes = self.dir.join("nodes-netns");
+        if let Ok(more) = fs::read_dir(&nodes) {
+            files.extend(
+                more.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "log")),
+            );
+        }
+        files.sort();
+        for f in files {
+            let text = fs::read_to_string(&f).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            out.push_str(&format!("----- {} -----\n", f.display()));
+            for l in tail.into_iter().rev() {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+impl Drop for KubeCluster {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            eprintln!("{}", self.logs());
+        }
+        // The controller stops its agents on SIGTERM.
+        if let Some(mut c) = self.controller.take() {
+            stop_child(&mut c, Duration::from_secs(15));
+        }
+        // Whatever it could not (or a SIGKILLed agent's pods) goes here.
+        remove_namespaces_with_prefix(&self.prefix);
+        drop(self.ctl.take());
+        drop(self.client.take());
+        drop(self.fabric.take());
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn plen(f: Family) -> u8 {
+    match f {
+        Family::V4 => 24,
+        Family::V6 => 64,
+    }
+}
+
+fn provider_config(
+    c: &KubeCluster,
+    fabric: &str,
+    agent: &Path,
+    server: &str,
+    engine: Engine,
+) -> String {
+    format!(
+        "fabric: {{namespace: {fabric}, bridge: br0}}
+addresses: {{ipv4: 198.18.0.0/24, ipv6: \"fd00:18::/64\", firstHost: 11}}
+agent: {{binary: {agent}, args: [--datapath, {engine}]}}
+server: {server}
+stateDir: {dir}
+namePrefix: {prefix}
+",
+        prefix = c.prefix,
+        agent = agent.display(),
+        engine = engine.as_str(),
+        dir = c.dir.join("nodes-netns").display(),
+    )
+}
+
+fn pool_manifest(spec: &KubeClusterSpec) -> String {
+    format!(
+        "apiVersion: sluice.dev/v1
+kind: NodePool
+metadata: {{name: pool}}
+spec:
+  locations: [{zones}]
+  initialNodeCount: {n}
+  config: {{capacity: {{cpu: '4', memory: 8Gi}}}}
+",
+        zones = spec.zones.join(", "),
+        n = spec.per_zone,
+    )
+}
+
+fn items(list: &Value) -> Vec<Value> {
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn node_view(n: &Value) -> NodeView {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let ready = n["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready")
+        .map(|c| s(&c["status"]))
+        .unwrap_or_default();
+    let ipv4 = n["status"]["addresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["type"] == "InternalIP")
+        .map(|a| s(&a["address"]))
+        .find(|a| a.contains('.'));
+    NodeView {
+        name: s(&n["metadata"]["name"]),
+        zone: s(&n["metadata"]["labels"]["topology.kubernetes.io/zone"]),
+        ready,
+        unschedulable: n["spec"]["unschedulable"].as_bool().unwrap_or(false),
+        ipv4,
+    }
+}
+
+fn pod_view(p: &Value) -> PodView {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let ready = p["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    PodView {
+        name: s(&p["metadata"]["name"]),
+        node: s(&p["spec"]["nodeName"]),
+        phase: s(&p["status"]["phase"]),
+        ready,
+        ips: p["status"]["podIPs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| s(&i["ip"]))
+            .collect(),
+        deleting: !p["metadata"]["deletionTimestamp"].is_null(),
+    }
+}

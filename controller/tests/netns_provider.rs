@@ -366,6 +366,9 @@ spec:
 
     // The controller stops: its remaining node goes with it.
     lab.stop_serve();
+    if std::env::var_os("SLUICE_TEST_VERBOSE").is_some() {
+        eprintln!("{}", lab.logs());
+    }
     assert_eq!(lab.namespaces(), BTreeSet::new(), "namespaces left");
     let wires: Vec<String> = std::fs::read_dir("/run/netns")
         .map(|d| {

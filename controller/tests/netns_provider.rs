@@ -152,11 +152,13 @@ fn file(path: &Path) -> Stdio {
     std::fs::File::create(path).map_or_else(|_| Stdio::null(), Stdio::from)
 }
 
-fn start() -> Lab {
+/// A lab whose names carry `tag` (tests run in parallel in one process),
+/// with the provider's quota at `max_nodes`.
+fn start(tag: &str, max_nodes: u32) -> Lab {
     let pid = std::process::id();
-    let fabric = Netns::new("npf").expect("fabric namespace");
-    let control = Netns::new("npc").expect("control namespace");
-    let dir = std::env::temp_dir().join(format!("sluice-netns-provider-{pid}"));
+    let fabric = Netns::new(&format!("{tag}f")).expect("fabric namespace");
+    let control = Netns::new(&format!("{tag}c")).expect("control namespace");
+    let dir = std::env::temp_dir().join(format!("sluice-netns-provider-{tag}-{pid}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut lab = Lab {
@@ -164,8 +166,8 @@ fn start() -> Lab {
         control,
         _fabric: fabric,
         dir,
-        prefix: format!("snp{pid}-"),
-        pool: format!("np{pid}"),
+        prefix: format!("s{tag}{pid}-"),
+        pool: format!("{tag}{pid}"),
     };
     lab._fabric.bridge("br0").expect("bridge");
     lab.control
@@ -197,7 +199,7 @@ agent:
 server: https://198.18.0.2:6443
 stateDir: {state}
 namePrefix: {prefix}
-maxNodes: 6
+maxNodes: {max_nodes}
 ",
         fabric = lab._fabric.name(),
         agent = agent.display(),
@@ -257,7 +259,7 @@ fn zone(n: &Value) -> String {
 
 #[test]
 fn netns_nodes_register_are_replaced_and_are_removed() {
-    let mut lab = start();
+    let mut lab = start("np", 6);
     let pool = format!(
         "apiVersion: sluice.dev/v1
 kind: NodePool
@@ -387,4 +389,58 @@ spec:
     );
     let tokens = std::fs::read_to_string(lab.dir.join("tokens.csv")).expect("tokens.csv");
     assert!(!tokens.contains("system:node:"), "{tokens}");
+}
+
+#[test]
+fn the_quota_holds_creations_back_and_a_deleted_pool_takes_its_nodes() {
+    let mut lab = start("nq", 1);
+    let pool = format!(
+        "apiVersion: sluice.dev/v1
+kind: NodePool
+metadata: {{name: {}}}
+spec:
+  locations: [zone-a, zone-b]
+  initialNodeCount: 1
+  config: {{capacity: {{cpu: '1', memory: 1Gi}}}}
+",
+        lab.pool
+    );
+    let manifest = lab.dir.join("pool.yaml");
+    std::fs::write(&manifest, pool).expect("write the pool");
+    lab.ok(&["apply", "-f", &manifest.display().to_string()]);
+
+    // One node fits the quota; the pool says why the second is missing.
+    let quota = lab.wait_for("QuotaExceeded on the pool", || {
+        let p: Value = serde_json::from_str(
+            &lab.kubectl(&["get", "nodepool", &lab.pool, "-o", "json"])
+                .ok()?,
+        )
+        .ok()?;
+        p["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "QuotaExceeded" && c["status"] == "True")
+            .cloned()
+    });
+    assert!(
+        quota["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("netns nodes")),
+        "{quota}"
+    );
+    lab.wait_for("one Ready node", || {
+        let ns = lab.nodes();
+        (ns.len() == 1 && ns.iter().all(is_ready)).then_some(())
+    });
+    assert_eq!(lab.namespaces().len(), 1, "{:?}", lab.namespaces());
+
+    // The pool deleted outright: its node goes with it.
+    lab.ok(&["delete", "nodepool", &lab.pool]);
+    lab.wait_for("the deleted pool's namespace removed", || {
+        lab.namespaces().is_empty().then_some(())
+    });
+    let tokens = std::fs::read_to_string(lab.dir.join("tokens.csv")).expect("tokens.csv");
+    assert!(!tokens.contains("system:node:"), "{tokens}");
+    lab.stop_serve();
+    assert!(!lab.state_dir().exists(), "the state directory is left");
 }

@@ -167,6 +167,18 @@ pub async fn run(
     let tokens_text =
         String::from_utf8(read(&opts.dir, "tokens.csv")?).context("tokens.csv: not UTF-8")?;
     let tokens = identity::parse(&tokens_text).context("tokens.csv")?;
+    // One table of tokens: the API reads it, the netns provider adds its
+    // nodes' tokens to it as it makes them.
+    let auth = Authenticator::new(&tokens);
+    let netns = match &opts.node_provider {
+        crate::loops::ProviderChoice::Netns { config } => {
+            // A bad file stops the start, naming the field, before the
+            // store is opened.
+            let cfg = NetnsConfig::load(config)?;
+            Some(NetnsProvider::new(cfg, auth.clone(), &opts.dir).map_err(anyhow::Error::msg)?)
+        }
+        _ => None,
+    };
     let acceptor = TlsAcceptor::from(Arc::new(tls_config(&opts.dir)?));
     let (store, etcd) = open_store(opts).await?;
     // Every object lives under /registry/: one store watch serves all
@@ -192,17 +204,6 @@ pub async fn run(
         sluice_lifecycle::pod_cidrs::Allocator::new(&cidrs, &masks).map_err(anyhow::Error::msg)?;
     }
     let objects = Objects::new(store.clone(), services);
-    // One table of tokens: the API reads it, the netns provider adds its
-    // nodes' tokens to it as it makes them.
-    let auth = Authenticator::new(&tokens);
-    let netns = match &opts.node_provider {
-        crate::loops::ProviderChoice::Netns { config } => {
-            // A bad file stops the start, naming the field.
-            let cfg = NetnsConfig::load(config)?;
-            Some(NetnsProvider::new(cfg, auth.clone(), &opts.dir).map_err(anyhow::Error::msg)?)
-        }
-        _ => None,
-    };
     let loops = crate::leader::Loops {
         client: crate::loops::client::in_process(objects.clone()),
         config: crate::loops::LoopConfig {

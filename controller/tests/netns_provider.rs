@@ -13,7 +13,7 @@
 //! /opt/sluice/kubectl-venv/bin/kubectl).
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -126,6 +126,52 @@ impl Lab {
         }
     }
 
+    /// `serve` in the control namespace with the provider, until ready
+    /// (its log appended to serve.log).
+    fn spawn_serve(&mut self) {
+        let ctl = env!("CARGO_BIN_EXE_sluice-controller");
+        let d = |f: &str| self.dir.join(f).display().to_string();
+        let provider = format!("netns:{}", d("lab.yaml"));
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("serve.log"))
+            .map_or_else(|_| Stdio::null(), Stdio::from);
+        let serve = spawn_in(
+            self.control.name(),
+            &[
+                ctl,
+                "serve",
+                "--bind",
+                "198.18.0.2:6443",
+                "--dir",
+                &d(""),
+                "--data-dir",
+                &d("data"),
+                "--node-provider",
+                &provider,
+            ],
+            Stdio::null(),
+            log,
+        )
+        .expect("serve");
+        self.serve = Some(serve);
+        self.wait_for("the server ready", || {
+            self.kubectl(&["get", "--raw", "/readyz"]).ok()
+        });
+    }
+
+    /// The pid of `node`'s agent, from the provider's record.
+    fn agent_pid(&self, node: &str) -> i32 {
+        let path = self.state_dir().join(format!("{node}.json"));
+        let text = std::fs::read_to_string(&path).expect("the node's record");
+        let v: Value = serde_json::from_str(&text).expect("a JSON record");
+        v["pid"]
+            .as_i64()
+            .and_then(|p| i32::try_from(p).ok())
+            .expect("a pid")
+    }
+
     /// SIGTERM to the controller, and time for it to remove its nodes.
     fn stop_serve(&mut self) {
         if let Some(mut s) = self.serve.take() {
@@ -146,10 +192,6 @@ impl Drop for Lab {
         remove_namespaces_with_prefix(&format!("sluice-w-{}-", self.pool));
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn file(path: &Path) -> Stdio {
-    std::fs::File::create(path).map_or_else(|_| Stdio::null(), Stdio::from)
 }
 
 /// A lab whose names carry `tag` (tests run in parallel in one process),
@@ -209,30 +251,7 @@ maxNodes: {max_nodes}
     let cfg = lab.dir.join("lab.yaml");
     std::fs::write(&cfg, config).expect("write the provider's config");
 
-    let d = |f: &str| lab.dir.join(f).display().to_string();
-    let provider = format!("netns:{}", cfg.display());
-    let serve = spawn_in(
-        lab.control.name(),
-        &[
-            ctl,
-            "serve",
-            "--bind",
-            "198.18.0.2:6443",
-            "--dir",
-            &d(""),
-            "--data-dir",
-            &d("data"),
-            "--node-provider",
-            &provider,
-        ],
-        Stdio::null(),
-        file(&lab.dir.join("serve.log")),
-    )
-    .expect("serve");
-    lab.serve = Some(serve);
-    lab.wait_for("the server ready", || {
-        lab.kubectl(&["get", "--raw", "/readyz"]).ok()
-    });
+    lab.spawn_serve();
     lab
 }
 
@@ -319,12 +338,7 @@ spec:
         .find(|n| zone(n) == "zone-a")
         .map(name)
         .expect("a zone-a node");
-    let pid_file = lab.state_dir().join(format!("{victim}.pid"));
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .expect("the agent's pid file")
-        .trim()
-        .parse()
-        .expect("a pid");
+    let pid = lab.agent_pid(&victim);
     let _ = Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status();
@@ -443,4 +457,65 @@ spec:
     assert!(!tokens.contains("system:node:"), "{tokens}");
     lab.stop_serve();
     assert!(!lab.state_dir().exists(), "the state directory is left");
+}
+
+#[test]
+fn a_controller_killed_outright_adopts_its_running_nodes_when_restarted() {
+    let mut lab = start("na", 4);
+    let pool = format!(
+        "apiVersion: sluice.dev/v1
+kind: NodePool
+metadata: {{name: {}}}
+spec:
+  locations: [zone-a]
+  initialNodeCount: 1
+  config: {{capacity: {{cpu: '1', memory: 1Gi}}}}
+",
+        lab.pool
+    );
+    let manifest = lab.dir.join("pool.yaml");
+    std::fs::write(&manifest, pool).expect("write the pool");
+    lab.ok(&["apply", "-f", &manifest.display().to_string()]);
+    let first = lab.wait_for("one Ready node", || {
+        let ns = lab.nodes();
+        (ns.len() == 1 && ns.iter().all(is_ready)).then(|| name(&ns[0]))
+    });
+    let pid = lab.agent_pid(&first);
+
+    // SIGKILL: the controller cannot clean up; its agent keeps running.
+    if let Some(mut s) = lab.serve.take() {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    assert!(
+        lab.namespaces().contains(&format!("{}{first}", lab.prefix)),
+        "{:?}",
+        lab.namespaces()
+    );
+    lab.spawn_serve();
+
+    // The restarted controller adopted the node: a second one is added
+    // next to it, not two new ones.
+    lab.ok(&[
+        "patch",
+        "nodepool",
+        &lab.pool,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"initialNodeCount":2}}"#,
+    ]);
+    let both = lab.wait_for("2 Ready nodes", || {
+        let ns = lab.nodes();
+        (ns.len() == 2 && ns.iter().all(is_ready)).then_some(ns)
+    });
+    assert!(both.iter().any(|n| name(n) == first), "{both:?}");
+    assert_eq!(lab.agent_pid(&first), pid, "the same agent");
+    assert_eq!(lab.namespaces().len(), 2, "{:?}", lab.namespaces());
+
+    // And it removes the adopted node as it stops, with its own.
+    lab.stop_serve();
+    assert_eq!(lab.namespaces(), BTreeSet::new(), "namespaces left");
+    assert!(!lab.state_dir().exists(), "the state directory is left");
+    let tokens = std::fs::read_to_string(lab.dir.join("tokens.csv")).expect("tokens.csv");
+    assert!(!tokens.contains("system:node:"), "{tokens}");
 }

@@ -7,11 +7,15 @@
 //! - [`credentials`]: the node's token (API and tokens.csv) and kubeconfig;
 //! - [`system`]: `ip`, the agent process, removal.
 //!
-//! State is this process's memory: the provider made every node it
-//! lists. It removes what a previous run left (its namespaces, tokens and
-//! files) when it starts, and everything it made when the controller
-//! stops ([`NetnsProvider::shutdown`]), so a lab leaves nothing behind.
+//! State is this process's memory, and a record per node in `stateDir`
+//! (`<node>.json`, [`agent::NodeRecord`]). When the controller stops
+//! ([`NetnsProvider::shutdown`]) it removes every node it has, so a lab
+//! leaves nothing behind. A controller killed outright leaves its nodes
+//! running; the next one adopts those whose agent still runs in its
+//! namespace (their tokens are in tokens.csv, which it read) and removes
+//! the rest of what the previous run left.
 
+pub mod agent;
 pub mod config;
 pub mod credentials;
 pub mod plan;
@@ -19,7 +23,6 @@ pub mod system;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -31,6 +34,7 @@ use sluice_nodepools::{
 use tracing::{info, warn};
 
 use crate::api::auth::Authenticator;
+use agent::{Agent, NodeRecord};
 pub use config::{ConfigError, NetnsConfig};
 use credentials::Credentials;
 use plan::NodeNames;
@@ -58,8 +62,8 @@ struct Record {
 enum Phase {
     /// Its network and agent are being made (by a `create` in flight).
     Making,
-    /// Its agent was started.
-    Up { agent: Child },
+    /// Its agent was started (or adopted).
+    Up { agent: Agent },
     /// Being removed.
     Removing,
     /// Removal failed part way; listed as failed, so it is deleted again.
@@ -111,7 +115,7 @@ impl NetnsProvider {
             made: Mutex::new(BTreeSet::new()),
             closed: AtomicBool::new(false),
         };
-        inner.sweep_previous_run();
+        inner.adopt_or_sweep();
         Ok(NetnsProvider {
             inner: Arc::new(inner),
         })
@@ -188,28 +192,36 @@ impl Inner {
         lock(&self.made).insert(req.name.clone());
         let addrs = plan::addresses(&self.cfg, index);
         let argv = plan::agent_argv(&self.cfg, &req, &addrs, &names);
-        let made = (|| -> Result<Child, String> {
+        let made = (|| -> Result<Agent, String> {
             // A namespace of this name is a previous run's: ours to replace.
             system::remove_namespace(&names.namespace)?;
             system::make_network(&self.cfg, &names, &addrs)?;
             self.creds.mint(&req.name, &names.kubeconfig)?;
             let child = system::spawn_agent(&names.namespace, &argv, &names.log)?;
-            let pid_file = self.cfg.state_dir.join(format!("{}.pid", req.name));
-            if let Err(e) = std::fs::write(&pid_file, child.id().to_string()) {
-                warn!(error = %e, file = %pid_file.display(), "the agent's pid is not recorded");
+            let record = NodeRecord {
+                pool: req.pool.clone(),
+                zone: req.zone.clone(),
+                version: req.version.clone(),
+                created_at: Timestamp::now().to_string(),
+                index,
+                pid: child.id(),
+            };
+            if let Err(e) = record.write(&names.record) {
+                // The node works; only a restarted controller cannot adopt it.
+                warn!(error = %e, "the node's record is not written");
             }
-            Ok(child)
+            Ok(Agent::Child(child))
         })();
         let mut nodes = lock(&self.nodes);
         match made {
-            Ok(mut child) if !self.closed.load(Ordering::SeqCst) => {
-                info!(node = %req.name, pid = child.id(), ips = ?addrs.ips(), "netns node made");
-                let state = match child.try_wait() {
-                    Ok(Some(s)) => InstanceState::Failed(format!("its agent exited ({s})")),
-                    _ => InstanceState::Creating,
+            Ok(mut agent) if !self.closed.load(Ordering::SeqCst) => {
+                info!(node = %req.name, pid = agent.id(), ips = ?addrs.ips(), "netns node made");
+                let state = match agent.exited() {
+                    Some(why) => InstanceState::Failed(why),
+                    None => InstanceState::Creating,
                 };
                 let record = nodes.get_mut(&req.name).ok_or_else(|| failed("lost"))?;
-                record.phase = Phase::Up { agent: child };
+                record.phase = Phase::Up { agent };
                 Ok(self.instance(&req.name, record, state))
             }
             made => {
@@ -217,15 +229,14 @@ impl Inner {
                 // undo it here, as nobody else will.
                 drop(nodes);
                 let why = match made {
-                    Ok(mut child) => {
-                        system::stop(&mut child, AGENT_GRACE);
+                    Ok(mut agent) => {
+                        agent.stop(AGENT_GRACE);
                         "the controller is stopping".to_string()
                     }
                     Err(e) => e,
                 };
                 warn!(node = %req.name, error = %why, "netns node not made");
-                let pid = None;
-                if let Err(e) = self.teardown(&req.name, &names, pid) {
+                if let Err(e) = self.teardown(&req.name, &names, None) {
                     warn!(node = %req.name, error = %e, "undoing a node not made");
                 }
                 lock(&self.nodes).remove(&req.name);
@@ -250,9 +261,9 @@ impl Inner {
                 Phase::Broken(_) => (r.names.clone(), None),
             }
         };
-        let pid = agent.as_ref().map(Child::id);
+        let pid = agent.as_ref().map(Agent::id);
         if let Some(mut agent) = agent {
-            system::stop(&mut agent, AGENT_GRACE);
+            agent.stop(AGENT_GRACE);
         }
         let done = self.teardown(name, &names, pid);
         let mut nodes = lock(&self.nodes);
@@ -274,10 +285,7 @@ impl Inner {
     /// Remove everything of node `name` but its log; its agent (`pid`)
     /// is stopped already. Each part is tried; the first error is returned.
     fn teardown(&self, name: &str, n: &NodeNames, pid: Option<u32>) -> Result<(), String> {
-        let pid = pid.or_else(|| {
-            let f = self.cfg.state_dir.join(format!("{name}.pid"));
-            std::fs::read_to_string(f).ok()?.trim().parse().ok()
-        });
+        let pid = pid.or_else(|| NodeRecord::read(&n.record).ok().map(|r| r.pid));
         let mut first: Option<String> = None;
         let mut note = |r: Result<(), String>| {
             if let Err(e) = r {
@@ -299,10 +307,9 @@ impl Inner {
         note(system::remove_namespace(&n.namespace));
         system::remove_link(&self.cfg.fabric_namespace, &n.fabric_veth);
         note(self.creds.revoke(name));
-        for f in [&n.kubeconfig, &n.status] {
+        for f in [&n.kubeconfig, &n.status, &n.record] {
             let _ = std::fs::remove_file(f);
         }
-        let _ = std::fs::remove_file(self.cfg.state_dir.join(format!("{name}.pid")));
         let _ = std::fs::remove_dir_all(&n.pod_logs);
         let _ = std::fs::remove_dir_all(&n.bpf_pin_dir);
         first.map_or(Ok(()), Err)
@@ -322,8 +329,8 @@ impl Inner {
                             "its namespace {} is gone",
                             r.names.namespace
                         ))
-                    } else if let Ok(Some(s)) = agent.try_wait() {
-                        InstanceState::Failed(format!("its agent exited ({s})"))
+                    } else if let Some(why) = agent.exited() {
+                        InstanceState::Failed(why)
                     } else if r.names.status.exists() {
                         // The agent writes its status file after its first
                         // sync: it is up; its Node's readiness is the pool
@@ -363,33 +370,76 @@ impl Inner {
         let _ = std::fs::remove_dir(&self.cfg.state_dir);
     }
 
-    /// A controller killed outright (SIGKILL) left its nodes: remove
-    /// them, their tokens and their files before making new ones.
-    fn sweep_previous_run(&self) {
+    /// A controller killed outright (SIGKILL) left its nodes: adopt those
+    /// whose agent still runs in their namespace, remove the rest (their
+    /// namespaces, tokens and files) before making new ones.
+    fn adopt_or_sweep(&self) {
         let Ok(entries) = std::fs::read_dir(&self.cfg.state_dir) else {
             return;
         };
-        let mut count = 0;
+        let mut kept: Vec<String> = Vec::new();
+        let mut removed = 0;
         for e in entries.flatten() {
             let file = e.file_name().to_string_lossy().into_owned();
+            // Every node made has a kubeconfig until it is removed.
             let Some(node) = file.strip_suffix(".kubeconfig") else {
                 continue;
             };
             let names = plan::names(&self.cfg, node);
-            if let Err(e) = self.teardown(node, &names, None) {
+            let record = NodeRecord::read(&names.record);
+            if let Ok(r) = &record {
+                if system::netns_exists(&names.namespace) && agent::runs_in(r.pid, &names.namespace)
+                {
+                    info!(
+                        node,
+                        pid = r.pid,
+                        "netns provider: adopting a node a previous run made"
+                    );
+                    kept.push(names.namespace.clone());
+                    lock(&self.made).insert(node.to_string());
+                    lock(&self.nodes).insert(
+                        node.to_string(),
+                        Record {
+                            pool: r.pool.clone(),
+                            zone: r.zone.clone(),
+                            version: r.version.clone(),
+                            created_at: r.created_at.parse().unwrap_or_else(|_| Timestamp::now()),
+                            index: r.index,
+                            phase: Phase::Up {
+                                agent: Agent::Adopted {
+                                    pid: r.pid,
+                                    namespace: names.namespace.clone(),
+                                },
+                            },
+                            names,
+                        },
+                    );
+                    continue;
+                }
+            }
+            let pid = record.ok().map(|r| r.pid);
+            if let Err(e) = self.teardown(node, &names, pid) {
                 warn!(node, error = %e, "removing a node a previous run left");
             }
             let _ = std::fs::remove_file(&names.log);
-            count += 1;
+            removed += 1;
         }
+        // Namespaces of nodes whose files are gone; an adopted node's own
+        // and its pods' stay.
         for ns in system::namespaces_with_prefix(&self.cfg.name_prefix) {
+            let ours = kept
+                .iter()
+                .any(|k| ns == *k || ns.starts_with(&format!("{k}-p-")));
+            if ours {
+                continue;
+            }
             if let Err(e) = system::remove_namespace(&ns) {
                 warn!(ns, error = %e, "removing a namespace a previous run left");
             }
-            count += 1;
+            removed += 1;
         }
-        if count > 0 {
-            info!(count, "netns provider: removed what a previous run left");
+        if removed > 0 {
+            info!(removed, "netns provider: removed what a previous run left");
         }
     }
 }

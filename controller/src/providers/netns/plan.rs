@@ -104,6 +104,8 @@ pub struct NodeNames {
     /// `<this>-<8 hex>`.
     pub pod_netns_prefix: String,
     pub kubeconfig: PathBuf,
+    /// What a restarted controller adopts the node from.
+    pub record: PathBuf,
     pub log: PathBuf,
     pub status: PathBuf,
     pub pod_logs: PathBuf,
@@ -118,6 +120,7 @@ pub fn names(cfg: &NetnsConfig, node: &str) -> NodeNames {
         fabric_veth: format!("nv{:08x}", fnv1a(namespace.as_bytes())),
         pod_netns_prefix: format!("{namespace}-p"),
         kubeconfig: d(".kubeconfig"),
+        record: d(".json"),
         log: d(".log"),
         status: d(".status.json"),
         pod_logs: d(".pods"),

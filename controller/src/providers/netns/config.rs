@@ -232,11 +232,24 @@ impl NetnsConfig {
             }
         }
 
-        if !server_ok(&f.server) {
+        let Some(host) = server_host(&f.server) else {
             return Err(err(
                 "server",
                 format!("{:?}: expected https://<host>:<port>", f.server),
             ));
+        };
+        // The controller's own address handed to a node would cut the
+        // lab off from its API.
+        if let Some(i) = host_index(&host, ipv4.as_ref(), ipv6.as_ref()) {
+            if i >= u128::from(first) {
+                return Err(err(
+                    "server",
+                    format!(
+                        "{host} is host {i} of the nodes' prefix, which nodes get from \
+                         addresses.firstHost ({first}) on: give the controller an address below it"
+                    ),
+                ));
+            }
         }
         if !f.state_dir.is_absolute() {
             return Err(err(
@@ -288,19 +301,40 @@ impl NetnsConfig {
     }
 }
 
-fn server_ok(s: &str) -> bool {
-    let Some(rest) = s.strip_prefix("https://") else {
-        return false;
+/// The host of `https://<host>:<port>[/]` (brackets removed), if the URL
+/// is one.
+fn server_host(s: &str) -> Option<String> {
+    let rest = s.strip_prefix("https://")?.trim_end_matches('/');
+    if rest.contains('/') {
+        return None;
+    }
+    let (host, port) = match rest.strip_prefix('[') {
+        Some(r) => r.split_once("]:")?,
+        None => rest.rsplit_once(':')?,
     };
-    let rest = rest.trim_end_matches('/');
-    let port = match rest.strip_prefix('[') {
-        Some(r) => r.split_once("]:").map(|(_, p)| p),
-        None => rest.rsplit_once(':').map(|(_, p)| p),
-    };
-    !rest.contains('/')
-        && port
-            .and_then(|p| p.parse::<u16>().ok())
-            .is_some_and(|p| p != 0)
+    port.parse::<u16>().ok().filter(|p| *p != 0)?;
+    (!host.is_empty()).then(|| host.to_string())
+}
+
+/// `host`'s index in the nodes' prefix of its family, if it is an
+/// address inside one.
+fn host_index(
+    host: &str,
+    v4: Option<&Prefix<Ipv4Addr>>,
+    v6: Option<&Prefix<Ipv6Addr>>,
+) -> Option<u128> {
+    match host.parse::<std::net::IpAddr>().ok()? {
+        std::net::IpAddr::V4(a) => {
+            let p = v4?;
+            let mask = u32::MAX << (32 - p.len);
+            (u32::from(a) & mask == u32::from(p.network)).then(|| u128::from(u32::from(a) & !mask))
+        }
+        std::net::IpAddr::V6(a) => {
+            let p = v6?;
+            let mask = u128::MAX << (128 - p.len);
+            (u128::from(a) & mask == u128::from(p.network)).then(|| u128::from(a) & !mask)
+        }
+    }
 }
 
 fn split(s: &str) -> Result<(&str, u8), String> {
@@ -403,6 +437,16 @@ maxNodes: 4
         assert_eq!(c.max_nodes, Some(4));
         assert_eq!(c.cluster, "sluice");
         assert_eq!(c.name_prefix, "sl-lab1-");
+        // Below firstHost, outside the prefixes, or a name: all fine.
+        for server in [
+            "https://198.18.0.19:6443",
+            "https://198.18.1.30:6443",
+            "https://[fd00:18::2]:6443",
+            "https://api.lab:443",
+        ] {
+            let text = good().replace("https://198.18.0.2:6443", server);
+            parse(&text).unwrap_or_else(|e| panic!("{server}: {e}"));
+        }
     }
 
     #[test]
@@ -435,6 +479,16 @@ maxNodes: 4
                 "server",
             ),
             ("https://198.18.0.2:6443", "https://198.18.0.2", "server"),
+            (
+                "https://198.18.0.2:6443",
+                "https://198.18.0.20:6443",
+                "server",
+            ),
+            (
+                "https://198.18.0.2:6443",
+                "https://[fd00:18::99]:6443",
+                "server",
+            ),
             ("stateDir: /tmp/lab", "stateDir: lab", "stateDir"),
             ("namePrefix: sl-lab1-", "namePrefix: Lab_1", "namePrefix"),
             ("maxNodes: 4", "maxNodes: 0", "maxNodes"),

@@ -12,4 +12,5 @@ pub mod leader;
 pub mod loops;
 pub mod pki;
 pub mod prefixed;
+pub mod providers;
 pub mod serve;

@@ -16,6 +16,7 @@ use tracing::{info, warn};
 use crate::api::{self, auth::Authenticator, objects::Objects};
 use crate::identity;
 use crate::prefixed::Prefixed;
+use crate::providers::netns::{NetnsConfig, NetnsProvider};
 use sluice_store::{EtcdStore, RedbOptions, RedbStore, Store, WatchCache, WatchCacheOptions};
 use tokio::io::AsyncReadExt;
 
@@ -84,7 +85,9 @@ pub struct ServeOptions {
     /// Where NodePools get their nodes: `none` (pools make no nodes),
     /// `sim` or `sim:<boot seconds>` (simulated nodes, registered and kept
     /// alive by the controller), `exec:<dir>` (the `create`, `delete` and
-    /// `list` scripts in `dir`, see docs/node-providers.md).
+    /// `list` scripts in `dir`, see docs/node-providers.md),
+    /// `netns:<file>` (the lab's: each node a network namespace running
+    /// a real agent, configured by the YAML `file`).
     #[arg(long, default_value = "none")]
     pub node_provider: crate::loops::ProviderChoice,
     /// Run the decision loops while leading (`false`: serve the API only,
@@ -164,6 +167,18 @@ pub async fn run(
     let tokens_text =
         String::from_utf8(read(&opts.dir, "tokens.csv")?).context("tokens.csv: not UTF-8")?;
     let tokens = identity::parse(&tokens_text).context("tokens.csv")?;
+    // One table of tokens: the API reads it, the netns provider adds its
+    // nodes' tokens to it as it makes them.
+    let auth = Authenticator::new(&tokens);
+    let netns = match &opts.node_provider {
+        crate::loops::ProviderChoice::Netns { config } => {
+            // A bad file stops the start, naming the field, before the
+            // store is opened.
+            let cfg = NetnsConfig::load(config)?;
+            Some(NetnsProvider::new(cfg, auth.clone(), &opts.dir).map_err(anyhow::Error::msg)?)
+        }
+        _ => None,
+    };
     let acceptor = TlsAcceptor::from(Arc::new(tls_config(&opts.dir)?));
     let (store, etcd) = open_store(opts).await?;
     // Every object lives under /registry/: one store watch serves all
@@ -198,10 +213,11 @@ pub async fn run(
                 .collect(),
             node_monitor_grace_period: Duration::from_secs(opts.node_monitor_grace_period),
             provider: opts.node_provider.clone(),
+            netns: netns.clone(),
         },
     };
     crate::leader::spawn(store, etcd, identity, opts.controllers.then_some(loops));
-    let app = api::router(Authenticator::new(&tokens), objects);
+    let app = api::router(auth, objects);
     let listener = TcpListener::bind(opts.bind)
         .await
         .with_context(|| format!("listening on {}", opts.bind))?;
@@ -281,5 +297,11 @@ pub async fn run(
         });
     }
     info!("API server stopped");
+    if let Some(p) = netns {
+        // The lab's agents and namespaces go with the controller.
+        if let Err(e) = tokio::task::spawn_blocking(move || p.shutdown()).await {
+            warn!(error = %e, "stopping the netns nodes");
+        }
+    }
     Ok(())
 }

@@ -90,3 +90,51 @@ fn serve_without_init_says_what_is_missing() {
         "{t}"
     );
 }
+
+#[test]
+fn a_bad_node_provider_stops_serve_naming_the_flag_or_the_field() {
+    let o = Command::new(BIN)
+        .args(["serve", "--node-provider", "netns"])
+        .output()
+        .expect("serve");
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("netns:<config file>"), "{t}");
+
+    let dir = std::env::temp_dir().join(format!("sluice-ctl-netns-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let init = Command::new(BIN)
+        .args(["init", "--dir"])
+        .arg(&dir)
+        .output()
+        .expect("init");
+    assert!(init.status.success(), "{}", text(&init));
+    let cfg = dir.join("lab.yaml");
+    std::fs::write(
+        &cfg,
+        "fabric: {namespace: f, bridge: br0}
+addresses: {ipv4: 10.0.0.0/24, firstHost: 20}
+agent: {binary: /bin/sh}
+server: https://198.18.0.2:6443
+stateDir: /tmp/lab
+namePrefix: lab-
+",
+    )
+    .expect("config");
+    let o = Command::new(BIN)
+        .args(["serve", "--bind", "127.0.0.1:1", "--dir"])
+        .arg(&dir)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--node-provider")
+        .arg(format!("netns:{}", cfg.display()))
+        .output()
+        .expect("serve");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("lab.yaml: addresses.ipv4") && t.contains("198.18.0.0/15"),
+        "{t}"
+    );
+}

@@ -18,7 +18,9 @@
 //!   failure injection, on an injected [`sim::Clock`];
 //! - [`exec::ExecProvider`]: the user's scripts create, delete and list
 //!   VMs (contract in `docs/node-providers.md`);
-//! - the lab's network-namespace provider lives with the lab.
+//! - the lab's network-namespace provider needs the controller's
+//!   credentials, so it lives in the controller crate
+//!   (`sluice_controller::providers::netns`).
 //!
 //! Node names follow [`naming`]: `<pool>-<zone tag>-<4 characters>`;
 //! [`node_object`] builds the Node an instance registers as (its pool and

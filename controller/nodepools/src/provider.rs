@@ -1,6 +1,7 @@
 //! The node provider interface: what makes, removes and lists a pool's
 //! machines. Implementations: [`crate::sim`], [`crate::exec`], and the
-//! lab's network namespaces (each node a namespace running a real agent).
+//! lab's network namespaces (each node a namespace running a real agent;
+//! `sluice_controller::providers::netns`).
 //!
 //! Calls may take long (a VM or a namespace with an agent takes seconds to
 //! minutes) and may fail; the reconciler never waits on them, it reads the

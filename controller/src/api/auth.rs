@@ -3,7 +3,7 @@
 //! in the request's extensions for the handlers' authorisation.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -13,21 +13,26 @@ use axum::response::{IntoResponse, Response};
 use super::status::ApiError;
 use crate::identity::{Identity, TokenEntry};
 
-/// Tokens → identities, as loaded from `tokens.csv`.
+/// Tokens → identities, as loaded from `tokens.csv`, and as node
+/// providers add and remove them while serving (a lab node's agent gets
+/// its token when its node is made). Clones share one table.
 #[derive(Debug, Clone, Default)]
 pub struct Authenticator {
-    by_token: Arc<HashMap<String, Identity>>,
+    // Read on every request, written once per node made or removed: an
+    // uncontended read lock is one atomic operation, no slower than the
+    // hash lookup it guards.
+    by_token: Arc<RwLock<HashMap<String, Identity>>>,
 }
 
 impl Authenticator {
     pub fn new(entries: &[TokenEntry]) -> Self {
         Authenticator {
-            by_token: Arc::new(
+            by_token: Arc::new(RwLock::new(
                 entries
                     .iter()
                     .map(|e| (e.token.clone(), e.identity.clone()))
                     .collect(),
-            ),
+            )),
         }
     }
 
@@ -35,8 +40,35 @@ impl Authenticator {
     pub fn identify(&self, header: Option<&str>) -> Option<Identity> {
         let token = header?.strip_prefix("Bearer ")?.trim();
         // A hash lookup's timing depends on the hash, not on how much of a
-        // guessed token matches, so it leaks no prefix.
-        self.by_token.get(token).cloned()
+        // guessed token matches, so it leaks no prefix. A writer that
+        // panicked left the map whole (inserts and removes are single
+        // calls), so a poisoned lock is still read.
+        self.by_token
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(token)
+            .cloned()
+    }
+
+    /// Accept `entry` from now on (a token already known keeps its first
+    /// identity: tokens are random, a clash is a caller's bug).
+    pub fn add(&self, entry: &TokenEntry) {
+        self.by_token
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(entry.token.clone())
+            .or_insert_with(|| entry.identity.clone());
+    }
+
+    /// Refuse every token of `identity` from now on; how many there were.
+    pub fn remove_identity(&self, identity: &Identity) -> usize {
+        let mut map = self
+            .by_token
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let before = map.len();
+        map.retain(|_, id| id != identity);
+        before - map.len()
     }
 }
 
@@ -96,5 +128,25 @@ mod tests {
         ] {
             assert_eq!(a.identify(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn tokens_added_and_removed_while_serving_apply_to_every_clone() {
+        let a = Authenticator::new(&[]);
+        let serving = a.clone();
+        let node = Identity::Node {
+            name: "lab-a-1".into(),
+        };
+        let t = "n".repeat(32);
+        let header = format!("Bearer {t}");
+        assert_eq!(serving.identify(Some(&header)), None);
+        a.add(&TokenEntry {
+            token: t.clone(),
+            identity: node.clone(),
+        });
+        assert_eq!(serving.identify(Some(&header)), Some(node.clone()));
+        assert_eq!(a.remove_identity(&node), 1);
+        assert_eq!(serving.identify(Some(&header)), None);
+        assert_eq!(a.remove_identity(&node), 0);
     }
 }

@@ -77,12 +77,15 @@ pub enum ProviderChoice {
     Sim { boot_delay: Duration },
     /// The user's create, delete and list scripts in this directory.
     Exec { dir: std::path::PathBuf },
+    /// The lab's network namespaces, as this file configures them
+    /// (`crate::providers::netns`).
+    Netns { config: std::path::PathBuf },
 }
 
 impl std::str::FromStr for ProviderChoice {
     type Err = String;
 
-    /// `none`, `sim`, `sim:<seconds>` or `exec:<dir>`.
+    /// `none`, `sim`, `sim:<seconds>`, `exec:<dir>` or `netns:<file>`.
     fn from_str(s: &str) -> Result<Self, String> {
         match s.split_once(':') {
             None if s == "none" => Ok(ProviderChoice::None),
@@ -98,8 +101,11 @@ impl std::str::FromStr for ProviderChoice {
                     format!("--node-provider sim:{secs}: the boot delay must be whole seconds")
                 }),
             Some(("exec", dir)) if !dir.is_empty() => Ok(ProviderChoice::Exec { dir: dir.into() }),
+            Some(("netns", file)) if !file.is_empty() => Ok(ProviderChoice::Netns {
+                config: file.into(),
+            }),
             _ => Err(format!(
-                "--node-provider {s:?}: expected none, sim, sim:<seconds> or exec:<directory>"
+                "--node-provider {s:?}: expected none, sim, sim:<seconds>, exec:<directory> or netns:<config file>"
             )),
         }
     }
@@ -116,6 +122,10 @@ pub struct LoopConfig {
     pub cluster_cidrs: Vec<String>,
     /// `--node-cidr-mask-size`: per family, in `cluster_cidrs`' order.
     pub node_cidr_masks: Vec<Option<u8>>,
+    /// With `ProviderChoice::Netns`: the provider `serve` built at its
+    /// start. It outlives the loops (a leadership lost and won again
+    /// finds the same nodes), and `serve` removes its nodes as it stops.
+    pub netns: Option<crate::providers::netns::NetnsProvider>,
 }
 
 /// A node provider, and the simulator behind it when it is `sim`.
@@ -343,6 +353,13 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
             )),
             None,
         )),
+        ProviderChoice::Netns { config: file } => match &config.netns {
+            Some(p) => Some((Arc::new(p.clone()), None)),
+            None => {
+                tracing::error!(config = %file.display(), "the netns provider was not built; pools make no nodes");
+                None
+            }
+        },
         ProviderChoice::Sim { boot_delay } => {
             let clock: Arc<dyn sluice_nodepools::sim::Clock> =
                 Arc::new(sluice_model::k8s::jiff::Timestamp::now);
@@ -429,4 +446,41 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
     }
     info!("decision loops running");
     tasks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProviderChoice;
+    use std::time::Duration;
+
+    #[test]
+    fn provider_choices_parse_and_bad_ones_say_what_is_expected() {
+        let p = |s: &str| s.parse::<ProviderChoice>();
+        assert_eq!(p("none"), Ok(ProviderChoice::None));
+        assert_eq!(
+            p("sim:3"),
+            Ok(ProviderChoice::Sim {
+                boot_delay: Duration::from_secs(3)
+            })
+        );
+        assert_eq!(
+            p("exec:/opt/scripts"),
+            Ok(ProviderChoice::Exec {
+                dir: "/opt/scripts".into()
+            })
+        );
+        assert_eq!(
+            p("netns:/etc/sluice/lab.yaml"),
+            Ok(ProviderChoice::Netns {
+                config: "/etc/sluice/lab.yaml".into()
+            })
+        );
+        for bad in ["netns", "netns:", "vm:x", "exec:"] {
+            let e = p(bad).expect_err(bad);
+            assert!(e.contains("netns:<config file>"), "{bad}: {e}");
+        }
+        assert!(p("sim:soon")
+            .expect_err("sim:soon")
+            .contains("whole seconds"));
+    }
 }

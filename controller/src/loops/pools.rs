@@ -41,7 +41,7 @@ pub struct Pools {
 impl Pools {
     pub async fn reconcile(&self, key: Key) -> Result<Next, LoopError> {
         let Some(pool) = self.pools.get("", &key.1) else {
-            return Ok(None);
+            return self.remove_orphans(&key.1).await;
         };
         let instances = self
             .provider
@@ -72,6 +72,26 @@ impl Pools {
         }
         let poll = requeue(Some(self.config.poll_interval));
         Ok(requeue(plan.requeue_after).or(poll))
+    }
+
+    /// A pool deleted outright (it has no finalizer to wait on) leaves
+    /// its instances: each is deleted, as GKE deletes a pool's VMs with it.
+    async fn remove_orphans(&self, pool: &str) -> Result<Next, LoopError> {
+        let instances = self
+            .provider
+            .list(pool)
+            .await
+            .map_err(|e| LoopError::Provider(e.to_string()))?;
+        for i in instances {
+            if i.state == sluice_nodepools::InstanceState::Deleting {
+                continue;
+            }
+            match self.provider.delete(&i.name).await {
+                Ok(()) | Err(sluice_nodepools::ProviderError::NotFound(_)) => {}
+                Err(e) => return Err(LoopError::Provider(e.to_string())),
+            }
+        }
+        Ok(None)
     }
 
     pub fn on_pool(&self, change: &Change<NodePool>, queue: &Queue) {

@@ -1,0 +1,483 @@
+//! The lab's node provider (`--node-provider netns:<config.yaml>`): each
+//! node is a network namespace on the lab's bridge running a real
+//! `sluice-agent`, which registers its Node with a token minted for it.
+//!
+//! - [`config`]: the file, checked field by field;
+//! - [`plan`]: names, addresses and the agent's command line (pure);
+//! - [`credentials`]: the node's token (API and tokens.csv) and kubeconfig;
+//! - [`system`]: `ip`, the agent process, removal.
+//!
+//! State is this process's memory, and a record per node in `stateDir`
+//! (`<node>.json`, [`agent::NodeRecord`]). When the controller stops
+//! ([`NetnsProvider::shutdown`]) it removes every node it has, so a lab
+//! leaves nothing behind. A controller killed outright leaves its nodes
+//! running; the next one adopts those whose agent still runs in its
+//! namespace (their tokens are in tokens.csv, which it read) and removes
+//! the rest of what the previous run left.
+
+pub mod agent;
+pub mod config;
+pub mod credentials;
+pub mod plan;
+pub mod system;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use sluice_model::k8s::jiff::Timestamp;
+use sluice_nodepools::{
+    CreateNode, Instance, InstanceState, NodeProvider, ProviderError, ProviderFuture,
+};
+use tracing::{info, warn};
+
+use crate::api::auth::Authenticator;
+use agent::{Agent, NodeRecord};
+pub use config::{ConfigError, NetnsConfig};
+use credentials::Credentials;
+use plan::NodeNames;
+
+/// How long a stopping agent gets after SIGTERM (it hands its uplink
+/// back and stops its pods) before SIGKILL.
+const AGENT_GRACE: Duration = Duration::from_secs(10);
+/// Where the agent's emulated datapath keeps its crash-recovery records.
+const AGENT_RECORD_DIR: &str = "/run/sluice";
+/// The quota's resource name, as the pool's `QuotaExceeded` shows it.
+const QUOTA_RESOURCE: &str = "netns nodes";
+
+/// One node the provider made.
+struct Record {
+    pool: String,
+    zone: String,
+    version: String,
+    created_at: Timestamp,
+    /// Its host index (its addresses).
+    index: u32,
+    names: NodeNames,
+    phase: Phase,
+}
+
+enum Phase {
+    /// Its network and agent are being made (by a `create` in flight).
+    Making,
+    /// Its agent was started (or adopted).
+    Up { agent: Agent },
+    /// Being removed.
+    Removing,
+    /// Removal failed part way; listed as failed, so it is deleted again.
+    Broken(String),
+}
+
+struct Inner {
+    cfg: NetnsConfig,
+    creds: Credentials,
+    nodes: Mutex<BTreeMap<String, Record>>,
+    /// Every node made in this run: their logs stay until shutdown, for
+    /// whoever looks into why a node failed.
+    made: Mutex<BTreeSet<String>>,
+    closed: AtomicBool,
+}
+
+/// The netns provider. Clones share the nodes.
+#[derive(Clone)]
+pub struct NetnsProvider {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for NetnsProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetnsProvider")
+            .field("name_prefix", &self.inner.cfg.name_prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves the map whole; a panic in one must not
+    // stop the lab from being cleaned up.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl NetnsProvider {
+    /// A provider for `cfg`, minting tokens into `auth` and the
+    /// controller's `dir` (`tokens.csv`, `ca.crt`). Removes what an
+    /// earlier run with the same `namePrefix` and `stateDir` left.
+    pub fn new(cfg: NetnsConfig, auth: Authenticator, dir: &Path) -> Result<NetnsProvider, String> {
+        let creds = Credentials::new(auth, dir, &cfg.cluster, &cfg.server)?;
+        std::fs::create_dir_all(&cfg.state_dir)
+            .map_err(|e| format!("creating {}: {e}", cfg.state_dir.display()))?;
+        let inner = Inner {
+            cfg,
+            creds,
+            nodes: Mutex::new(BTreeMap::new()),
+            made: Mutex::new(BTreeSet::new()),
+            closed: AtomicBool::new(false),
+        };
+        inner.adopt_or_sweep();
+        Ok(NetnsProvider {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Stop every agent and remove every node (namespaces, links,
+    /// tokens, files); later creations are refused. Blocking.
+    pub fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+}
+
+fn failed(e: impl std::fmt::Display) -> ProviderError {
+    ProviderError::Failed(e.to_string())
+}
+
+impl Inner {
+    fn instance(&self, name: &str, r: &Record, state: InstanceState) -> Instance {
+        Instance {
+            name: name.to_string(),
+            pool: r.pool.clone(),
+            zone: r.zone.clone(),
+            version: r.version.clone(),
+            state,
+            created_at: r.created_at,
+        }
+    }
+
+    /// Reserve the name and an address, or say why not.
+    fn reserve(&self, req: &CreateNode) -> Result<(u32, NodeNames), ProviderError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(failed("the controller is stopping"));
+        }
+        if !crate::identity::is_dns_subdomain(&req.name) || req.name.len() > 63 {
+            return Err(failed(format!("{:?} is not a node name", req.name)));
+        }
+        let mut nodes = lock(&self.nodes);
+        if nodes.contains_key(&req.name) {
+            return Err(failed(format!("{} exists already", req.name)));
+        }
+        if let Some(limit) = self.cfg.max_nodes {
+            let live = nodes
+                .values()
+                .filter(|r| !matches!(r.phase, Phase::Removing))
+                .count();
+            if live >= limit as usize {
+                return Err(ProviderError::QuotaExhausted {
+                    resource: QUOTA_RESOURCE.into(),
+                    limit: u64::from(limit),
+                });
+            }
+        }
+        let used: BTreeSet<u32> = nodes.values().map(|r| r.index).collect();
+        let index = plan::allocate(&self.cfg, &used)
+            .ok_or_else(|| failed("no free address left in the configured prefixes"))?;
+        let names = plan::names(&self.cfg, &req.name);
+        nodes.insert(
+            req.name.clone(),
+            Record {
+                pool: req.pool.clone(),
+                zone: req.zone.clone(),
+                version: req.version.clone(),
+                created_at: Timestamp::now(),
+                index,
+                names: names.clone(),
+                phase: Phase::Making,
+            },
+        );
+        Ok((index, names))
+    }
+
+    fn create(&self, req: CreateNode) -> Result<Instance, ProviderError> {
+        let (index, names) = self.reserve(&req)?;
+        lock(&self.made).insert(req.name.clone());
+        let addrs = plan::addresses(&self.cfg, index);
+        let argv = plan::agent_argv(&self.cfg, &req, &addrs, &names);
+        let made = (|| -> Result<Agent, String> {
+            // A namespace of this name is a previous run's: ours to replace.
+            system::remove_namespace(&names.namespace)?;
+            system::make_network(&self.cfg, &names, &addrs)?;
+            self.creds.mint(&req.name, &names.kubeconfig)?;
+            let child = system::spawn_agent(&names.namespace, &argv, &names.log)?;
+            let record = NodeRecord {
+                pool: req.pool.clone(),
+                zone: req.zone.clone(),
+                version: req.version.clone(),
+                created_at: Timestamp::now().to_string(),
+                index,
+                pid: child.id(),
+            };
+            if let Err(e) = record.write(&names.record) {
+                // The node works; only a restarted controller cannot adopt it.
+                warn!(error = %e, "the node's record is not written");
+            }
+            Ok(Agent::Child(child))
+        })();
+        let mut nodes = lock(&self.nodes);
+        match made {
+            Ok(mut agent) if !self.closed.load(Ordering::SeqCst) => {
+                info!(node = %req.name, pid = agent.id(), ips = ?addrs.ips(), "netns node made");
+                let state = match agent.exited() {
+                    Some(why) => InstanceState::Failed(why),
+                    None => InstanceState::Creating,
+                };
+                let record = nodes.get_mut(&req.name).ok_or_else(|| failed("lost"))?;
+                record.phase = Phase::Up { agent };
+                Ok(self.instance(&req.name, record, state))
+            }
+            made => {
+                // Failed, or made while the controller began stopping:
+                // undo it here, as nobody else will.
+                drop(nodes);
+                let why = match made {
+                    Ok(mut agent) => {
+                        agent.stop(AGENT_GRACE);
+                        "the controller is stopping".to_string()
+                    }
+                    Err(e) => e,
+                };
+                warn!(node = %req.name, error = %why, "netns node not made");
+                if let Err(e) = self.teardown(&req.name, &names, None) {
+                    warn!(node = %req.name, error = %e, "undoing a node not made");
+                }
+                lock(&self.nodes).remove(&req.name);
+                Err(failed(why))
+            }
+        }
+    }
+
+    fn delete(&self, name: &str) -> Result<(), ProviderError> {
+        let (names, agent) = {
+            let mut nodes = lock(&self.nodes);
+            let r = nodes
+                .get_mut(name)
+                .ok_or_else(|| ProviderError::NotFound(name.to_string()))?;
+            match std::mem::replace(&mut r.phase, Phase::Removing) {
+                Phase::Making => {
+                    r.phase = Phase::Making;
+                    return Err(failed(format!("{name} is still being made")));
+                }
+                Phase::Removing => return Ok(()),
+                Phase::Up { agent } => (r.names.clone(), Some(agent)),
+                Phase::Broken(_) => (r.names.clone(), None),
+            }
+        };
+        let pid = agent.as_ref().map(Agent::id);
+        if let Some(mut agent) = agent {
+            agent.stop(AGENT_GRACE);
+        }
+        let done = self.teardown(name, &names, pid);
+        let mut nodes = lock(&self.nodes);
+        match done {
+            Ok(()) => {
+                nodes.remove(name);
+                info!(node = %name, "netns node removed");
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(r) = nodes.get_mut(name) {
+                    r.phase = Phase::Broken(format!("removal failed: {e}"));
+                }
+                Err(failed(e))
+            }
+        }
+    }
+
+    /// Remove everything of node `name` but its log; its agent (`pid`)
+    /// is stopped already. Each part is tried; the first error is returned.
+    fn teardown(&self, name: &str, n: &NodeNames, pid: Option<u32>) -> Result<(), String> {
+        let pid = pid.or_else(|| NodeRecord::read(&n.record).ok().map(|r| r.pid));
+        let mut first: Option<String> = None;
+        let mut note = |r: Result<(), String>| {
+            if let Err(e) = r {
+                first.get_or_insert(e);
+            }
+        };
+        // An agent killed outright leaves its wire namespace (holding the
+        // uplink) and its pods' namespaces.
+        if let Some(pid) = pid {
+            for wire in system::namespaces_with_prefix(&plan::wire_netns_prefix(name, pid)) {
+                note(system::remove_namespace(&wire));
+                let _ =
+                    std::fs::remove_file(Path::new(AGENT_RECORD_DIR).join(format!("{wire}.json")));
+            }
+        }
+        for pod in system::namespaces_with_prefix(&format!("{}-", n.pod_netns_prefix)) {
+            note(system::remove_namespace(&pod));
+        }
+        note(system::remove_namespace(&n.namespace));
+        system::remove_link(&self.cfg.fabric_namespace, &n.fabric_veth);
+        note(self.creds.revoke(name));
+        for f in [&n.kubeconfig, &n.status, &n.record] {
+            let _ = std::fs::remove_file(f);
+        }
+        let _ = std::fs::remove_dir_all(&n.pod_logs);
+        let _ = std::fs::remove_dir_all(&n.bpf_pin_dir);
+        first.map_or(Ok(()), Err)
+    }
+
+    fn list(&self, pool: &str) -> Vec<Instance> {
+        let mut nodes = lock(&self.nodes);
+        let mut out = Vec::new();
+        for (name, r) in nodes.iter_mut().filter(|(_, r)| r.pool == pool) {
+            let state = match &mut r.phase {
+                Phase::Making => InstanceState::Creating,
+                Phase::Removing => InstanceState::Deleting,
+                Phase::Broken(why) => InstanceState::Failed(why.clone()),
+                Phase::Up { agent } => {
+                    if !system::netns_exists(&r.names.namespace) {
+                        InstanceState::Failed(format!(
+                            "its namespace {} is gone",
+                            r.names.namespace
+                        ))
+                    } else if let Some(why) = agent.exited() {
+                        InstanceState::Failed(why)
+                    } else if r.names.status.exists() {
+                        // The agent writes its status file after its first
+                        // sync: it is up; its Node's readiness is the pool
+                        // loop's to watch.
+                        InstanceState::Running
+                    } else {
+                        InstanceState::Creating
+                    }
+                }
+            };
+            out.push(self.instance(name, r, state));
+        }
+        out
+    }
+
+    fn shutdown(&self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let names: Vec<String> = lock(&self.nodes).keys().cloned().collect();
+        info!(nodes = names.len(), "netns provider: removing its nodes");
+        for name in names {
+            match self.delete(&name) {
+                Ok(()) | Err(ProviderError::NotFound(_)) => {}
+                Err(e) => warn!(node = %name, error = %e, "removing a netns node"),
+            }
+        }
+        // Creations in flight see `closed` and undo themselves.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !lock(&self.nodes).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for name in std::mem::take(&mut *lock(&self.made)) {
+            let _ = std::fs::remove_file(self.cfg.state_dir.join(format!("{name}.log")));
+        }
+        // Only if nothing else is in it.
+        let _ = std::fs::remove_dir(&self.cfg.state_dir);
+    }
+
+    /// A controller killed outright (SIGKILL) left its nodes: adopt those
+    /// whose agent still runs in their namespace, remove the rest (their
+    /// namespaces, tokens and files) before making new ones.
+    fn adopt_or_sweep(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.cfg.state_dir) else {
+            return;
+        };
+        let mut kept: Vec<String> = Vec::new();
+        let mut removed = 0;
+        for e in entries.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            // Every node made has a kubeconfig until it is removed.
+            let Some(node) = file.strip_suffix(".kubeconfig") else {
+                continue;
+            };
+            let names = plan::names(&self.cfg, node);
+            let record = NodeRecord::read(&names.record);
+            if let Ok(r) = &record {
+                if system::netns_exists(&names.namespace) && agent::runs_in(r.pid, &names.namespace)
+                {
+                    info!(
+                        node,
+                        pid = r.pid,
+                        "netns provider: adopting a node a previous run made"
+                    );
+                    kept.push(names.namespace.clone());
+                    lock(&self.made).insert(node.to_string());
+                    lock(&self.nodes).insert(
+                        node.to_string(),
+                        Record {
+                            pool: r.pool.clone(),
+                            zone: r.zone.clone(),
+                            version: r.version.clone(),
+                            created_at: r.created_at.parse().unwrap_or_else(|_| Timestamp::now()),
+                            index: r.index,
+                            phase: Phase::Up {
+                                agent: Agent::Adopted {
+                                    pid: r.pid,
+                                    namespace: names.namespace.clone(),
+                                },
+                            },
+                            names,
+                        },
+                    );
+                    continue;
+                }
+            }
+            let pid = record.ok().map(|r| r.pid);
+            if let Err(e) = self.teardown(node, &names, pid) {
+                warn!(node, error = %e, "removing a node a previous run left");
+            }
+            let _ = std::fs::remove_file(&names.log);
+            removed += 1;
+        }
+        // Namespaces of nodes whose files are gone; an adopted node's own
+        // and its pods' stay.
+        for ns in system::namespaces_with_prefix(&self.cfg.name_prefix) {
+            let ours = kept
+                .iter()
+                .any(|k| ns == *k || ns.starts_with(&format!("{k}-p-")));
+            if ours {
+                continue;
+            }
+            if let Err(e) = system::remove_namespace(&ns) {
+                warn!(ns, error = %e, "removing a namespace a previous run left");
+            }
+            removed += 1;
+        }
+        if removed > 0 {
+            info!(removed, "netns provider: removed what a previous run left");
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Also when the controller's serve was not stopped in order.
+        self.shutdown();
+    }
+}
+
+impl NodeProvider for NetnsProvider {
+    fn create(&self, req: CreateNode) -> ProviderFuture<'_, Instance> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || inner.create(req))
+                .await
+                .map_err(failed)?
+        })
+    }
+
+    fn delete<'a>(&'a self, name: &'a str) -> ProviderFuture<'a, ()> {
+        let inner = self.inner.clone();
+        let name = name.to_string();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || inner.delete(&name))
+                .await
+                .map_err(failed)?
+        })
+    }
+
+    fn list<'a>(&'a self, pool: &'a str) -> ProviderFuture<'a, Vec<Instance>> {
+        let inner = self.inner.clone();
+        let pool = pool.to_string();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || Ok(inner.list(&pool)))
+                .await
+                .map_err(failed)?
+        })
+    }
+}

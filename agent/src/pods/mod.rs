@@ -32,8 +32,9 @@ pub use eviction::{
     PoolKind, EXTENDED_RUN,
 };
 pub use manager::{
-    netns_name, set_netns_prefix, DrainProgress, EvictError, EvictionReport, EvictionState,
-    PodEndpoint, PodEvent, PodManager, ShutdownReport, HELD_CORDONED,
+    netns_name, set_netns_prefix, ContainerObservation, ContainerRunState, DrainProgress,
+    EvictError, EvictionReport, EvictionState, PodEndpoint, PodEvent, PodManager, PodObservation,
+    ShutdownReport, HELD_CORDONED,
 };
 pub use readiness::EndpointConditions;
 pub use runtime::{OsProber, OsProcessControl, Prober, ProcessControl};

@@ -64,6 +64,11 @@ pub struct PodInfo {
     pub ready: Option<bool>,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
+    /// `metadata.deletionTimestamp`: when a graceful deletion's grace ends
+    /// (the agent stops the pod by then and deletes it).
+    pub deletion_deadline: Option<std::time::SystemTime>,
+    /// `metadata.uid` (API objects; the precondition of the agent's delete).
+    pub uid: Option<String>,
     /// One eviction requested of this pod (`sluice.dev/evict: <reason>`).
     pub evict: Option<EvictionReason>,
 }

@@ -437,6 +437,12 @@ pub(super) fn pod_info(
         labels: p.metadata.labels.unwrap_or_default(),
         ready,
         deleting: p.metadata.deletion_timestamp.is_some(),
+        deletion_deadline: p
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| std::time::SystemTime::from(t.0)),
+        uid: p.metadata.uid.clone(),
         evict,
     })
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde_yaml::Value;
 
+use super::env::{expand, PodFields};
 pub use super::eviction::{EVICT_ANNOTATION, SAFE_TO_EVICT};
 /// Annotation naming an existing network namespace (same as `state::validate`).
 pub const NETNS_ANNOTATION: &str = "sluice.dev/netns";
@@ -51,7 +52,8 @@ pub struct PodRunSpec {
     pub key: String,
     /// `spec.nodeName`.
     pub node: String,
-    /// `status.podIPs` (the agent does not allocate addresses).
+    /// `status.podIPs` (for API objects without any, what the agent's IPAM
+    /// assigned).
     pub ips: Vec<IpAddr>,
     /// `sluice.dev/netns`: an existing namespace someone else made; the agent
     /// neither creates nor removes it. `None`: the agent makes its own.
@@ -112,10 +114,12 @@ impl PodRunSpec {
 pub struct ContainerRun {
     pub name: String,
     /// `command` followed by `args` (no image: `command` is required for a
-    /// process to run; empty: not run by the agent). `$(VAR)` references
-    /// are not expanded.
+    /// process to run; empty: not run by the agent), `$(VAR)` references
+    /// to the container's variables expanded.
     pub argv: Vec<String>,
-    /// `env[].value` (`valueFrom` is rejected: nothing to resolve it from).
+    /// `env[]`: `value` (expanded against the variables before it) or
+    /// `valueFrom.fieldRef` (the downward API); other `valueFrom` sources
+    /// are refused. See [`super::env`].
     pub env: Vec<(String, String)>,
     pub working_dir: Option<String>,
     /// `ports[]` with a name, for probes that name their port.
@@ -221,6 +225,7 @@ pub fn run_spec_from_manifest(pod: &Value) -> Result<PodRunSpec, SpecError> {
     }
     let spec = pod.get("spec");
     let node = opt_str(spec, "nodeName", "spec.nodeName")?.unwrap_or_default();
+    let fields = PodFields::of(pod, name, namespace);
 
     let termination_grace = match spec.and_then(|s| s.get("terminationGracePeriodSeconds")) {
         None | Some(Value::Null) => DEFAULT_GRACE,
@@ -275,7 +280,7 @@ pub fn run_spec_from_manifest(pod: &Value) -> Result<PodRunSpec, SpecError> {
             .as_sequence()
             .ok_or_else(|| err("spec.containers", "must be a list"))?;
         for (i, c) in seq.iter().enumerate() {
-            containers.push(container(c, &format!("spec.containers[{i}]"))?);
+            containers.push(container(c, &format!("spec.containers[{i}]"), &fields)?);
         }
     }
     check_containers(&containers)?;
@@ -361,7 +366,7 @@ fn str_list(v: Option<&Value>, field: &str) -> Result<Vec<String>, SpecError> {
     }
 }
 
-fn container(c: &Value, at: &str) -> Result<ContainerRun, SpecError> {
+fn container(c: &Value, at: &str, fields: &PodFields) -> Result<ContainerRun, SpecError> {
     let name = opt_str(Some(c), "name", &format!("{at}.name"))?.unwrap_or_default();
     let command = str_list(c.get("command"), &format!("{at}.command"))?;
     let args = str_list(c.get("args"), &format!("{at}.args"))?;
@@ -377,17 +382,7 @@ fn container(c: &Value, at: &str) -> Result<ContainerRun, SpecError> {
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty() && !s.contains('='))
                 .ok_or_else(|| err(format!("{f}.name"), "missing or invalid"))?;
-            if e.get("valueFrom").is_some_and(|v| !v.is_null()) {
-                return Err(err(
-                    format!("{f}.valueFrom"),
-                    "not supported (no API server to resolve it); use value",
-                ));
-            }
-            let v = match e.get("value") {
-                None | Some(Value::Null) => String::new(),
-                Some(Value::String(s)) => s.clone(),
-                Some(_) => return Err(err(format!("{f}.value"), "must be a string")),
-            };
+            let v = super::env::env_value(e, &f, fields, &env)?;
             env.push((n.to_string(), v));
         }
     }
@@ -422,9 +417,15 @@ fn container(c: &Value, at: &str) -> Result<ContainerRun, SpecError> {
         None | Some(Value::Null) => None,
         Some(p) => Some(probe(p, &format!("{at}.readinessProbe"), &named_ports)?),
     };
+    // Kubernetes expands `$(VAR)` in command and args with the
+    // container's own variables.
     Ok(ContainerRun {
         name,
-        argv: command.into_iter().chain(args).collect(),
+        argv: command
+            .iter()
+            .chain(&args)
+            .map(|a| expand(a, &env))
+            .collect(),
         env,
         working_dir,
         named_ports,
@@ -651,6 +652,59 @@ status: {podIPs: [{ip: 198.19.1.5}]}
     }
 
     #[test]
+    fn the_downward_api_and_references_reach_env_and_argv() {
+        let p = parse(
+            r#"
+metadata: {name: web, namespace: shop, uid: u-7}
+spec:
+  nodeName: node-a
+  containers:
+  - name: c
+    command: [sluice-whoami, --name, $(NAME)]
+    args: [--ip, $(POD_IP), --tcp, "$(PORT)", --literal, $$(PORT), $(NOPE)]
+    env:
+    - {name: NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: NS, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+    - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+    - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
+    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
+    - {name: UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}
+    - {name: PORT, value: "8080"}
+    - {name: WHERE, value: "$(NAME).$(NS)@$(NODE)"}
+status: {podIPs: [{ip: 198.19.1.5}], hostIP: 198.18.0.11}
+"#,
+        )
+        .expect("valid");
+        let c = &p.containers[0];
+        let env: BTreeMap<&str, &str> = c
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(env["NAME"], "web");
+        assert_eq!(env["NS"], "shop");
+        assert_eq!(env["POD_IP"], "198.19.1.5");
+        assert_eq!(env["HOST_IP"], "198.18.0.11");
+        assert_eq!(env["UID"], "u-7");
+        assert_eq!(env["WHERE"], "web.shop@node-a");
+        assert_eq!(
+            c.argv,
+            [
+                "sluice-whoami",
+                "--name",
+                "web",
+                "--ip",
+                "198.19.1.5",
+                "--tcp",
+                "8080",
+                "--literal",
+                "$(PORT)",
+                "$(NOPE)"
+            ]
+        );
+    }
+
+    #[test]
     fn https_probes_are_read() {
         let p = parse(
             "metadata: {name: web}\nspec: {containers: [{command: [x], readinessProbe: {httpGet: {port: 8443, scheme: HTTPS}}}]}",
@@ -765,7 +819,11 @@ spec:
             ),
             (
                 "spec: {containers: [{command: [x], env: [{name: A, valueFrom: {fieldRef: {}}}]}]}",
-                "spec.containers[0].env[0].valueFrom",
+                "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath",
+            ),
+            (
+                "spec: {containers: [{command: [x], env: [{name: A, valueFrom: {secretKeyRef: {name: s, key: k}}}]}]}",
+                "spec.containers[0].env[0].valueFrom.secretKeyRef",
             ),
             ("spec: {restartPolicy: Sometimes}", "spec.restartPolicy"),
             ("spec: {containers: [{args: [x]}]}", "spec.containers[0].command"),

@@ -9,7 +9,8 @@
 //! allocating pod CIDRs) creates a Pod with kubectl: the agent gives it an
 //! address from its node's CIDR, runs it, writes its status (phase,
 //! readiness as a file toggles, containers) which the EndpointSlice loop
-//! follows, and finishes its graceful deletion. Everything goes when the
+//! follows, and finishes its graceful deletion (`kubectl delete`, then
+//! `kubectl drain`). Everything goes when the
 //! guard drops, also on failure (logs are printed first).
 
 use std::path::{Path, PathBuf};
@@ -472,4 +473,31 @@ fn a_pod_created_with_kubectl_gets_an_address_runs_reports_readiness_and_its_del
         let listing = bed.node().exec(&["ip", "netns", "list"]).ok()?;
         (!listing.contains(&bed.pod_prefix)).then_some(())
     });
+
+    // The same pod again (a new uid), then `kubectl drain`: cordon, the
+    // Eviction API (a graceful delete) for every pod of the node, and it
+    // returns once they are gone.
+    bed.kubectl("admin", &["apply", "-f", &m])
+        .unwrap_or_else(|e| panic!("apply: {e:#}\n{}", bed.logs()));
+    bed.wait_for("the new pod Running", || {
+        let p = bed.get_json(&["pod", "who", "-n", "default"])?;
+        (p["status"]["phase"] == "Running").then_some(())
+    });
+    bed.kubectl(
+        "admin",
+        &[
+            "drain",
+            &bed.name,
+            "--force",
+            "--ignore-daemonsets",
+            "--timeout=50s",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("drain: {e:#}\n{}", bed.logs()));
+    let out = bed
+        .kubectl("admin", &["get", "pods", "-n", "default", "-o", "name"])
+        .unwrap_or_else(|e| panic!("get pods: {e:#}"));
+    assert!(!out.contains("pod/who"), "drained, yet: {out}");
+    let node = bed.get_json(&["node", &bed.name]).expect("the Node");
+    assert_eq!(node["spec"]["unschedulable"], true, "cordoned");
 }

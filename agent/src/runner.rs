@@ -480,12 +480,18 @@ impl Runner {
             .map(|p| PodReport {
                 key: p.key.clone(),
                 uid: p.uid.clone(),
-                ips: p.ips.clone(),
+                // A host-network pod's addresses are its node's.
+                ips: if p.host_network {
+                    host_ips.clone()
+                } else {
+                    p.ips.clone()
+                },
                 host_ips: host_ips.clone(),
                 containers: p.run.containers.iter().map(|c| c.name.clone()).collect(),
                 restart_policy: p.run.restart_policy,
                 observed: observed.remove(&p.key),
                 deletion_finished: p.deleting && self.pods_rt.has_ended(&p.key),
+                reported: p.reported.clone(),
             })
             .collect();
         sink.report(&reports);

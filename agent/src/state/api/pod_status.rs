@@ -19,6 +19,7 @@ use sluice_model::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::pods::runtime::ExitInfo;
 use crate::pods::spec::RestartPolicy;
 use crate::pods::{ContainerObservation, ContainerRunState, PodObservation};
+use crate::state::model::ReportedStatus;
 
 /// The manager's monotonic instants as wall-clock times: one anchor for the
 /// agent's life, and whole seconds (the API's precision), so the same
@@ -69,6 +70,31 @@ pub struct PodReport {
     /// The pod's API object is being deleted and nothing of it runs any
     /// more: time to remove the object.
     pub deletion_finished: bool,
+    /// What the status read from the API says (kept by the first status
+    /// an agent writes, e.g. after a restart).
+    pub reported: ReportedStatus,
+}
+
+impl PodReport {
+    /// The status read from the API, as far as the next one keeps it.
+    fn seed(&self) -> PodStatus {
+        let conditions = self
+            .reported
+            .conditions
+            .iter()
+            .map(|(type_, status, since)| PodCondition {
+                type_: type_.clone(),
+                status: status.clone(),
+                last_transition_time: since.map(seconds),
+                ..PodCondition::default()
+            })
+            .collect();
+        PodStatus {
+            start_time: self.reported.start_time.map(seconds),
+            conditions: Some(conditions),
+            ..PodStatus::default()
+        }
+    }
 }
 
 /// The phase, as the kubelet's `getPhase`: Pending while a container has
@@ -288,7 +314,15 @@ impl StatusBook {
         let uids: BTreeSet<&str> = reports.iter().filter_map(|r| r.uid.as_deref()).collect();
         self.deleted.retain(|u| uids.contains(u.as_str()));
         for r in reports {
-            let status = pod_status(r, self.sent.get(&r.key), clock, now);
+            let seed;
+            let prev = match self.sent.get(&r.key) {
+                Some(p) => Some(p),
+                None => {
+                    seed = r.seed();
+                    Some(&seed)
+                }
+            };
+            let status = pod_status(r, prev, clock, now);
             if self.sent.get(&r.key) != Some(&status) {
                 self.sent.insert(r.key.clone(), status.clone());
                 out.push(Write::Status {

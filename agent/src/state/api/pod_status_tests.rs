@@ -34,6 +34,7 @@ fn report(obs: Option<PodObservation>) -> PodReport {
         restart_policy: RestartPolicy::Always,
         observed: obs,
         deletion_finished: false,
+        reported: ReportedStatus::default(),
     }
 }
 
@@ -275,4 +276,32 @@ fn the_book_writes_only_changes_and_deletes_once_per_uid() {
             .len(),
         1
     );
+}
+
+#[test]
+fn the_first_status_after_a_restart_keeps_the_start_and_transitions_the_api_shows() {
+    let (mono, wall) = t0();
+    let clock = WallClock::new(mono, wall);
+    let earlier = wall - Duration::from_secs(3600);
+    let running = ContainerRunState::Running { since: mono };
+    let mut r = report(Some(observed(mono, vec![ctr("c", running, true)], true)));
+    r.reported = ReportedStatus {
+        start_time: Some(earlier),
+        conditions: vec![
+            ("Ready".into(), "True".into(), Some(earlier)),
+            ("PodScheduled".into(), "True".into(), Some(earlier)),
+        ],
+    };
+    let mut book = StatusBook::default();
+    let w = book.writes(std::slice::from_ref(&r), &clock, wall);
+    let [Write::Status { status, .. }] = &w[..] else {
+        panic!("one status write: {w:?}");
+    };
+    assert_eq!(status.start_time, Some(seconds(earlier)));
+    assert_eq!(
+        cond(status, "Ready"),
+        ("True".into(), Some(seconds(earlier)))
+    );
+    // A condition the API did not show starts now.
+    assert_eq!(cond(status, "ContainersReady").1, Some(seconds(wall)));
 }

@@ -652,59 +652,6 @@ status: {podIPs: [{ip: 198.19.1.5}]}
     }
 
     #[test]
-    fn the_downward_api_and_references_reach_env_and_argv() {
-        let p = parse(
-            r#"
-metadata: {name: web, namespace: shop, uid: u-7}
-spec:
-  nodeName: node-a
-  containers:
-  - name: c
-    command: [sluice-whoami, --name, $(NAME)]
-    args: [--ip, $(POD_IP), --tcp, "$(PORT)", --literal, $$(PORT), $(NOPE)]
-    env:
-    - {name: NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
-    - {name: NS, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
-    - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
-    - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
-    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
-    - {name: UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}
-    - {name: PORT, value: "8080"}
-    - {name: WHERE, value: "$(NAME).$(NS)@$(NODE)"}
-status: {podIPs: [{ip: 198.19.1.5}], hostIP: 198.18.0.11}
-"#,
-        )
-        .expect("valid");
-        let c = &p.containers[0];
-        let env: BTreeMap<&str, &str> = c
-            .env
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        assert_eq!(env["NAME"], "web");
-        assert_eq!(env["NS"], "shop");
-        assert_eq!(env["POD_IP"], "198.19.1.5");
-        assert_eq!(env["HOST_IP"], "198.18.0.11");
-        assert_eq!(env["UID"], "u-7");
-        assert_eq!(env["WHERE"], "web.shop@node-a");
-        assert_eq!(
-            c.argv,
-            [
-                "sluice-whoami",
-                "--name",
-                "web",
-                "--ip",
-                "198.19.1.5",
-                "--tcp",
-                "8080",
-                "--literal",
-                "$(PORT)",
-                "$(NOPE)"
-            ]
-        );
-    }
-
-    #[test]
     fn https_probes_are_read() {
         let p = parse(
             "metadata: {name: web}\nspec: {containers: [{command: [x], readinessProbe: {httpGet: {port: 8443, scheme: HTTPS}}}]}",

@@ -18,6 +18,7 @@ use common::FakePods;
 fn pod(name: &str) -> PodRunSpec {
     PodRunSpec {
         key: format!("default/{name}"),
+        uid: String::new(),
         node: "node-a".into(),
         ips: vec![],
         netns: None,
@@ -117,4 +118,25 @@ fn a_pod_deleted_before_it_started_ends_at_once() {
     assert_eq!(phase(m.observations().first()), "Failed");
     // Unknown pods have nothing running either.
     assert!(m.has_ended("default/never-seen"));
+}
+
+#[test]
+fn a_new_pod_under_the_name_of_a_deleted_one_starts_even_with_the_same_spec() {
+    let fake = FakePods::default();
+    let mut m = manager(&fake);
+    let t = Instant::now();
+    let mut p = pod("web");
+    p.uid = "u-1".into();
+    m.sync(std::slice::from_ref(&p), t);
+    m.tick(t);
+    m.delete(&p.key, Duration::from_secs(5), t);
+    m.tick(t);
+    assert!(m.has_ended(&p.key));
+    // The old object's removal and the new one's creation came in one
+    // build: the manager never saw the name leave.
+    p.uid = "u-2".into();
+    m.sync(std::slice::from_ref(&p), t + Duration::from_secs(1));
+    m.tick(t + Duration::from_secs(1));
+    assert_eq!(fake.w().spawned.len(), 2, "the new pod runs");
+    assert!(!m.has_ended(&p.key));
 }

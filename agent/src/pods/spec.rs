@@ -50,6 +50,9 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> SpecError {
 pub struct PodRunSpec {
     /// `namespace/name`.
     pub key: String,
+    /// `metadata.uid` (empty when not given): a new object under an old
+    /// name is a new pod, replaced even when nothing else differs.
+    pub uid: String,
     /// `spec.nodeName`.
     pub node: String,
     /// `status.podIPs` (for API objects without any, what the agent's IPAM
@@ -290,6 +293,7 @@ pub fn run_spec_from_manifest(pod: &Value) -> Result<PodRunSpec, SpecError> {
 
     Ok(PodRunSpec {
         key: format!("{namespace}/{name}"),
+        uid: fields.uid.clone(),
         node,
         ips,
         netns,

@@ -37,12 +37,13 @@ impl WallClock {
     }
 
     pub fn time(&self, at: Instant) -> Time {
+        // Checked: an instant far from the anchor is no reason to panic.
         let wall = if at >= self.mono {
-            self.wall + (at - self.mono)
+            self.wall.checked_add(at - self.mono)
         } else {
-            self.wall - (self.mono - at)
+            self.wall.checked_sub(self.mono - at)
         };
-        seconds(wall)
+        seconds(wall.unwrap_or(self.wall))
     }
 }
 
@@ -293,7 +294,9 @@ pub enum Write {
 /// What was last sent per pod, so only changes are written.
 #[derive(Debug, Default)]
 pub struct StatusBook {
-    sent: BTreeMap<String, PodStatus>,
+    /// Per pod key: the uid it was sent for (a new pod under an old name
+    /// starts afresh) and the status.
+    sent: BTreeMap<String, (Option<String>, PodStatus)>,
     /// Deletes already asked, by uid (a new pod under the same name has
     /// another uid and is deleted on its own).
     deleted: BTreeSet<String>,
@@ -315,16 +318,18 @@ impl StatusBook {
         self.deleted.retain(|u| uids.contains(u.as_str()));
         for r in reports {
             let seed;
-            let prev = match self.sent.get(&r.key) {
-                Some(p) => Some(p),
+            let sent = self.sent.get(&r.key).filter(|(uid, _)| *uid == r.uid);
+            let prev = match sent {
+                Some((_, p)) => p,
                 None => {
                     seed = r.seed();
-                    Some(&seed)
+                    &seed
                 }
             };
-            let status = pod_status(r, prev, clock, now);
-            if self.sent.get(&r.key) != Some(&status) {
-                self.sent.insert(r.key.clone(), status.clone());
+            let status = pod_status(r, Some(prev), clock, now);
+            if sent.map(|(_, s)| s) != Some(&status) {
+                self.sent
+                    .insert(r.key.clone(), (r.uid.clone(), status.clone()));
                 out.push(Write::Status {
                     key: r.key.clone(),
                     status: Box::new(status),

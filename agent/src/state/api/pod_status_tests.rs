@@ -269,6 +269,14 @@ fn the_book_writes_only_changes_and_deletes_once_per_uid() {
     assert!(book
         .writes(std::slice::from_ref(&done), &clock, wall)
         .is_empty());
+    // A new pod under the same name (another uid) is written afresh.
+    let mut again = ready.clone();
+    again.uid = Some("u-2".into());
+    assert_eq!(
+        book.writes(std::slice::from_ref(&again), &clock, wall)
+            .len(),
+        1
+    );
     // Gone from the reports: forgotten, so a pod coming back is written.
     assert!(book.writes(&[], &clock, wall).is_empty());
     assert_eq!(

@@ -153,13 +153,18 @@ async fn write_loop(client: Client, mut rx: UnboundedReceiver<Write>) {
                 p.status = newer.status.or(p.status);
                 p.delete = newer.delete.or(p.delete);
             }
-            let shift = p.failures.min(16);
-            let wait = RETRY_FIRST.saturating_mul(1 << shift).min(RETRY_MAX);
+            p.not_before = Some(Instant::now() + backoff(p.failures));
             p.failures = p.failures.saturating_add(1);
-            p.not_before = Some(Instant::now() + wait);
             pending.insert(key, p);
         }
     }
+}
+
+/// The wait before the retry that follows `failures` earlier failures.
+fn backoff(failures: u32) -> Duration {
+    RETRY_FIRST
+        .saturating_mul(1 << failures.min(16))
+        .min(RETRY_MAX)
 }
 
 fn is(e: &kube::Error, code: u16) -> bool {
@@ -208,4 +213,56 @@ async fn write_one(client: &Client, key: &str, mut p: Pending) -> Outcome {
         }
     }
     Outcome::Done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_doubling_to_a_cap() {
+        assert_eq!(backoff(0), RETRY_FIRST);
+        assert_eq!(backoff(1), RETRY_FIRST * 2);
+        assert_eq!(backoff(5), RETRY_MAX.min(RETRY_FIRST * 32));
+        assert_eq!(backoff(u32::MAX), RETRY_MAX);
+    }
+
+    #[test]
+    fn the_newest_status_per_pod_wins_and_a_delete_rides_along() {
+        let mut pending = BTreeMap::new();
+        let status = |phase: &str| {
+            Box::new(PodStatus {
+                phase: Some(phase.into()),
+                ..PodStatus::default()
+            })
+        };
+        take(
+            &mut pending,
+            Write::Status {
+                key: "default/a".into(),
+                status: status("Pending"),
+            },
+        );
+        take(
+            &mut pending,
+            Write::Status {
+                key: "default/a".into(),
+                status: status("Running"),
+            },
+        );
+        take(
+            &mut pending,
+            Write::Delete {
+                key: "default/a".into(),
+                uid: "u".into(),
+            },
+        );
+        let p = &pending["default/a"];
+        assert_eq!(
+            p.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Running")
+        );
+        assert_eq!(p.delete.as_deref(), Some("u"));
+        assert_eq!(pending.len(), 1);
+    }
 }

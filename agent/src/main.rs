@@ -11,7 +11,7 @@ use sluice_agent::metrics::MetricsSnapshot;
 use sluice_agent::pods::{OsProber, OsProcessControl, PodManager, PoolKind};
 use sluice_agent::register::{self, machine, RegisterConfig};
 use sluice_agent::runner::Runner;
-use sluice_agent::state::api::{client_from_kubeconfig, KubeSource};
+use sluice_agent::state::api::{client_from_kubeconfig, KubeSource, KubeStatusSink, PodStatusSink};
 use sluice_agent::state::source::StateSource;
 use sluice_agent::state::watch::WatchedFile;
 
@@ -127,13 +127,15 @@ fn start_health(args: &Args) -> Result<HealthHandle> {
 
 /// The desired state's source: the state file, or the API server (which
 /// also registers the node and renews its Lease).
-async fn start_source(args: &Args) -> Result<Box<dyn StateSource>> {
+type Sink = Option<Box<dyn PodStatusSink>>;
+
+async fn start_source(args: &Args) -> Result<(Box<dyn StateSource>, Sink)> {
     if let Some(path) = &args.state {
         // Read and parsed off the sync loop, on inotify (a slow stat poll
         // as fallback): a large or hostile file never stalls a sync.
         let file = WatchedFile::new(path)
             .with_context(|| format!("watching the state file {}", path.display()))?;
-        return Ok(Box::new(file));
+        return Ok((Box::new(file), None));
     }
     let Some(kubeconfig) = &args.kubeconfig else {
         anyhow::bail!("no desired state: pass --state FILE or --kubeconfig FILE");
@@ -164,7 +166,9 @@ async fn start_source(args: &Args) -> Result<Box<dyn StateSource>> {
     // Runs as long as the agent: aborted with the runtime at exit.
     drop(register::spawn(&rt, client.clone(), facts));
     info!(kubeconfig = %kubeconfig.display(), "desired state from the API server");
-    Ok(Box::new(KubeSource::spawn(&rt, client, &args.node_name)))
+    let sink: Box<dyn PodStatusSink> = Box::new(KubeStatusSink::spawn(&rt, client.clone()));
+    let source = KubeSource::spawn(&rt, client, &args.node_name);
+    Ok((Box::new(source), Some(sink)))
 }
 
 // One worker thread serves /metrics while the sync loop runs on the main
@@ -198,7 +202,7 @@ async fn main() -> Result<()> {
             warn!(addr = %metrics_addr, error = %e, "metrics server stopped");
         }
     });
-    let source = start_source(&args).await?;
+    let (source, sink) = start_source(&args).await?;
     let mut runner = Runner::new(
         args.node_name.clone(),
         source,
@@ -213,6 +217,9 @@ async fn main() -> Result<()> {
         args.status_file.clone(),
     );
     runner.set_shutdown_grace(Duration::from_secs(args.shutdown_grace));
+    if let Some(sink) = sink {
+        runner.set_status_sink(sink);
+    }
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;

@@ -27,6 +27,7 @@ use crate::netlink;
 use crate::pods::{
     DrainProgress, EvictionOutcome, EvictionReason, PodEvent, PodManager, SharedBudgets,
 };
+use crate::state::api::{PodReport, PodStatusSink};
 use crate::state::source::{StateSource, Update};
 use crate::state::DesiredState;
 use crate::status::{write_status, BudgetReport, DrainStatus, PendingPod, PodEviction, Status};
@@ -76,6 +77,12 @@ pub struct Runner {
     pods: BTreeMap<String, PodLinkSpec>,
     status: Status,
     status_path: Option<PathBuf>,
+    /// Where this node's pods' status goes (the API server); none with a
+    /// state file.
+    status_sink: Option<Box<dyn PodStatusSink>>,
+    /// Pods being deleted through the API, and the end of the grace the
+    /// manager was last given for each.
+    deletions: BTreeMap<String, Option<SystemTime>>,
 }
 
 impl Runner {
@@ -120,7 +127,14 @@ impl Runner {
             pods: BTreeMap::new(),
             status,
             status_path,
+            status_sink: None,
+            deletions: BTreeMap::new(),
         }
+    }
+
+    /// Write what the agent observes of its pods back through `sink`.
+    pub fn set_status_sink(&mut self, sink: Box<dyn PodStatusSink>) {
+        self.status_sink = Some(sink);
     }
 
     /// Cap on each pod's grace when the agent shuts down (`--shutdown-grace`).
@@ -212,6 +226,7 @@ impl Runner {
         // waits for a retry), do evicted pods get SIGTERM.
         let events = self.pods_rt.endpoints_published(Instant::now());
         self.handle_pod_events(events);
+        self.report_pods();
         self.publish();
         if std::mem::take(&mut self.trim_due) {
             // A state was replaced, refused or applied: the old state, the
@@ -379,10 +394,13 @@ impl Runner {
     /// the Node asks for.
     fn sync_pods(&mut self, state: &DesiredState) {
         let now = Instant::now();
+        // A pod whose deletion began before the agent took it on is never
+        // started (the kubelet does not start a deleted pod).
         let specs: Vec<_> = state
             .pods
             .values()
             .filter(|p| p.node == self.node)
+            .filter(|p| !p.deleting || self.pods_rt.knows(&p.key))
             .map(|p| p.run.clone())
             .collect();
         if let Some(n) = state.nodes.get(&self.node) {
@@ -409,6 +427,74 @@ impl Runner {
             info!("uncordoned");
         }
         self.drain = want;
+        self.stop_deleted(state, now);
+    }
+
+    /// Pods whose API object is being deleted stop within what is left of
+    /// their grace (`deletionTimestamp` − now): endpoints terminating,
+    /// SIGTERM, SIGKILL at the end. Once nothing of them runs,
+    /// [`Runner::report_pods`] has the sink delete the object.
+    fn stop_deleted(&mut self, state: &DesiredState, now: Instant) {
+        let deleting: BTreeMap<&str, Option<SystemTime>> = state
+            .pods
+            .values()
+            .filter(|p| p.node == self.node && p.deleting)
+            .map(|p| (p.key.as_str(), p.deletion_deadline))
+            .collect();
+        self.deletions
+            .retain(|k, _| deleting.contains_key(k.as_str()));
+        let wall = SystemTime::now();
+        for (key, deadline) in deleting {
+            if self.deletions.get(key) == Some(&deadline) {
+                continue;
+            }
+            let grace = deadline
+                .and_then(|d| d.duration_since(wall).ok())
+                .unwrap_or(Duration::ZERO);
+            info!(pod = %key, grace_s = grace.as_secs_f64(), "pod deleted through the API: stopping it");
+            self.pods_rt.delete(key, grace, now);
+            self.deletions.insert(key.to_string(), deadline);
+        }
+    }
+
+    /// Hand the status sink every pod of this node as the agent sees it.
+    fn report_pods(&mut self) {
+        let (Some(sink), Some(desired)) = (self.status_sink.as_mut(), &self.desired) else {
+            return;
+        };
+        let mut observed: BTreeMap<String, _> = self
+            .pods_rt
+            .observations()
+            .into_iter()
+            .map(|o| (o.key.clone(), o))
+            .collect();
+        let host_ips = desired
+            .nodes
+            .get(&self.node)
+            .map(|n| n.addrs.clone())
+            .unwrap_or_default();
+        let reports: Vec<PodReport> = desired
+            .pods
+            .values()
+            .filter(|p| p.node == self.node)
+            .map(|p| PodReport {
+                key: p.key.clone(),
+                uid: p.uid.clone(),
+                // A host-network pod's addresses are its node's.
+                ips: if p.host_network {
+                    host_ips.clone()
+                } else {
+                    p.ips.clone()
+                },
+                host_ips: host_ips.clone(),
+                containers: p.run.containers.iter().map(|c| c.name.clone()).collect(),
+                restart_policy: p.run.restart_policy,
+                observed: observed.remove(&p.key),
+                deletion_finished: p.deleting && self.pods_rt.has_ended(&p.key),
+                reported: p.reported.clone(),
+            })
+            .collect();
+        sink.report(&reports);
     }
 
     /// What the budgets see: the state's PDBs and pods, this node's pods as

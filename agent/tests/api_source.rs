@@ -373,3 +373,101 @@ fn the_agent_refuses_both_sources_and_neither() {
         "{err}"
     );
 }
+
+/// The pod as the API holds it, once `f` accepts it; the loop ticks
+/// meanwhile.
+fn pod_where(
+    rt: &tokio::runtime::Runtime,
+    lp: &mut Loop,
+    pods: &Api<Pod>,
+    name: &str,
+    what: &str,
+    mut f: impl FnMut(&Pod) -> bool,
+) -> Pod {
+    wait_for(LIMIT, what, || {
+        lp.tick();
+        let p = rt.block_on(pods.get_opt(name)).ok().flatten()?;
+        f(&p).then_some(p)
+    })
+}
+
+fn pod_condition(p: &Pod, type_: &str) -> Option<String> {
+    let s = p.status.as_ref()?;
+    let c = s.conditions.iter().flatten().find(|c| c.type_ == type_)?;
+    Some(c.status.clone())
+}
+
+#[test]
+fn a_pod_gets_an_address_its_status_is_written_back_and_its_graceful_deletion_finishes() {
+    use sluice_agent::state::api::KubeStatusSink;
+    let c = Controller::start("status");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let admin = client(&rt, &c, "admin");
+    let node_client = client(&rt, &c, NODE);
+    let registering = register::spawn(rt.handle(), node_client.clone(), facts(NODE));
+    let nodes: Api<Node> = Api::all(admin.clone());
+    wait_for(LIMIT, "the Node registered", || {
+        rt.block_on(nodes.get_opt(NODE)).ok().flatten()
+    });
+    // What kube-controller-manager's IPAM would have given the node.
+    let cidr = json!({"spec": {"podCIDRs": ["198.19.1.0/24"]}});
+    rt.block_on(nodes.patch(NODE, &PatchParams::default(), &Patch::Merge(&cidr)))
+        .unwrap_or_else(|e| panic!("the Node's pod CIDR: {e}\n{}", c.log()));
+
+    let source = KubeSource::spawn(rt.handle(), node_client.clone(), NODE);
+    let mut lp = Loop::start_with(TempDir::new("api-status"), Box::new(source));
+    if let Some(r) = lp.runner.as_mut() {
+        r.set_status_sink(Box::new(KubeStatusSink::spawn(rt.handle(), node_client)));
+    }
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    create(
+        &rt,
+        &pods,
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 30,
+                        "containers": [{"name": "main", "command": ["/bin/web"]}]}}),
+    );
+    // Started at once with an address the agent chose, and that address
+    // written back with the phase and readiness (no probe: ready once
+    // running).
+    let p = pod_where(
+        &rt,
+        &mut lp,
+        &pods,
+        "web",
+        "Running and Ready in the API",
+        |p| {
+            let s = p.status.clone().unwrap_or_default();
+            s.phase.as_deref() == Some("Running")
+                && pod_condition(p, "Ready").as_deref() == Some("True")
+        },
+    );
+    let s = p.status.clone().unwrap_or_default();
+    assert_eq!(s.pod_ip.as_deref(), Some("198.19.1.2"), "{s:?}");
+    assert_eq!(s.host_ip.as_deref(), Some("198.18.0.11"), "{s:?}");
+    let cs = s.container_statuses.clone().unwrap_or_default();
+    assert_eq!(cs.len(), 1);
+    assert!(cs[0].ready && cs[0].state.as_ref().is_some_and(|st| st.running.is_some()));
+    assert_eq!(lp.pods.w().spawned, vec!["default/web".to_string()]);
+    // The address came back in the status: the pod runs on, not restarted.
+    for _ in 0..10 {
+        lp.tick();
+    }
+    assert_eq!(lp.pods.w().spawned.len(), 1);
+
+    // A graceful delete: the API keeps the pod (deletionTimestamp) until
+    // the agent has stopped it and deletes it with grace 0.
+    rt.block_on(pods.delete("web", &kube::api::DeleteParams::default()))
+        .unwrap_or_else(|e| panic!("delete: {e}"));
+    wait_for(LIMIT, "the pod stopped and its object gone", || {
+        lp.tick();
+        let gone = rt.block_on(pods.get_opt("web")).ok()?.is_none();
+        gone.then_some(())
+    });
+    assert_eq!(
+        lp.pods.signals("default/web"),
+        vec![sluice_agent::pods::runtime::Sig::Term]
+    );
+    registering.abort();
+}

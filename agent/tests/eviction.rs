@@ -183,6 +183,7 @@ fn manager(pool: PoolKind) -> (PodManager, Fake) {
 fn pod(name: &str, grace_s: u64) -> PodRunSpec {
     PodRunSpec {
         key: format!("default/{name}"),
+        uid: String::new(),
         node: "node-a".into(),
         ips: vec![],
         netns: None,

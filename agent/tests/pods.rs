@@ -60,6 +60,7 @@ fn pod(script: &str, grace: Duration) -> (PodRunSpec, Cleanup) {
     };
     let spec = PodRunSpec {
         key,
+        uid: String::new(),
         node: "node-a".into(),
         ips: vec![],
         netns: None,

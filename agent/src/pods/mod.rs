@@ -2,6 +2,8 @@
 //!
 //! - [`spec`]: what a `Pod` manifest asks to run (every container),
 //!   parsed with Kubernetes field names and defaults.
+//! - [`env`]: a container's environment (the downward API's `fieldRef`,
+//!   `$(VAR)` expansion of env values, command and args), pure.
 //! - [`readiness`]: probe results to ready / serving / terminating, pure.
 //! - [`eviction`]: the per-eviction state machine, pure, on the model
 //!   crate's rules (`sluice_model::policy::eviction`, re-exported): grace
@@ -19,6 +21,7 @@
 //! (from a [`MonoClock`]), so tests move it by hand and never sleep.
 
 pub mod disruption;
+pub mod env;
 pub mod eviction;
 pub mod manager;
 pub mod probe_tls;
@@ -32,8 +35,9 @@ pub use eviction::{
     PoolKind, EXTENDED_RUN,
 };
 pub use manager::{
-    netns_name, set_netns_prefix, DrainProgress, EvictError, EvictionReport, EvictionState,
-    PodEndpoint, PodEvent, PodManager, ShutdownReport, HELD_CORDONED,
+    netns_name, set_netns_prefix, ContainerObservation, ContainerRunState, DrainProgress,
+    EvictError, EvictionReport, EvictionState, PodEndpoint, PodEvent, PodManager, PodObservation,
+    ShutdownReport, HELD_CORDONED,
 };
 pub use readiness::EndpointConditions;
 pub use runtime::{OsProber, OsProcessControl, Prober, ProcessControl};

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde_yaml::Value;
 
+use super::env::{expand, PodFields};
 pub use super::eviction::{EVICT_ANNOTATION, SAFE_TO_EVICT};
 /// Annotation naming an existing network namespace (same as `state::validate`).
 pub const NETNS_ANNOTATION: &str = "sluice.dev/netns";
@@ -49,9 +50,13 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> SpecError {
 pub struct PodRunSpec {
     /// `namespace/name`.
     pub key: String,
+    /// `metadata.uid` (empty when not given): a new object under an old
+    /// name is a new pod, replaced even when nothing else differs.
+    pub uid: String,
     /// `spec.nodeName`.
     pub node: String,
-    /// `status.podIPs` (the agent does not allocate addresses).
+    /// `status.podIPs` (for API objects without any, what the agent's IPAM
+    /// assigned).
     pub ips: Vec<IpAddr>,
     /// `sluice.dev/netns`: an existing namespace someone else made; the agent
     /// neither creates nor removes it. `None`: the agent makes its own.
@@ -112,10 +117,12 @@ impl PodRunSpec {
 pub struct ContainerRun {
     pub name: String,
     /// `command` followed by `args` (no image: `command` is required for a
-    /// process to run; empty: not run by the agent). `$(VAR)` references
-    /// are not expanded.
+    /// process to run; empty: not run by the agent), `$(VAR)` references
+    /// to the container's variables expanded.
     pub argv: Vec<String>,
-    /// `env[].value` (`valueFrom` is rejected: nothing to resolve it from).
+    /// `env[]`: `value` (expanded against the variables before it) or
+    /// `valueFrom.fieldRef` (the downward API); other `valueFrom` sources
+    /// are refused. See [`super::env`].
     pub env: Vec<(String, String)>,
     pub working_dir: Option<String>,
     /// `ports[]` with a name, for probes that name their port.
@@ -221,6 +228,7 @@ pub fn run_spec_from_manifest(pod: &Value) -> Result<PodRunSpec, SpecError> {
     }
     let spec = pod.get("spec");
     let node = opt_str(spec, "nodeName", "spec.nodeName")?.unwrap_or_default();
+    let fields = PodFields::of(pod, name, namespace);
 
     let termination_grace = match spec.and_then(|s| s.get("terminationGracePeriodSeconds")) {
         None | Some(Value::Null) => DEFAULT_GRACE,
@@ -275,7 +283,7 @@ pub fn run_spec_from_manifest(pod: &Value) -> Result<PodRunSpec, SpecError> {
             .as_sequence()
             .ok_or_else(|| err("spec.containers", "must be a list"))?;
         for (i, c) in seq.iter().enumerate() {
-            containers.push(container(c, &format!("spec.containers[{i}]"))?);
+            containers.push(container(c, &format!("spec.containers[{i}]"), &fields)?);
         }
     }
     check_containers(&containers)?;
@@ -285,6 +293,7 @@ pub fn run_spec_from_manifest(pod: &Value) -> Result<PodRunSpec, SpecError> {
 
     Ok(PodRunSpec {
         key: format!("{namespace}/{name}"),
+        uid: fields.uid.clone(),
         node,
         ips,
         netns,
@@ -361,7 +370,7 @@ fn str_list(v: Option<&Value>, field: &str) -> Result<Vec<String>, SpecError> {
     }
 }
 
-fn container(c: &Value, at: &str) -> Result<ContainerRun, SpecError> {
+fn container(c: &Value, at: &str, fields: &PodFields) -> Result<ContainerRun, SpecError> {
     let name = opt_str(Some(c), "name", &format!("{at}.name"))?.unwrap_or_default();
     let command = str_list(c.get("command"), &format!("{at}.command"))?;
     let args = str_list(c.get("args"), &format!("{at}.args"))?;
@@ -377,17 +386,7 @@ fn container(c: &Value, at: &str) -> Result<ContainerRun, SpecError> {
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty() && !s.contains('='))
                 .ok_or_else(|| err(format!("{f}.name"), "missing or invalid"))?;
-            if e.get("valueFrom").is_some_and(|v| !v.is_null()) {
-                return Err(err(
-                    format!("{f}.valueFrom"),
-                    "not supported (no API server to resolve it); use value",
-                ));
-            }
-            let v = match e.get("value") {
-                None | Some(Value::Null) => String::new(),
-                Some(Value::String(s)) => s.clone(),
-                Some(_) => return Err(err(format!("{f}.value"), "must be a string")),
-            };
+            let v = super::env::env_value(e, &f, fields, &env)?;
             env.push((n.to_string(), v));
         }
     }
@@ -422,9 +421,15 @@ fn container(c: &Value, at: &str) -> Result<ContainerRun, SpecError> {
         None | Some(Value::Null) => None,
         Some(p) => Some(probe(p, &format!("{at}.readinessProbe"), &named_ports)?),
     };
+    // Kubernetes expands `$(VAR)` in command and args with the
+    // container's own variables.
     Ok(ContainerRun {
         name,
-        argv: command.into_iter().chain(args).collect(),
+        argv: command
+            .iter()
+            .chain(&args)
+            .map(|a| expand(a, &env))
+            .collect(),
         env,
         working_dir,
         named_ports,
@@ -765,7 +770,11 @@ spec:
             ),
             (
                 "spec: {containers: [{command: [x], env: [{name: A, valueFrom: {fieldRef: {}}}]}]}",
-                "spec.containers[0].env[0].valueFrom",
+                "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath",
+            ),
+            (
+                "spec: {containers: [{command: [x], env: [{name: A, valueFrom: {secretKeyRef: {name: s, key: k}}}]}]}",
+                "spec.containers[0].env[0].valueFrom.secretKeyRef",
             ),
             ("spec: {restartPolicy: Sometimes}", "spec.restartPolicy"),
             ("spec: {containers: [{args: [x]}]}", "spec.containers[0].command"),

@@ -64,8 +64,27 @@ pub struct PodInfo {
     pub ready: Option<bool>,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
+    /// `metadata.deletionTimestamp`: when a graceful deletion's grace ends
+    /// (the agent stops the pod by then and deletes it).
+    pub deletion_deadline: Option<std::time::SystemTime>,
+    /// `metadata.uid` (API objects; the precondition of the agent's delete).
+    pub uid: Option<String>,
+    /// `spec.hostNetwork`: the pod's addresses are its node's.
+    pub host_network: bool,
+    /// What the pod's status already says that a status written again
+    /// keeps (after an agent restart): its start and its conditions'
+    /// transitions.
+    pub reported: ReportedStatus,
     /// One eviction requested of this pod (`sluice.dev/evict: <reason>`).
     pub evict: Option<EvictionReason>,
+}
+
+/// `status.startTime` and `status.conditions[]` as read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReportedStatus {
+    pub start_time: Option<std::time::SystemTime>,
+    /// (type, status, lastTransitionTime).
+    pub conditions: Vec<(String, String, Option<std::time::SystemTime>)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -428,6 +428,23 @@ pub(super) fn pod_info(
             }
         }
     }
+    let reported = ReportedStatus {
+        start_time: status.start_time.as_ref().map(|t| t.0.into()),
+        conditions: status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| {
+                let since = c.last_transition_time.as_ref().map(|t| t.0.into());
+                (c.type_.clone(), c.status.clone(), since)
+            })
+            .collect(),
+    };
+    let host_network = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false);
     Ok(PodInfo {
         key: namespaced(&p.metadata),
         node: p.spec.and_then(|s| s.node_name).unwrap_or_default(),
@@ -437,6 +454,14 @@ pub(super) fn pod_info(
         labels: p.metadata.labels.unwrap_or_default(),
         ready,
         deleting: p.metadata.deletion_timestamp.is_some(),
+        deletion_deadline: p
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| std::time::SystemTime::from(t.0)),
+        uid: p.metadata.uid.clone(),
+        host_network,
+        reported,
         evict,
     })
 }

@@ -2,6 +2,11 @@
 //! TCP on every `--ip` × `--tcp` until it is signalled.
 //!
 //! `sluice-whoami --name web-1 --ip 198.19.1.10 --ip fd00:19:1::10 --tcp 8080`
+//!
+//! Without `--ip` it serves on every IPv4 address (0.0.0.0), for a pod
+//! that does not know its address in advance; without `--name` it answers
+//! with `$HOSTNAME`, the pod's name as the agent (a container runtime)
+//! sets it.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -25,9 +30,15 @@ fn main() -> Result<()> {
             other => bail!("unknown flag {other}"),
         }
     }
-    let name = name.context("--name is required")?;
-    if ips.is_empty() || tcp.is_empty() {
-        bail!("at least one --ip and one --tcp are required");
+    let name = match name {
+        Some(n) => n,
+        None => std::env::var("HOSTNAME").context("--name, or HOSTNAME, is required")?,
+    };
+    if ips.is_empty() {
+        ips.push(IpAddr::from([0, 0, 0, 0]));
+    }
+    if tcp.is_empty() {
+        bail!("at least one --tcp is required");
     }
     let _server = WhoAmI::start_here(&name, &ips, &tcp, &[])?;
     // SIGTERM's default action ends the process: a graceful stop for a

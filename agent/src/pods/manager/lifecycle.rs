@@ -115,6 +115,7 @@ impl PodManager {
         match proc {
             Ok(proc) => {
                 c.run = Run::Running { proc, since: now };
+                c.last_started = Some(now);
                 c.readiness.started(now);
                 let e = PodEvent::Started {
                     key: key.to_string(),
@@ -187,6 +188,7 @@ impl PodManager {
                 }
             };
             c.readiness.stopped();
+            c.last_exit = Some((x, now));
             let container = s.spec.containers.get(i).map(|c| c.name.clone());
             self.events.push(PodEvent::Exited {
                 key: key.to_string(),

@@ -31,15 +31,19 @@
 //!   states, eviction and drain reports);
 //! - `pod_state`: what it keeps per pod, per container and per drain;
 //! - `lifecycle`: namespaces, processes, restarts and probes of one pod;
-//! - `evicting`: requesting, advancing and finishing evictions and drains.
+//! - `evicting`: requesting, advancing and finishing evictions and drains;
+//! - `observe`: what it sees of each pod, for the status written back to
+//!   the API server, and stopping a pod whose API object is deleted.
 
 mod evicting;
 mod lifecycle;
 mod netns;
+mod observe;
 mod pod_state;
 mod reports;
 
 pub use netns::{netns_name, set_netns_prefix, DEFAULT_NETNS_PREFIX};
+pub use observe::{ContainerObservation, ContainerRunState, PodObservation};
 pub use pod_state::{
     restart_backoff, RESTART_BACKOFF_INITIAL, RESTART_BACKOFF_MAX, RESTART_BACKOFF_RESET,
 };

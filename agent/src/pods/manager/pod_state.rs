@@ -9,7 +9,7 @@ use super::netns::netns_name;
 use super::reports::Finished;
 use crate::pods::eviction::{Eviction, EvictionReason};
 use crate::pods::readiness::{Readiness, Thresholds};
-use crate::pods::runtime::{ProcId, NETNS_DIR};
+use crate::pods::runtime::{ExitInfo, ProcId, NETNS_DIR};
 use crate::pods::spec::PodRunSpec;
 
 /// The kubelet's crash-loop back-off: first delay, doubling, and its cap.
@@ -55,6 +55,11 @@ pub(super) struct Ctr {
     /// The last probe started for it (unique within the pod).
     pub(super) probe_seq: u64,
     pub(super) restarts: u32,
+    /// How its last process ended, and when (the pod status's
+    /// `lastState` / `state.terminated`).
+    pub(super) last_exit: Option<(ExitInfo, Instant)>,
+    /// When its last process started.
+    pub(super) last_started: Option<Instant>,
 }
 
 impl Ctr {
@@ -105,6 +110,8 @@ impl Slot {
                 readiness: Readiness::new(c.readiness.as_ref().map(Thresholds::from)),
                 probe_seq: 0,
                 restarts: 0,
+                last_exit: None,
+                last_started: None,
             })
             .collect();
         Slot {

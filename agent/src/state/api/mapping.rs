@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use sluice_model::k8s::{EndpointSlice, Node, Pod, PodDisruptionBudget, Service};
 
+use super::ipam::{Assigned, Claim, Ipam};
 use crate::state::model::DesiredState;
 use crate::state::services::{
     attach_slice, finish_endpoints, service_info, slice_endpoints, Claims, PendingSlice,
@@ -73,10 +74,24 @@ pub struct Mapped {
 /// when two claim one thing (a VIP and port, a health-check port, a pod
 /// address) every agent keeps the same one.
 pub fn map_snapshot(snap: &Snapshot) -> Mapped {
+    map_with(snap, None)
+}
+
+/// As [`map_snapshot`], and `node`'s pods without `status.podIPs` get
+/// addresses from `ipam` (its pod CIDRs), so they are wired and started at
+/// once rather than after the status writer's round trip.
+pub fn map_snapshot_assigning(snap: &Snapshot, node: &str, ipam: &mut Ipam) -> Mapped {
+    map_with(snap, Some((node, ipam)))
+}
+
+fn map_with(snap: &Snapshot, ipam: Option<(&str, &mut Ipam)>) -> Mapped {
     let mut out = Mapped::default();
     let mut faults = Vec::new();
     map_nodes(snap, &mut out.state, &mut faults);
-    map_pods(snap, &mut out.state, &mut faults);
+    let assigned = ipam
+        .map(|(node, ipam)| assign_addresses(snap, &out.state, node, ipam))
+        .unwrap_or_default();
+    map_pods(snap, &assigned, &mut out.state, &mut faults);
     map_services(snap, &mut out.state, &mut faults);
     map_slices(snap, &mut out.state, &mut faults);
     map_pdbs(snap, &mut out.state, &mut faults);
@@ -112,7 +127,85 @@ fn is_terminal(p: &Pod) -> bool {
     )
 }
 
-fn map_pods(snap: &Snapshot, state: &mut DesiredState, faults: &mut Vec<ObjectFault>) {
+fn host_network(p: &Pod) -> bool {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false)
+}
+
+/// Addresses for `node`'s pods that have none in their status.
+fn assign_addresses(
+    snap: &Snapshot,
+    state: &DesiredState,
+    node: &str,
+    ipam: &mut Ipam,
+) -> Assigned {
+    let claims: Vec<Claim> = snap
+        .pods
+        .iter()
+        .filter(|p| !is_terminal(p) && !host_network(p))
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .map(|p| Claim {
+            key: namespaced(&p.metadata),
+            // An unreadable address is the pod's own fault, reported when
+            // it is read; it still claims the pod has addresses.
+            status_ips: status_ips(p),
+        })
+        .collect();
+    let cidrs = state
+        .nodes
+        .get(node)
+        .map(|n| n.pod_cidrs.clone())
+        .unwrap_or_default();
+    ipam.assign(&cidrs, &claims)
+}
+
+fn status_ips(p: &Pod) -> Vec<IpAddr> {
+    let listed = p.status.as_ref().and_then(|s| s.pod_ips.as_ref());
+    let mut out = Vec::new();
+    for ip in listed.into_iter().flatten() {
+        match ip.ip.parse() {
+            Ok(a) => out.push(a),
+            Err(_) => out.push(IpAddr::from([0, 0, 0, 0])),
+        }
+    }
+    out
+}
+
+/// The pod as the agent runs it: the addresses it assigned, and the node's
+/// addresses as `status.hostIP(s)` (what the status writer reports, so the
+/// downward API reads the same before and after the round trip and the
+/// pod is not restarted when its status comes back).
+fn as_run(p: &Pod, ips: Option<&Vec<IpAddr>>, state: &DesiredState) -> Pod {
+    use sluice_model::k8s_openapi::api::core::v1::{HostIP, PodIP, PodStatus};
+    let mut pod = p.clone();
+    let status = pod.status.get_or_insert_with(PodStatus::default);
+    if let Some(ips) = ips {
+        status.pod_ip = ips.first().map(ToString::to_string);
+        status.pod_ips = Some(ips.iter().map(|ip| PodIP { ip: ip.to_string() }).collect());
+    }
+    let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    if let Some(n) = node.and_then(|n| state.nodes.get(n)) {
+        if !n.addrs.is_empty() {
+            status.host_ip = n.addrs.first().map(ToString::to_string);
+            status.host_ips = Some(
+                n.addrs
+                    .iter()
+                    .map(|ip| HostIP { ip: ip.to_string() })
+                    .collect(),
+            );
+        }
+    }
+    pod
+}
+
+fn map_pods(
+    snap: &Snapshot,
+    assigned: &Assigned,
+    state: &mut DesiredState,
+    faults: &mut Vec<ObjectFault>,
+) {
     // Pod address → the pod that has it.
     let mut owners: BTreeMap<IpAddr, String> = BTreeMap::new();
     for (key, p) in sorted(&snap.pods, |p| namespaced(&p.metadata)) {
@@ -120,25 +213,30 @@ fn map_pods(snap: &Snapshot, state: &mut DesiredState, faults: &mut Vec<ObjectFa
             continue;
         }
         let ctx = Ctx::object(format!("Pod {key}"));
-        let run = serde_yaml::to_value(p)
+        let ips = match assigned.get(&key) {
+            Some(Err(full)) => {
+                faults.push(ctx.err("status.podIPs", full.to_string()).into());
+                continue;
+            }
+            Some(Ok(ips)) => Some(ips),
+            None => None,
+        };
+        let hn = host_network(p);
+        let p = as_run(p, ips, state);
+        let run = serde_yaml::to_value(&p)
             .map_err(|e| ctx.err("", format!("cannot be read: {e}")))
             .and_then(|v| {
                 crate::pods::run_spec_from_manifest(&v)
                     .map_err(|e| ctx.err(e.field.clone(), e.message.clone()))
             });
-        let pod = match run.and_then(|run| pod_info(&ctx, p.clone(), run)) {
+        let pod = match run.and_then(|run| pod_info(&ctx, p, run)) {
             Ok(pod) => pod,
             Err(e) => {
                 faults.push(e.into());
                 continue;
             }
         };
-        let host_network = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.host_network)
-            .unwrap_or(false);
-        if !host_network {
+        if !hn {
             if let Some(e) = pod_address_fault(&ctx, state, &owners, &pod) {
                 faults.push(e.into());
                 continue;

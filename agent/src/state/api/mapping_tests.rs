@@ -354,3 +354,78 @@ fn the_same_objects_in_any_order_map_alike() {
         .collect();
     assert_eq!(addrs, vec![ip("198.19.1.4"), ip("198.19.1.5")]);
 }
+
+/// A pod as `kubectl create` leaves it: bound, no status yet.
+fn new_pod(name: &str, node: &str) -> Arc<Pod> {
+    obj(json!({
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "command": ["/bin/web"]}],
+        },
+        "status": {"phase": "Pending"},
+    }))
+}
+
+#[test]
+fn pods_without_status_addresses_get_one_per_family_from_the_node_cidrs_at_once() {
+    let dual: Arc<Node> = obj(json!({
+        "metadata": {"name": "node-1"},
+        "spec": {"podCIDRs": ["198.19.1.0/24", "fd00:19:1::/64"]},
+        "status": {"addresses": [{"type": "InternalIP", "address": "198.18.0.11"}]},
+    }));
+    let mut snap = Snapshot {
+        nodes: vec![dual],
+        pods: vec![
+            new_pod("b", "node-1"),
+            new_pod("a", "node-1"),
+            // Its status is the record: kept, and its address skipped.
+            pod("held", "node-1", "198.19.1.2", json!({})),
+        ],
+        ..Snapshot::default()
+    };
+    let mut ipam = super::super::ipam::Ipam::default();
+    let m = map_snapshot_assigning(&snap, "node-1", &mut ipam);
+    assert!(m.faults.is_empty(), "{:?}", m.faults);
+    let a = &m.state.pods["default/a"];
+    assert_eq!(a.ips, vec![ip("198.19.1.3"), ip("fd00:19:1::2")]);
+    assert_eq!(a.run.ips, a.ips, "the runtime wires what the state says");
+    assert_eq!(
+        m.state.pods["default/b"].ips,
+        vec![ip("198.19.1.4"), ip("fd00:19:1::3")]
+    );
+    assert_eq!(m.state.pods["default/held"].ips, vec![ip("198.19.1.2")]);
+    assert_eq!(a.uid.as_deref(), Some("uid-a"));
+    // Rebuilt after "a" left: "b" keeps its addresses.
+    snap.pods.remove(1);
+    let m = map_snapshot_assigning(&snap, "node-1", &mut ipam);
+    assert_eq!(
+        m.state.pods["default/b"].ips,
+        vec![ip("198.19.1.4"), ip("fd00:19:1::3")]
+    );
+    // Without IPAM (the state file) nothing is assigned.
+    let m = map_snapshot(&snap);
+    assert!(m.state.pods["default/b"].ips.is_empty());
+}
+
+#[test]
+fn a_pod_the_full_node_range_cannot_hold_is_left_out_naming_the_cidr() {
+    let tiny: Arc<Node> = obj(json!({
+        "metadata": {"name": "node-1"},
+        "spec": {"podCIDRs": ["198.19.1.0/30"]},
+    }));
+    let snap = Snapshot {
+        nodes: vec![tiny],
+        pods: vec![new_pod("a", "node-1"), new_pod("b", "node-1")],
+        ..Snapshot::default()
+    };
+    let m = map_snapshot_assigning(&snap, "node-1", &mut super::super::ipam::Ipam::default());
+    assert_eq!(m.state.pods["default/a"].ips, vec![ip("198.19.1.2")]);
+    assert!(!m.state.pods.contains_key("default/b"));
+    assert_eq!(fault_objects(&m), vec!["Pod default/b"]);
+    assert!(
+        m.faults[0].message.contains("198.19.1.0/30"),
+        "{}",
+        m.faults[0]
+    );
+}

@@ -6,20 +6,31 @@
 //!
 //! - `mapping.rs`: objects to a [`DesiredState`](super::DesiredState), pure;
 //!   an invalid object is left out and reported, the others kept.
+//! - `ipam.rs`: addresses for this node's pods that have none in their
+//!   status, from the node's pod CIDRs (pure, kept across builds).
 //! - `debounce.rs`: when a burst of changes is built (pure).
 //! - `watchers.rs`: the watchers, reflectors and the builder task.
+//! - `pod_status.rs`: the status each pod of this node should have (phase,
+//!   conditions, addresses, container states), and which writes are due
+//!   (pure); `status_writer.rs`: [`KubeStatusSink`], the task writing
+//!   them (and the delete that ends a graceful deletion).
 //!
 //! The sync loop never waits on any of it: builds are made on the tokio
 //! runtime given to [`KubeSource::spawn`] and taken by [`KubeSource::poll`]
-//! from a channel.
+//! from a channel; status writes go the other way through another.
 //!
-//! Writing what the agent observes back (pod status: phase, conditions,
-//! podIPs) and evicting through the Eviction API are not here yet: see
-//! [`PodStatusSink`].
+//! Evicting through the Eviction API instead of deciding against the
+//! budgets locally is not here yet.
 
 pub mod debounce;
+pub mod ipam;
 pub mod mapping;
+pub mod pod_status;
+mod status_writer;
 mod watchers;
+
+pub use pod_status::PodReport;
+pub use status_writer::KubeStatusSink;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -183,17 +194,17 @@ impl Drop for KubeSource {
     }
 }
 
-/// Where what the agent observes of its pods will be written back to the
-/// API server: phase, conditions (Ready) and `status.podIPs` through
-/// `pods/<name>/status`, and evictions asked of the Eviction API
-/// (`pods/<name>/eviction`) instead of decided against the budgets locally.
-///
-/// TODO(issue: agent pod status and API evictions): implement on
-/// kube-rs, fed by the runner's pod events. With a file as the source
-/// nothing is written, so the runner keeps deciding evictions itself.
+/// Where what the agent observes of its pods is written back to the API
+/// server ([`KubeStatusSink`]): each pod's status through
+/// `pods/<name>/status`, and the delete that ends a graceful deletion once
+/// the pod's containers have stopped. With a file as the source there is
+/// none. Evictions are still decided locally (not through the Eviction
+/// API).
 pub trait PodStatusSink: Send {
-    /// The agent's view of one of its pods changed.
-    fn pod_observed(&mut self, key: &str, ready: bool);
+    /// Every pod of this node the agent knows, as it sees them now. Called
+    /// after every tick: only changes are written, and never from the
+    /// caller's thread.
+    fn report(&mut self, pods: &[PodReport]);
 }
 
 #[cfg(test)]

@@ -20,7 +20,8 @@ use tracing::warn;
 use sluice_model::k8s::{EndpointSlice, Node, Pod, PodDisruptionBudget, Service};
 
 use super::debounce::{Debounce, Pending};
-use super::mapping::{map_snapshot, Mapped, Snapshot};
+use super::ipam::Ipam;
+use super::mapping::{map_snapshot_assigning, Mapped, Snapshot};
 
 /// A build, and the batch of changes it includes (see [`Busy`]).
 #[derive(Debug)]
@@ -116,7 +117,8 @@ pub(super) fn spawn(
         ),
         pdbs: reflect(rt, &mut tasks, Api::all(client), all, &changed),
     };
-    tasks.push(rt.spawn(build_loop(stores, changed, tx, busy, debounce)));
+    let node = node.to_string();
+    tasks.push(rt.spawn(build_loop(node, stores, changed, tx, busy, debounce)));
     tasks
 }
 
@@ -157,6 +159,7 @@ where
 /// Build once every initial list is in, then after each debounced batch of
 /// changes. Ends when the receiver is gone.
 async fn build_loop(
+    node: String,
     stores: Stores,
     changed: Arc<Notify>,
     tx: Sender<Built>,
@@ -167,6 +170,10 @@ async fn build_loop(
         return;
     }
     let mut batch = 0u64;
+    // What this node's pods were given and their status does not show yet:
+    // handed to each build and back, so a pod keeps its address.
+    let mut ipam = Ipam::default();
+    let node: std::sync::Arc<str> = node.into();
     loop {
         // Changes seen so far (the initial lists' own, those of the last
         // batch) are in the snapshot about to be taken: their wake-up would
@@ -175,9 +182,15 @@ async fn build_loop(
         let snap = stores.snapshot();
         // Thousands of objects take a while to map: off the runtime's
         // worker, which also serves the watchers and `/metrics`.
-        let Ok(mapped) = tokio::task::spawn_blocking(move || map_snapshot(&snap)).await else {
+        let n = node.clone();
+        let build = move || {
+            let mapped = map_snapshot_assigning(&snap, &n, &mut ipam);
+            (mapped, ipam)
+        };
+        let Ok((mapped, back)) = tokio::task::spawn_blocking(build).await else {
             return;
         };
+        ipam = back;
         if tx
             .send(Built {
                 mapped,

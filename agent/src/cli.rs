@@ -89,6 +89,14 @@ pub struct Args {
     #[arg(long, env = "SLUICE_NODE_VERSION")]
     pub node_version: Option<String>,
 
+    /// With `--kubeconfig`: the Lease's `leaseDurationSeconds` (the
+    /// kubelet's `nodeLeaseDurationSeconds`); it is renewed every quarter
+    /// of it, as the kubelet does. The controller's
+    /// `--node-monitor-grace-period` must be longer than the renewal.
+    #[arg(long, env = "SLUICE_NODE_LEASE_DURATION_SECONDS", default_value_t = 40,
+          value_parser = clap::value_parser!(u32).range(4..=3600))]
+    pub node_lease_duration_seconds: u32,
+
     /// The node's uplink, where load-balanced traffic arrives.
     #[arg(long, env = "SLUICE_NIC", default_value = "nic0")]
     pub nic: String,

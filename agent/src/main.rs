@@ -158,13 +158,19 @@ async fn start_source(args: &Args) -> Result<(Box<dyn StateSource>, Sink)> {
         zone: args.zone.clone(),
         pool: args.pool.clone(),
         version: args.node_version.clone(),
+        lease_duration_s: args.node_lease_duration_seconds,
     };
     let facts = register::facts(&cfg, machine::Machine::read(), uplink);
     if facts.addrs.is_empty() {
         warn!("registering the Node without an InternalIP: pass --node-ip");
     }
     // Runs as long as the agent: aborted with the runtime at exit.
-    drop(register::spawn(&rt, client.clone(), facts));
+    drop(register::spawn(
+        &rt,
+        client.clone(),
+        facts,
+        args.node_lease_duration_seconds,
+    ));
     info!(kubeconfig = %kubeconfig.display(), "desired state from the API server");
     let sink: Box<dyn PodStatusSink> = Box::new(KubeStatusSink::spawn(&rt, client.clone()));
     let source = KubeSource::spawn(&rt, client, &args.node_name);

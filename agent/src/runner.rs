@@ -224,7 +224,16 @@ impl Runner {
         // spec: E6, H3, P5 — only now, with the terminating endpoints in the
         // health servers (and in the maps unless their update failed and
         // waits for a retry), do evicted pods get SIGTERM.
-        let events = self.pods_rt.endpoints_published(Instant::now());
+        let events = match (&self.desired, self.status_sink.is_some()) {
+            // spec: E6 — with the API as the source, the other nodes
+            // route by the cluster's EndpointSlices: SIGTERM also waits
+            // until those no longer call the pod ready (bounded), or a
+            // client entering elsewhere is sent to a closing pod.
+            (Some(d), true) => self
+                .pods_rt
+                .endpoints_published_unless(Instant::now(), |key| advertised_ready(d, key)),
+            _ => self.pods_rt.endpoints_published(Instant::now()),
+        };
         self.handle_pod_events(events);
         self.report_pods();
         self.publish();
@@ -702,4 +711,17 @@ impl Runner {
         self.health.shutdown();
         self.engine.shutdown()
     }
+}
+
+/// Whether some Service's endpoints in `d` (the cluster's EndpointSlices)
+/// still list pod `key`'s addresses as ready.
+fn advertised_ready(d: &DesiredState, key: &str) -> bool {
+    let Some(pod) = d.pods.get(key) else {
+        return false;
+    };
+    d.services.values().any(|s| {
+        s.endpoints
+            .iter()
+            .any(|e| e.ready && pod.ips.contains(&e.addr))
+    })
 }

@@ -143,6 +143,7 @@ fn facts(name: &str) -> register::node::NodeFacts {
         zone: Some("zone-a".into()),
         pool: Some("blue".into()),
         version: Some("v1.37.0-sluice".into()),
+        lease_duration_s: 40,
     };
     register::facts(&cfg, Machine::read(), Vec::new())
 }
@@ -162,7 +163,7 @@ fn the_node_registers_its_lease_renews_and_a_service_reaches_the_engine() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let admin = client(&rt, &c, "admin");
     let node_client = client(&rt, &c, NODE);
-    let registering = register::spawn(rt.handle(), node_client.clone(), facts(NODE));
+    let registering = register::spawn(rt.handle(), node_client.clone(), facts(NODE), 40);
 
     // The Node, as the node identity wrote it.
     let nodes: Api<Node> = Api::all(admin.clone());
@@ -404,7 +405,7 @@ fn a_pod_gets_an_address_its_status_is_written_back_and_its_graceful_deletion_fi
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let admin = client(&rt, &c, "admin");
     let node_client = client(&rt, &c, NODE);
-    let registering = register::spawn(rt.handle(), node_client.clone(), facts(NODE));
+    let registering = register::spawn(rt.handle(), node_client.clone(), facts(NODE), 40);
     let nodes: Api<Node> = Api::all(admin.clone());
     wait_for(LIMIT, "the Node registered", || {
         rt.block_on(nodes.get_opt(NODE)).ok().flatten()

@@ -12,7 +12,7 @@ use sluice_agent::pods::spec::{ContainerRun, HttpScheme, RestartPolicy, SAFE_TO_
 use sluice_agent::pods::{
     netns_name, EndpointConditions, EvictionOutcome, EvictionReason, EvictionState, PdbGate,
     PodEvent, PodManager, PodRunSpec, PoolKind, Probe, ProbeAction, Prober, ProcessControl,
-    EXTENDED_RUN,
+    EXTENDED_RUN, MAX_ADVERTISED_HOLD,
 };
 
 const S: Duration = Duration::from_secs(1);
@@ -659,6 +659,44 @@ fn endpoints_turn_terminating_before_sigterm() {
     assert_eq!(f.signals(&p.key), [Sig::Term], "grace counts from SIGTERM");
     m.tick(t0 + 200 * MS + 30 * S);
     assert_eq!(f.signals(&p.key), [Sig::Term, Sig::Kill]);
+}
+
+#[test]
+fn sigterm_waits_while_the_cluster_still_advertises_the_pod_ready() {
+    // spec: E6 — with the API as the source, other nodes route by the
+    // cluster's EndpointSlices: SIGTERM waits until those stop calling the
+    // pod ready, and at most MAX_ADVERTISED_HOLD after the marking.
+    let (mut m, f) = manager(PoolKind::Standard);
+    m.hold_sigterm(true);
+    let t0 = Instant::now();
+    let (a, b) = (pod("a", 30), pod("b", 30));
+    f.w().stubborn.insert(a.key.clone());
+    f.w().stubborn.insert(b.key.clone());
+    m.sync(&[a.clone(), b.clone()], t0);
+    m.evict(&a.key, EvictionReason::NodeUpgrade, t0)
+        .expect("known");
+    m.evict(&b.key, EvictionReason::NodeUpgrade, t0)
+        .expect("known");
+    let a_key = a.key.clone();
+    // `a` is still advertised ready, `b` no longer.
+    m.endpoints_published_unless(t0 + 100 * MS, |k| k == a_key);
+    assert!(f.signals(&a.key).is_empty(), "still advertised");
+    assert_eq!(f.signals(&b.key), [Sig::Term]);
+    // The cluster caught up: SIGTERM.
+    m.endpoints_published_unless(t0 + 300 * MS, |_| false);
+    assert_eq!(f.signals(&a.key), [Sig::Term]);
+
+    // A controller that never catches up holds a pod no longer than the cap.
+    let c = pod("c", 30);
+    f.w().stubborn.insert(c.key.clone());
+    let t1 = t0 + S;
+    m.sync(&[a.clone(), b.clone(), c.clone()], t1);
+    m.evict(&c.key, EvictionReason::NodeUpgrade, t1)
+        .expect("known");
+    m.endpoints_published_unless(t1 + MAX_ADVERTISED_HOLD - MS, |_| true);
+    assert!(f.signals(&c.key).is_empty());
+    m.endpoints_published_unless(t1 + MAX_ADVERTISED_HOLD, |_| true);
+    assert_eq!(f.signals(&c.key), [Sig::Term]);
 }
 
 #[test]

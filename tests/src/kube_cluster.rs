@@ -159,7 +159,7 @@ impl KubeCluster {
         let provider = c.dir.join("netns-provider.yaml");
         fs::write(
             &provider,
-            provider_config(&c, &fabric_name, &agent, &server, spec.engine),
+            provider_config(&c, &fabric_name, &agent, &server, spec),
         )?;
         let d = |f: &str| c.dir.join(f).display().to_string();
         let owned: Vec<String> = vec![
@@ -172,7 +172,7 @@ impl KubeCluster {
             "--data-dir".into(),
             d("data"),
             "--service-cluster-ip-range".into(),
-            "198.18.64.0/20".into(),
+            "198.18.64.0/20,fd00:18:64::/112".into(),
             "--cluster-cidr".into(),
             "198.19.0.0/16,fd00:19::/48".into(),
             "--node-cidr-mask-size".into(),
@@ -395,19 +395,22 @@ fn provider_config(
     fabric: &str,
     agent: &Path,
     server: &str,
-    engine: Engine,
+    spec: &KubeClusterSpec,
 ) -> String {
+    // The agents' Leases last as long as the controller waits for them, and
+    // are renewed every quarter of that, as kubelets' are (40 s and 10 s).
     format!(
         "fabric: {{namespace: {fabric}, bridge: br0}}
 addresses: {{ipv4: 198.18.0.0/24, ipv6: \"fd00:18::/64\", firstHost: 11}}
-agent: {{binary: {agent}, args: [--datapath, {engine}]}}
+agent: {{binary: {agent}, args: [--datapath, {engine}, --node-lease-duration-seconds, \"{lease}\"]}}
 server: {server}
 stateDir: {dir}
 namePrefix: {prefix}
 ",
         prefix = c.prefix,
         agent = agent.display(),
-        engine = engine.as_str(),
+        engine = spec.engine.as_str(),
+        lease = spec.monitor_grace_s,
         dir = c.dir.join("nodes-netns").display(),
     )
 }

@@ -141,6 +141,15 @@ impl Eviction {
         )
     }
 
+    /// Since when the endpoints have been terminating, while SIGTERM has
+    /// not gone out yet.
+    pub fn marked_since(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Marked { since } => Some(since),
+            _ => None,
+        }
+    }
+
     /// Endpoints are terminating and SIGTERM has not gone out yet.
     pub fn awaits_signal(&self) -> bool {
         matches!(self.phase, Phase::Marked { .. })

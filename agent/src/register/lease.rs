@@ -1,6 +1,7 @@
 //! The node's Lease in `kube-node-lease` (pure): what the agent writes to
 //! say it is alive, as the kubelet does, so the node lifecycle controller
-//! reads a renewal every [`RENEW_EVERY`] rather than a Node status write.
+//! reads a renewal every quarter of the lease ([`renew_every`]) rather
+//! than a Node status write.
 
 use std::time::Duration;
 
@@ -9,10 +10,13 @@ use sluice_model::k8s::{jiff::Timestamp, Lease, MicroTime, ObjectMeta, OwnerRefe
 
 /// Where node leases live.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
-/// The kubelet's `leaseDurationSeconds`.
+/// The kubelet's default `leaseDurationSeconds`.
 pub const LEASE_DURATION_S: i32 = 40;
-/// The kubelet's renew interval: a quarter of the duration.
-pub const RENEW_EVERY: Duration = Duration::from_secs(10);
+
+/// The kubelet's renew interval: a quarter of the duration (10 s for 40).
+pub fn renew_every(duration_s: u32) -> Duration {
+    Duration::from_millis(u64::from(duration_s) * 250)
+}
 
 /// What to write for the lease.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,10 +36,11 @@ pub fn renew(
     node: &str,
     node_uid: Option<&str>,
     now: Timestamp,
+    duration_s: i32,
 ) -> LeasePlan {
     let spec = |old: Option<&LeaseSpec>| LeaseSpec {
         holder_identity: Some(node.to_string()),
-        lease_duration_seconds: Some(LEASE_DURATION_S),
+        lease_duration_seconds: Some(duration_s),
         renew_time: Some(MicroTime(now)),
         ..old.cloned().unwrap_or_default()
     };
@@ -86,8 +91,13 @@ mod tests {
 
     #[test]
     fn a_missing_lease_is_created_held_by_the_node_for_40_s() {
-        let LeasePlan::Create(l) = renew(None, "node-1", Some("u-1"), at("2026-11-23T10:00:00Z"))
-        else {
+        let LeasePlan::Create(l) = renew(
+            None,
+            "node-1",
+            Some("u-1"),
+            at("2026-11-23T10:00:00Z"),
+            LEASE_DURATION_S,
+        ) else {
             panic!("expected a create");
         };
         assert_eq!(l.metadata.name.as_deref(), Some("node-1"));
@@ -105,17 +115,26 @@ mod tests {
 
     #[test]
     fn a_renewal_moves_only_the_renew_time_and_keeps_the_version() {
-        let LeasePlan::Create(mut l) = renew(None, "node-1", None, at("2026-11-23T10:00:00Z"))
-        else {
+        let LeasePlan::Create(mut l) = renew(
+            None,
+            "node-1",
+            None,
+            at("2026-11-23T10:00:00Z"),
+            LEASE_DURATION_S,
+        ) else {
             panic!("expected a create");
         };
         l.metadata.resource_version = Some("42".into());
         if let Some(s) = l.spec.as_mut() {
             s.lease_transitions = Some(3);
         }
-        let LeasePlan::Update(u) =
-            renew(Some(&l), "node-1", Some("u-1"), at("2026-11-23T10:00:10Z"))
-        else {
+        let LeasePlan::Update(u) = renew(
+            Some(&l),
+            "node-1",
+            Some("u-1"),
+            at("2026-11-23T10:00:10Z"),
+            LEASE_DURATION_S,
+        ) else {
             panic!("expected an update");
         };
         assert_eq!(u.metadata.resource_version.as_deref(), Some("42"));

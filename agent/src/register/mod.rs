@@ -21,7 +21,7 @@ use kube::{Api, Client};
 use sluice_model::k8s::{jiff::Timestamp, Lease, Node};
 use tracing::{info, warn};
 
-use lease::{renew, LeasePlan, LEASE_NAMESPACE, RENEW_EVERY};
+use lease::{renew, renew_every, LeasePlan, LEASE_DURATION_S, LEASE_NAMESPACE};
 use machine::Machine;
 use node::{label_patch, new_node, node_status, NodeFacts};
 
@@ -46,6 +46,8 @@ pub struct RegisterConfig {
     pub pool: Option<String>,
     /// `--node-version`; `None`: the agent's version.
     pub version: Option<String>,
+    /// `--node-lease-duration-seconds`.
+    pub lease_duration_s: u32,
 }
 
 /// The node's facts: the flags first, the machine for the rest.
@@ -80,18 +82,19 @@ pub fn spawn(
     rt: &tokio::runtime::Handle,
     client: Client,
     facts: NodeFacts,
+    lease_duration_s: u32,
 ) -> tokio::task::JoinHandle<()> {
-    rt.spawn(run(client, facts))
+    rt.spawn(run(client, facts, lease_duration_s))
 }
 
-async fn run(client: Client, facts: NodeFacts) {
+async fn run(client: Client, facts: NodeFacts, lease_duration_s: u32) {
     let nodes: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client, LEASE_NAMESPACE);
     let mut uid: Option<String> = None;
     // The lease as last written: renewed without a read while it lasts.
     let mut lease: Option<Lease> = None;
     let mut status_due = tokio::time::Instant::now();
-    let mut tick = tokio::time::interval(RENEW_EVERY);
+    let mut tick = tokio::time::interval(renew_every(lease_duration_s));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
@@ -109,7 +112,12 @@ async fn run(client: Client, facts: NodeFacts) {
                 }
             }
         }
-        match renew_lease(&leases, lease.take(), &facts.name, uid.as_deref()).await {
+        let held = Held {
+            node: &facts.name,
+            node_uid: uid.as_deref(),
+            duration_s: lease_duration_s,
+        };
+        match renew_lease(&leases, lease.take(), held).await {
             Ok(l) => lease = Some(l),
             Err(e) => warn!(node = %facts.name, error = %e, "renewing the Lease failed; retrying"),
         }
@@ -156,12 +164,15 @@ async fn sync_node(nodes: &Api<Node>, facts: &NodeFacts) -> kube::Result<Option<
 }
 
 /// Renew from the lease last written, else from a fresh read.
-async fn renew_lease(
-    leases: &Api<Lease>,
-    last: Option<Lease>,
-    node: &str,
-    node_uid: Option<&str>,
-) -> kube::Result<Lease> {
+/// Whose lease, and for how long.
+struct Held<'a> {
+    node: &'a str,
+    node_uid: Option<&'a str>,
+    duration_s: u32,
+}
+
+async fn renew_lease(leases: &Api<Lease>, last: Option<Lease>, h: Held<'_>) -> kube::Result<Lease> {
+    let node = h.node;
     let current = match last {
         Some(l) => Some(l),
         None => leases.get_opt(node).await?,
@@ -170,7 +181,14 @@ async fn renew_lease(
         field_manager: Some(MANAGER.into()),
         ..PostParams::default()
     };
-    match renew(current.as_ref(), node, node_uid, Timestamp::now()) {
+    let duration = i32::try_from(h.duration_s).unwrap_or(LEASE_DURATION_S);
+    match renew(
+        current.as_ref(),
+        node,
+        h.node_uid,
+        Timestamp::now(),
+        duration,
+    ) {
         LeasePlan::Create(l) => leases.create(&pp, &l).await,
         LeasePlan::Update(l) => leases.replace(node, &pp, &l).await,
     }

@@ -3,7 +3,8 @@
 //!
 //! `sluice-whoami --name web-1 --ip 198.19.1.10 --ip fd00:19:1::10 --tcp 8080`
 //!
-//! Without `--ip` it serves on every IPv4 address (0.0.0.0), for a pod
+//! Without `--ip` it serves on every address of both families (0.0.0.0
+//! and ::, one socket each), for a pod
 //! that does not know its address in advance; without `--name` it answers
 //! with `$HOSTNAME`, the pod's name as the agent (a container runtime)
 //! sets it.
@@ -35,7 +36,10 @@ fn main() -> Result<()> {
         None => std::env::var("HOSTNAME").context("--name, or HOSTNAME, is required")?,
     };
     if ips.is_empty() {
+        // Each family on its own socket (the IPv6 one is v6-only), so an
+        // IPv4 client is seen as itself, not as a mapped IPv6 address.
         ips.push(IpAddr::from([0, 0, 0, 0]));
+        ips.push(IpAddr::from([0u16; 8]));
     }
     if tcp.is_empty() {
         bail!("at least one --tcp is required");

@@ -123,7 +123,7 @@ pub fn run(bins: Bins, engine: Engine, keep: bool) -> Result<()> {
     let started = Instant::now();
     let mut spec = KubeClusterSpec::new(&["lab-a", "lab-b"], 2);
     spec.engine = engine;
-    spec.monitor_grace_s = 8;
+    spec.monitor_grace_s = 6;
     spec.agent = Some(bins.agent.clone());
     spec.controller = Some(bins.controller.clone());
     println!(
@@ -132,9 +132,16 @@ pub fn run(bins: Bins, engine: Engine, keep: bool) -> Result<()> {
     );
     let cluster = KubeCluster::start("lab", &spec)?;
     let result = demo(&cluster, &bins);
-    if let Err(e) = &result {
-        println!("==> the demo stopped: {e:#}");
-        println!("{}", cluster.logs());
+    match &result {
+        Err(e) => {
+            println!("==> the demo stopped: {e:#}");
+            println!("{}", cluster.logs());
+        }
+        Ok(failed) if *failed > 0 => {
+            println!("==> {failed} checks failed; the logs' last lines:");
+            println!("{}", cluster.logs());
+        }
+        Ok(_) => {}
     }
     if keep && !interrupted() {
         println!("==> the lab keeps running; Ctrl-C tears it down. Try:");

@@ -65,6 +65,10 @@ use crate::pods::spec::PodRunSpec;
 use pod_state::{Drain, Run, Slot};
 use reports::{live_report, Finished};
 
+/// The longest a pod's SIGTERM waits for the cluster to stop advertising
+/// its endpoints as ready ([`PodManager::endpoints_published_unless`]).
+pub const MAX_ADVERTISED_HOLD: Duration = Duration::from_secs(5);
+
 pub struct PodManager {
     procs: Box<dyn ProcessControl>,
     prober: Box<dyn Prober>,
@@ -111,10 +115,30 @@ impl PodManager {
     /// The terminating endpoints of every marked pod are now in the maps
     /// and the health servers: send their SIGTERMs.
     pub fn endpoints_published(&mut self, now: Instant) -> Vec<PodEvent> {
+        self.endpoints_published_unless(now, |_| false)
+    }
+
+    /// As [`PodManager::endpoints_published`], except for the pods that
+    /// `advertised` says other nodes still send new connections to (the
+    /// cluster's EndpointSlices still call them ready): their SIGTERM waits
+    /// until the cluster has caught up, for at most
+    /// [`MAX_ADVERTISED_HOLD`] after their endpoints turned terminating
+    /// here, so a controller that is down cannot keep a pod alive.
+    pub fn endpoints_published_unless(
+        &mut self,
+        now: Instant,
+        advertised: impl Fn(&str) -> bool,
+    ) -> Vec<PodEvent> {
         let keys: Vec<String> = self
             .pods
             .iter()
-            .filter(|(_, s)| s.eviction.as_ref().is_some_and(Eviction::awaits_signal))
+            .filter(|(k, s)| {
+                s.eviction.as_ref().is_some_and(|e| {
+                    e.marked_since().is_some_and(|since| {
+                        !advertised(k) || now.duration_since(since) >= MAX_ADVERTISED_HOLD
+                    })
+                })
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for key in keys {

@@ -230,9 +230,15 @@ async fn main() -> Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
     let mut tick = tokio::time::interval(Duration::from_millis(args.poll_ms));
+    // With the API as the source a new state is taken as soon as it is
+    // built, not at the next poll (the poll stays for the pods' clock).
+    let wake = runner
+        .source_waker()
+        .unwrap_or_else(|| Arc::new(tokio::sync::Notify::new()));
     loop {
         tokio::select! {
             _ = tick.tick() => runner.tick(),
+            _ = wake.notified() => runner.tick(),
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
         }

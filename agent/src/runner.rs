@@ -180,6 +180,12 @@ impl Runner {
     }
 
     /// One poll of the source; applies a new state if there is one.
+    /// Notified when the source has an update ready (see
+    /// [`StateSource::waker`]).
+    pub fn source_waker(&self) -> Option<Arc<tokio::sync::Notify>> {
+        self.source.waker()
+    }
+
     pub fn tick(&mut self) {
         match self.source.poll() {
             Update::Unchanged => {}

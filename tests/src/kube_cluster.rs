@@ -209,6 +209,11 @@ impl KubeCluster {
             .ok_or_else(|| anyhow!("no control namespace"))
     }
 
+    /// The control namespace (the API server's).
+    pub fn control_namespace(&self) -> &str {
+        self.ctl.as_ref().map_or("", |c| c.name())
+    }
+
     /// The client's namespace.
     pub fn client(&self) -> &str {
         self.client.as_ref().map_or("", |c| c.name())

@@ -9,6 +9,7 @@ mod ebpf;
 mod fuzz;
 mod kubectl;
 mod lab;
+mod propagation;
 mod setup;
 mod signals;
 mod state_bench;
@@ -45,6 +46,9 @@ enum Cmd {
     /// BPF map memory, apply time, idle CPU with a 50 MB state file;
     /// writes docs/benchmarks.md.
     BenchState(state_bench::StateBenchOpts),
+    /// Endpoint changes from `kubectl apply` to every agent's datapath,
+    /// with 20 agents on a controller-run cluster (p50, p99).
+    BenchPropagation(propagation::PropagationOpts),
 }
 
 fn main() -> Result<()> {
@@ -65,6 +69,10 @@ fn main() -> Result<()> {
         Cmd::BenchState(o) => {
             setup::run()?;
             state_bench::run(o)
+        }
+        Cmd::BenchPropagation(o) => {
+            setup::run()?;
+            propagation::run(o)
         }
     }
 }

@@ -35,6 +35,12 @@ pub trait StateSource: Send {
     fn busy_since(&self) -> Option<Instant> {
         None
     }
+
+    /// Notified when an update is ready to be polled, for a sync loop that
+    /// would rather not wait for its next poll (`None`: poll only).
+    fn waker(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
 }
 
 /// What identifies a version of the file without reading it. `ctime`

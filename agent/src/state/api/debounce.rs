@@ -15,7 +15,7 @@ pub struct Debounce {
 impl Default for Debounce {
     fn default() -> Self {
         Debounce {
-            quiet: Duration::from_millis(50),
+            quiet: Duration::from_millis(20),
             max: Duration::from_millis(500),
         }
     }
@@ -60,7 +60,7 @@ mod tests {
     fn a_lone_change_is_built_after_the_quiet_time() {
         let d = Debounce::default();
         let t0 = Instant::now();
-        assert_eq!(d.due(&Pending::new(t0)), t0 + 50 * MS);
+        assert_eq!(d.due(&Pending::new(t0)), t0 + 20 * MS);
     }
 
     #[test]
@@ -69,10 +69,10 @@ mod tests {
         let t0 = Instant::now();
         let mut p = Pending::new(t0);
         p.touch(t0 + 30 * MS);
-        assert_eq!(d.due(&p), t0 + 80 * MS);
+        assert_eq!(d.due(&p), t0 + 50 * MS);
         // A change reported late (an older instant) moves nothing back.
         p.touch(t0 + 10 * MS);
-        assert_eq!(d.due(&p), t0 + 80 * MS);
+        assert_eq!(d.due(&p), t0 + 50 * MS);
     }
 
     #[test]

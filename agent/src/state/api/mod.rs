@@ -86,6 +86,8 @@ pub struct KubeSource {
     /// Whether the builder's end has been reported.
     ended: bool,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Notified after each build is sent ([`StateSource::waker`]).
+    wake: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl KubeSource {
@@ -110,8 +112,11 @@ impl KubeSource {
             batch: 0,
             since: Instant::now(),
         })));
-        let tasks = watchers::spawn(rt, client, node, tx, busy.clone(), debounce);
-        KubeSource::from_parts(node, rx, busy, tasks)
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let tasks = watchers::spawn(rt, client, node, tx, wake.clone(), busy.clone(), debounce);
+        let mut s = KubeSource::from_parts(node, rx, busy, tasks);
+        s.wake = Some(wake);
+        s
     }
 
     fn from_parts(
@@ -127,6 +132,7 @@ impl KubeSource {
             reported: BTreeSet::new(),
             ended: false,
             tasks,
+            wake: None,
         }
     }
 
@@ -178,6 +184,10 @@ impl StateSource for KubeSource {
 
     fn describe(&self) -> String {
         format!("the API server (node {})", self.node)
+    }
+
+    fn waker(&self) -> Option<Arc<tokio::sync::Notify>> {
+        self.wake.clone()
     }
 
     fn busy_since(&self) -> Option<Instant> {

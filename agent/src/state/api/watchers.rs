@@ -71,13 +71,21 @@ impl Stores {
     }
 }
 
-/// Start the watchers and the builder on `rt`; builds go to `tx`. Returns
+/// Where builds go: the channel, and the sync loop's wake-up.
+struct Out {
+    tx: Sender<Built>,
+    wake: Arc<Notify>,
+}
+
+/// Start the watchers and the builder on `rt`; builds go to `tx`, each
+/// followed by a `wake`. Returns
 /// the tasks, for the caller to abort.
 pub(super) fn spawn(
     rt: &tokio::runtime::Handle,
     client: Client,
     node: &str,
     tx: Sender<Built>,
+    wake: Arc<Notify>,
     busy: SharedBusy,
     debounce: Debounce,
 ) -> Vec<tokio::task::JoinHandle<()>> {
@@ -118,7 +126,8 @@ pub(super) fn spawn(
         pdbs: reflect(rt, &mut tasks, Api::all(client), all, &changed),
     };
     let node = node.to_string();
-    tasks.push(rt.spawn(build_loop(node, stores, changed, tx, busy, debounce)));
+    let out = Out { tx, wake };
+    tasks.push(rt.spawn(build_loop(node, stores, changed, out, busy, debounce)));
     tasks
 }
 
@@ -162,7 +171,7 @@ async fn build_loop(
     node: String,
     stores: Stores,
     changed: Arc<Notify>,
-    tx: Sender<Built>,
+    out: Out,
     busy: SharedBusy,
     debounce: Debounce,
 ) {
@@ -191,7 +200,8 @@ async fn build_loop(
             return;
         };
         ipam = back;
-        if tx
+        if out
+            .tx
             .send(Built {
                 mapped,
                 covers: batch,
@@ -200,6 +210,8 @@ async fn build_loop(
         {
             return;
         }
+        // The sync loop takes it now rather than at its next poll.
+        out.wake.notify_one();
         // `notify_one` keeps a wake-up given while building, so no
         // change between the snapshot and here is lost.
         changed.notified().await;

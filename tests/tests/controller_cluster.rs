@@ -9,8 +9,11 @@
 //!    of every node (its `localEndpoints` follows the API's count);
 //! 2. `kubectl drain` keeps the `Cluster` Service answering with zero
 //!    failed requests from a client looping over the VIP;
-//! 3. a node killed outright (agent SIGKILLed, namespace deleted): its
-//!    pods are evicted and rescheduled on live nodes.
+//! 3. `kubectl rollout restart` keeps it answering too, every replica
+//!    replaced one at a time (maxSurge 1, maxUnavailable 0);
+//! 4. a node killed outright (agent SIGKILLed, namespace deleted): its
+//!    pods are evicted and rescheduled on live nodes, its Node deleted once
+//!    the pool replaced it, and the pods bound to it collected.
 //!
 //! Everything goes when the cluster guard drops, also on failure (the
 //! logs are printed first). Waits are bounded; nothing is timed.
@@ -258,6 +261,33 @@ fn readiness_drain_and_a_dead_node_through_the_controller() {
     );
     c.kubectl(&["uncordon", &drained]).expect("uncordon");
 
+    // A rolling update (maxSurge 1, maxUnavailable 0 for 3 replicas) under
+    // traffic: every old pod replaced, not one request failed.
+    let before: Vec<String> = c
+        .pods("role=replica")
+        .expect("pods")
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    let traffic = Traffic::start(c.client(), SocketAddr::new(Family::V4.vip(1), 80));
+    c.kubectl(&["rollout", "restart", "deployment/web"])
+        .expect("rollout restart");
+    c.kubectl(&["rollout", "status", "deployment/web", "--timeout=90s"])
+        .expect("rollout status");
+    c.wait_for("3 new replicas Ready, the old ones gone", WAIT, || {
+        let p = c.pods("role=replica").ok()?;
+        let done = p.len() == 3
+            && p.iter()
+                .all(|p| p.ready && !p.deleting && !before.contains(&p.name));
+        done.then_some(())
+    })
+    .expect("rolled");
+    let (ok, failed, errors) = traffic.finish();
+    assert!(
+        ok > 0 && failed == 0,
+        "{ok} answered, {failed} failed during the rollout: {errors:?}"
+    );
+
     // 3. A node killed outright: its pods go elsewhere.
     let pods = c.pods("role=replica").expect("pods");
     let victim = pods
@@ -284,4 +314,20 @@ fn readiness_drain_and_a_dead_node_through_the_controller() {
         (live == 3).then_some(())
     })
     .expect("pods rescheduled");
+    // The pool replaced the instance; the dead Node goes, and then (after
+    // the pod GC's 40 s quarantine) the pods that were bound to it.
+    c.wait_for(&format!("the Node {victim} deleted"), WAIT, || {
+        let n = c.nodes().ok()?;
+        n.iter().all(|n| n.name != victim).then_some(())
+    })
+    .expect("stale Node deleted");
+    c.wait_for(
+        "the dead node's pods collected",
+        Duration::from_secs(90),
+        || {
+            let p = c.pods("app=web").ok()?;
+            p.iter().all(|p| p.node != victim).then_some(())
+        },
+    )
+    .expect("orphaned pods deleted");
 }

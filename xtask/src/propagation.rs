@@ -83,7 +83,7 @@ pub fn run(opts: PropagationOpts) -> Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("the bench creates network namespaces: run it as root");
     }
-    if opts.nodes < 2 || opts.nodes % 2 != 0 {
+    if opts.nodes < 2 || !opts.nodes.is_multiple_of(2) {
         bail!("--nodes: an even number of at least 2, not {}", opts.nodes);
     }
     let agent = build_agent(true)?;

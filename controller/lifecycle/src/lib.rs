@@ -1,4 +1,4 @@
-//! The decisions of three of the controller's loops, as kube-controller-manager
+//! The decisions of four of the controller's loops, as kube-controller-manager
 //! makes them, without I/O: state in, actions out.
 //!
 //! - [`endpoint_slices`]: the EndpointSlices a Service with a selector
@@ -9,6 +9,8 @@
 //!   `not-ready` / `unreachable` conditions and taints, and the pods a
 //!   NoExecute taint evicts once their tolerations run out (upstream's
 //!   nodelifecycle controller and its taint-eviction manager);
+//! - [`pod_gc`]: pods bound to Nodes that are gone (upstream's pod
+//!   garbage collector, orphaned pods);
 //! - [`pod_cidrs`]: the range allocator that gives each Node its
 //!   `spec.podCIDRs` from the cluster CIDRs.
 //!
@@ -20,5 +22,6 @@ pub mod endpoint_slices;
 pub mod error;
 pub mod node_lifecycle;
 pub mod pod_cidrs;
+pub mod pod_gc;
 
 pub use error::LifecycleError;

@@ -290,6 +290,7 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
                 .unwrap_or(SignedDuration::from_secs(40)),
             ..Default::default()
         },
+        missing: Default::default(),
     });
     let q = Queue::new();
     let l = life.clone();

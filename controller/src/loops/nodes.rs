@@ -40,6 +40,8 @@ pub struct Lifecycle {
     pub leases: Arc<Informer<Lease>>,
     pub pods: Arc<Informer<Pod>>,
     pub config: Config,
+    /// Nodes named by pods but gone, since when (the pod GC's quarantine).
+    pub missing: Mutex<sluice_lifecycle::pod_gc::MissingSince>,
 }
 
 fn params() -> PatchParams {
@@ -133,8 +135,44 @@ impl Lifecycle {
                 }
             }
         }
+        self.collect_orphans().await?;
         let next = requeue(plan.requeue_after).unwrap_or(IDLE_PASS);
         Ok(Some(next.max(MIN_PASS)))
+    }
+
+    /// Pods bound to Nodes gone for the quarantine: deleted outright, as
+    /// upstream's pod GC does (their agent is gone and cannot finish a
+    /// graceful deletion).
+    async fn collect_orphans(&self) -> Result<(), LoopError> {
+        let orphans = {
+            let mut missing = self.missing.lock().unwrap_or_else(|p| p.into_inner());
+            let pods = self.pods.all();
+            sluice_lifecycle::pod_gc::orphaned(
+                pods.iter().map(|p| p.as_ref()),
+                |n| self.nodes.get("", n).is_some(),
+                &mut missing,
+                Timestamp::now(),
+            )
+        };
+        for p in orphans {
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &p.namespace);
+            let dp = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions {
+                    uid: p.uid.clone(),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            info!(pod = %p.name, node = %p.node, "deleting a pod whose node is gone");
+            match api.delete(&p.name, &dp).await {
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                r => {
+                    r?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Any Node or Lease change may change the whole cluster's verdict.

@@ -24,7 +24,7 @@ use sluice_nodepools::node_object::POOL_LABEL;
 use sluice_nodepools::reconcile::{self, Config};
 use sluice_nodepools::sim::SimProvider;
 use sluice_nodepools::{execute, NodeProvider};
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::informer::{Change, Informer, Key};
 use super::queue::{Next, Queue};
@@ -70,8 +70,35 @@ impl Pools {
                 }
             }
         }
+        self.delete_stale_nodes(&key.1).await?;
         let poll = requeue(Some(self.config.poll_interval));
         Ok(requeue(plan.requeue_after).or(poll))
+    }
+
+    /// The Nodes of this pool whose instance the provider no longer lists
+    /// and that are not Ready: deleted, as the cloud node lifecycle
+    /// controller deletes a Node whose VM is gone (the pod GC then removes
+    /// its pods). The provider is asked again after this pass's creates and
+    /// deletes, so a node created in it is listed.
+    async fn delete_stale_nodes(&self, pool: &str) -> Result<(), LoopError> {
+        let listed = self
+            .provider
+            .list(pool)
+            .await
+            .map_err(|e| LoopError::Provider(e.to_string()))?;
+        let names: BTreeSet<&str> = listed.iter().map(|i| i.name.as_str()).collect();
+        let nodes = self.nodes.all();
+        let api: Api<Node> = Api::all(self.client.clone());
+        for name in stale_nodes(nodes.iter().map(|n| n.as_ref()), pool, &names) {
+            info!(node = %name, pool, "deleting the Node of an instance that is gone");
+            match api.delete(&name, &DeleteParams::default()).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                r => {
+                    r?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A pool deleted outright (it has no finalizer to wait on) leaves
@@ -123,6 +150,35 @@ pub struct SimKubelets {
 
 /// The label of the Nodes the simulated kubelets registered.
 pub const SIMULATED_LABEL: &str = "sluice.dev/simulated";
+
+/// Of `nodes`, those labelled with `pool` that the provider does not list
+/// (`listed`) and that are not `Ready=True`: a Node still Ready has a live
+/// agent whatever a provider's list says, so a list that comes back short
+/// never deletes a working node.
+pub fn stale_nodes<'a>(
+    nodes: impl IntoIterator<Item = &'a Node>,
+    pool: &str,
+    listed: &BTreeSet<&str>,
+) -> Vec<String> {
+    nodes
+        .into_iter()
+        .filter(|n| {
+            n.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(POOL_LABEL))
+                .is_some_and(|p| p == pool)
+        })
+        .filter(|n| {
+            !n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .filter_map(|n| n.metadata.name.clone())
+        .filter(|name| !listed.contains(name.as_str()))
+        .collect()
+}
 
 /// How often a simulated kubelet renews its Lease (as the agent does).
 const LEASE_EVERY: Duration = Duration::from_secs(10);
@@ -240,5 +296,30 @@ impl SimKubelets {
                 Err(e)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, pool: &str, ready: &str) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {POOL_LABEL: pool}},
+            "status": {"conditions": [{"type": "Ready", "status": ready}]}
+        }))
+        .expect("node")
+    }
+
+    #[test]
+    fn only_unlisted_not_ready_nodes_of_the_pool_are_stale() {
+        let nodes = [
+            node("gone", "a", "Unknown"),
+            node("listed", "a", "Unknown"),
+            node("ready-unlisted", "a", "True"),
+            node("other-pool", "b", "Unknown"),
+        ];
+        let listed: BTreeSet<&str> = ["listed"].into_iter().collect();
+        assert_eq!(stale_nodes(&nodes, "a", &listed), vec!["gone".to_string()]);
     }
 }

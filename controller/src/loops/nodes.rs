@@ -53,19 +53,16 @@ fn params() -> PatchParams {
 
 impl Lifecycle {
     pub async fn reconcile(&self) -> Result<Next, LoopError> {
-        let nodes: Vec<Node> = self.nodes.all().iter().map(|n| (**n).clone()).collect();
-        let leases: Vec<Lease> = self
-            .leases
-            .in_namespace(node_lifecycle::LEASE_NAMESPACE)
-            .iter()
-            .map(|l| (**l).clone())
-            .collect();
+        // Shared, not copied: 5 000 Nodes and Leases twice a second were
+        // most of the controller's CPU with 5 000 nodes.
+        let nodes = self.nodes.all();
+        let leases = self.leases.in_namespace(node_lifecycle::LEASE_NAMESPACE);
         let now = Timestamp::now();
         // Pods matter only on nodes that are, or are about to be, silent or
         // tainted NoExecute: a first pass without pods says which nodes
         // change, and only those nodes' pods are copied out of the cache
         // (copying 100 000 pods every pass cost gigabytes).
-        let first = node_lifecycle::reconcile(&nodes, &leases, &[], &self.config, now);
+        let first = node_lifecycle::reconcile::<_, _, Pod>(&nodes, &leases, &[], &self.config, now);
         let mut affected: std::collections::HashSet<String> =
             first.node_updates.iter().map(|u| u.node.clone()).collect();
         for n in &nodes {

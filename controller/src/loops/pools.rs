@@ -48,7 +48,7 @@ impl Pools {
             .list(&key.1)
             .await
             .map_err(|e| LoopError::Provider(e.to_string()))?;
-        let nodes: Vec<Node> = self.nodes.all().iter().map(|n| (**n).clone()).collect();
+        let nodes = self.nodes.all();
         let now = Timestamp::now();
         let plan = reconcile::plan(&pool, &instances, &nodes, &self.config, now)?;
         let outcomes = execute::run(self.provider.clone(), plan.actions).await;

@@ -20,6 +20,7 @@ pub mod zones;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{NodeCondition, Taint};
@@ -145,20 +146,25 @@ fn zone_of(node: &Node) -> String {
 
 /// One pass over every node at `now`: the leases are matched to nodes by
 /// name in [`LEASE_NAMESPACE`], the pods by `spec.nodeName`.
-pub fn reconcile(
-    nodes: &[Node],
-    leases: &[Lease],
-    pods: &[Pod],
+///
+/// The objects may be owned or shared (`Borrow`): a caller holding an
+/// informer's `Arc`s passes them without copying thousands of Nodes.
+pub fn reconcile<N: Borrow<Node>, L: Borrow<Lease>, P: Borrow<Pod>>(
+    nodes: &[N],
+    leases: &[L],
+    pods: &[P],
     config: &Config,
     now: Timestamp,
 ) -> LifecyclePlan {
     let leases: BTreeMap<&str, &Lease> = leases
         .iter()
+        .map(Borrow::borrow)
         .filter(|l| l.metadata.namespace.as_deref() == Some(LEASE_NAMESPACE))
         .filter_map(|l| Some((l.metadata.name.as_deref()?, l)))
         .collect();
     let mut sorted: Vec<(&str, &Node)> = nodes
         .iter()
+        .map(Borrow::borrow)
         .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
         .collect();
     sorted.sort_by_key(|(name, _)| *name);
@@ -226,7 +232,7 @@ pub fn reconcile(
         node_taints.insert(name, (wanted, h.readiness));
     }
 
-    for pod in pods {
+    for pod in pods.iter().map(Borrow::borrow) {
         let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
             continue;
         };

@@ -130,7 +130,7 @@ fn witness() -> Node {
 }
 
 fn run(nodes: &[Node], leases: &[Lease], pods: &[Pod], now: i64) -> LifecyclePlan {
-    reconcile(nodes, leases, pods, &Config::default(), t(now))
+    reconcile::<Node, Lease, Pod>(nodes, leases, pods, &Config::default(), t(now))
 }
 
 #[test]
@@ -192,9 +192,11 @@ fn without_a_lease_the_ready_heartbeat_counts() {
         grace_period: SignedDuration::from_secs(120),
         ..Config::default()
     };
-    assert!(reconcile(&nodes, &[], &[], &slow, t(41))
-        .node_updates
-        .is_empty());
+    assert!(
+        reconcile::<Node, Lease, Pod>(&nodes, &[], &[], &slow, t(41))
+            .node_updates
+            .is_empty()
+    );
 }
 
 #[test]

@@ -146,10 +146,10 @@ pub struct Plan {
 /// names and `Ready` conditions are read). Both must be complete lists,
 /// not a cache still filling: an instance whose Node is missing is
 /// replaced once its startup timeout has passed.
-pub fn plan(
+pub fn plan<N: std::borrow::Borrow<Node>>(
     pool: &NodePool,
     instances: &[Instance],
-    nodes: &[Node],
+    nodes: &[N],
     config: &Config,
     now: Timestamp,
 ) -> Result<Plan, PlanError> {
@@ -200,7 +200,11 @@ pub fn plan(
             .count();
         let budget = config.max_parallel_creations.saturating_sub(creating);
         let mut taken: HashSet<String> = instances.iter().map(|i| i.name.clone()).collect();
-        taken.extend(nodes.iter().filter_map(|n| n.metadata.name.clone()));
+        taken.extend(
+            nodes
+                .iter()
+                .filter_map(|n| n.borrow().metadata.name.clone()),
+        );
         let version = pool
             .spec
             .version

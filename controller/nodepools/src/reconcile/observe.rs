@@ -45,9 +45,14 @@ pub(crate) struct Lens<'a> {
 
 impl Lens<'_> {
     /// Read every instance.
-    pub(crate) fn observe<'i>(&self, instances: &'i [Instance], nodes: &[Node]) -> Vec<Seen<'i>> {
+    pub(crate) fn observe<'i, N: std::borrow::Borrow<Node>>(
+        &self,
+        instances: &'i [Instance],
+        nodes: &[N],
+    ) -> Vec<Seen<'i>> {
         let by_name: HashMap<&str, &Node> = nodes
             .iter()
+            .map(std::borrow::Borrow::borrow)
             .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n)))
             .collect();
         instances

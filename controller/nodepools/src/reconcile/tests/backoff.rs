@@ -103,7 +103,7 @@ fn the_end_of_a_backoff_wakes_the_pool() {
         poll_interval: SignedDuration::from_secs(600),
         ..Config::default()
     };
-    let p = plan(&backing_off(1, 10), &[], &[], &config, now()).unwrap();
+    let p = plan::<Node>(&backing_off(1, 10), &[], &[], &config, now()).unwrap();
     assert_eq!(p.requeue_after, Some(SignedDuration::from_secs(20)));
 }
 
@@ -121,7 +121,7 @@ fn failures_in_a_row_lengthen_the_backoff_and_a_success_clears_it() {
     let mut pl = pool(&["zone-a"], 2);
     pl.status = Some(status);
     let later = now() + SignedDuration::from_secs(120);
-    let p = plan(&pl, &[], &[], &Config::default(), later).unwrap();
+    let p = plan::<Node>(&pl, &[], &[], &Config::default(), later).unwrap();
     assert_eq!(p.actions.len(), 2);
     let status = record(
         &p.status,

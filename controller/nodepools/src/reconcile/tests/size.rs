@@ -61,7 +61,7 @@ fn new_nodes_get_the_pool_version_else_the_cluster_version() {
         cluster_version: "1.34.0".into(),
         ..Config::default()
     };
-    let p = plan(&pl, &[], &[], &config, now()).unwrap();
+    let p = plan::<Node>(&pl, &[], &[], &config, now()).unwrap();
     assert!(matches!(&p.actions[0], Action::Create(c) if c.version == "1.34.0"));
 }
 
@@ -143,7 +143,7 @@ fn creations_in_flight_are_bounded_and_spread_over_zones() {
         max_parallel_creations: 5,
         ..Config::default()
     };
-    let p = plan(&pool(&["zone-a", "zone-b"], 4), &have, &[], &config, now()).unwrap();
+    let p = plan::<Node>(&pool(&["zone-a", "zone-b"], 4), &have, &[], &config, now()).unwrap();
     // 3 creating leave room for 2: one per zone rather than both in zone-a.
     assert_eq!(creates(&p), ["zone-a", "zone-b"]);
 }

@@ -388,6 +388,25 @@ impl Drop for KubeCluster {
     }
 }
 
+/// A dual-stack LoadBalancer Service manifest: port 80 to `target` of the
+/// pods with label `app: <app>` (an app no pod has: no endpoints), with
+/// `externalTrafficPolicy` `policy` (`Cluster` or `Local`).
+pub fn lb_service(name: &str, app: &str, policy: &str, target: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Service
+metadata: {{name: {name}}}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: {policy}
+  ipFamilyPolicy: RequireDualStack
+  ipFamilies: [IPv4, IPv6]
+  selector: {{app: {app}}}
+  ports: [{{name: http, port: 80, targetPort: {target}}}]
+"
+    )
+}
+
 fn plen(f: Family) -> u8 {
     match f {
         Family::V4 => 24,

@@ -18,8 +18,8 @@ pub mod traffic;
 pub mod whoami;
 
 pub use cluster::{
-    agent_bin, controller_bin, node_name, AgentStatus, Cluster, ClusterSpec, EndpointSpec, Engine,
-    Family, Policy, Proto, ServiceSpec,
+    agent_bin, controller_bin, node_name, whoami_bin, AgentStatus, Cluster, ClusterSpec,
+    EndpointSpec, Engine, Family, Policy, Proto, ServiceSpec,
 };
 pub use http_probe::{http_get, HttpAnswer};
 pub use netns::{exec, in_ns, Netns};

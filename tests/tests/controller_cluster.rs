@@ -23,25 +23,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use sluice_tests::kube_cluster::{KubeCluster, KubeClusterSpec, PodView};
-use sluice_tests::{http_get, tcp_request, Family, TcpOutcome, Traffic};
+use sluice_tests::kube_cluster::{lb_service, KubeCluster, KubeClusterSpec, PodView};
+use sluice_tests::{http_get, tcp_request, whoami_bin, Family, TcpOutcome, Traffic};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-fn whoami_bin() -> String {
-    let exe = std::env::current_exe().expect("test executable");
-    let mut dir = exe.parent();
-    while let Some(d) = dir {
-        let cand = d.join("sluice-whoami");
-        if cand.is_file() {
-            return cand.display().to_string();
-        }
-        dir = d.parent();
-    }
-    panic!("sluice-whoami not found next to the test (cargo build -p sluice-tests --bins)");
-}
-
-fn manifests(whoami: &str, flip_node: &str, ready_file: &Path) -> String {
+fn manifests(whoami: &Path, flip_node: &str, ready_file: &Path) -> String {
     format!(
         r#"apiVersion: apps/v1
 kind: Deployment
@@ -76,27 +63,11 @@ spec:
       failureThreshold: 1
       successThreshold: 1
 ---
-apiVersion: v1
-kind: Service
-metadata: {{name: web}}
-spec:
-  type: LoadBalancer
-  ipFamilyPolicy: RequireDualStack
-  ipFamilies: [IPv4, IPv6]
-  selector: {{app: web}}
-  ports: [{{name: http, port: 80, targetPort: 8080}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: web-local}}
-spec:
-  type: LoadBalancer
-  externalTrafficPolicy: Local
-  ipFamilyPolicy: RequireDualStack
-  ipFamilies: [IPv4, IPv6]
-  selector: {{app: web}}
-  ports: [{{name: http, port: 80, targetPort: 8080}}]
-"#,
+{}---
+{}"#,
+        lb_service("web", "web", "Cluster", "8080"),
+        lb_service("web-local", "web", "Local", "8080"),
+        whoami = whoami.display(),
         ready = ready_file.display(),
     )
 }
@@ -155,7 +126,8 @@ fn readiness_drain_and_a_dead_node_through_the_controller() {
     let flip_node = nodes[1].name.clone();
     let ready_file = c.dir.join("flip-ready");
     std::fs::write(&ready_file, b"").expect("ready file");
-    c.apply(&manifests(&whoami_bin(), &flip_node, &ready_file))
+    let whoami = whoami_bin().expect("sluice-whoami (cargo build -p sluice-tests --bins)");
+    c.apply(&manifests(&whoami, &flip_node, &ready_file))
         .expect("apply");
     c.set_vips("web", 1).expect("vips");
     c.set_vips("web-local", 2).expect("vips");
@@ -193,6 +165,7 @@ fn readiness_drain_and_a_dead_node_through_the_controller() {
 
     // 1. Readiness flip: the probe fails on the node, the status says so,
     // the slice says so, every agent acts on it.
+    // spec: H3 — a node's Local check passes only with a ready local pod.
     std::fs::remove_file(&ready_file).expect("remove the ready file");
     c.wait_for("flip Ready=False in its status", WAIT, || {
         let p = c.pods("role=flip").ok()?;
@@ -232,6 +205,8 @@ fn readiness_drain_and_a_dead_node_through_the_controller() {
     .expect("health checks after the flip back");
 
     // 2. A drain under traffic: not one request fails.
+    // spec: E6 — the drain's evictions go through the Eviction API (the
+    // PDB-free replicas here), each pod within its grace.
     let pods = c.pods("role=replica").expect("pods");
     let drained = pods
         .iter()

@@ -19,17 +19,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use sluice_tests::kube_cluster::kubectl_bin;
 use sluice_tests::netns::remove_namespaces_with_prefix;
 use sluice_tests::{agent_bin, controller_bin, Netns};
 
 /// Every wait is bounded by this; nothing is timed.
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn kubectl_bin() -> PathBuf {
-    std::env::var_os("SLUICE_KUBECTL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/sluice/kubectl-venv/bin/kubectl"))
-}
 
 /// The namespaces, the processes in them and the files; torn down in
 /// that order when dropped.

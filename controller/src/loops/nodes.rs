@@ -81,7 +81,9 @@ impl Lifecycle {
                 affected.insert(n.metadata.name.clone().unwrap_or_default());
             }
         }
-        let pods = super::workloads::relevant(&self.pods.all(), |p: &Pod| {
+        // One read of the cache serves the evictions and the pod GC.
+        let all_pods = self.pods.all();
+        let pods = super::workloads::relevant(&all_pods, |p: &Pod| {
             p.spec
                 .as_ref()
                 .and_then(|s| s.node_name.as_ref())
@@ -132,7 +134,7 @@ impl Lifecycle {
                 }
             }
         }
-        self.collect_orphans().await?;
+        self.collect_orphans(&all_pods).await?;
         let next = requeue(plan.requeue_after).unwrap_or(IDLE_PASS);
         Ok(Some(next.max(MIN_PASS)))
     }
@@ -140,10 +142,9 @@ impl Lifecycle {
     /// Pods bound to Nodes gone for the quarantine: deleted outright, as
     /// upstream's pod GC does (their agent is gone and cannot finish a
     /// graceful deletion).
-    async fn collect_orphans(&self) -> Result<(), LoopError> {
+    async fn collect_orphans(&self, pods: &[Arc<Pod>]) -> Result<(), LoopError> {
         let orphans = {
             let mut missing = self.missing.lock().unwrap_or_else(|p| p.into_inner());
-            let pods = self.pods.all();
             sluice_lifecycle::pod_gc::orphaned(
                 pods.iter().map(|p| p.as_ref()),
                 |n| self.nodes.get("", n).is_some(),

@@ -23,7 +23,7 @@ use sluice_model::node_pool::NodePool;
 use sluice_nodepools::node_object::POOL_LABEL;
 use sluice_nodepools::reconcile::{self, Config};
 use sluice_nodepools::sim::SimProvider;
-use sluice_nodepools::{execute, NodeProvider};
+use sluice_nodepools::{execute, Instance, NodeProvider};
 use tracing::{info, warn};
 
 use super::informer::{Change, Informer, Key};
@@ -70,7 +70,17 @@ impl Pools {
                 }
             }
         }
-        self.delete_stale_nodes(&key.1).await?;
+        // The provider is asked again only when this pass changed its
+        // instances; otherwise the list above is current.
+        let listed = if outcomes.is_empty() {
+            instances
+        } else {
+            self.provider
+                .list(&key.1)
+                .await
+                .map_err(|e| LoopError::Provider(e.to_string()))?
+        };
+        self.delete_stale_nodes(&key.1, &listed).await?;
         let poll = requeue(Some(self.config.poll_interval));
         Ok(requeue(plan.requeue_after).or(poll))
     }
@@ -80,12 +90,7 @@ impl Pools {
     /// controller deletes a Node whose VM is gone (the pod GC then removes
     /// its pods). The provider is asked again after this pass's creates and
     /// deletes, so a node created in it is listed.
-    async fn delete_stale_nodes(&self, pool: &str) -> Result<(), LoopError> {
-        let listed = self
-            .provider
-            .list(pool)
-            .await
-            .map_err(|e| LoopError::Provider(e.to_string()))?;
+    async fn delete_stale_nodes(&self, pool: &str, listed: &[Instance]) -> Result<(), LoopError> {
         let names: BTreeSet<&str> = listed.iter().map(|i| i.name.as_str()).collect();
         let nodes = self.nodes.all();
         let api: Api<Node> = Api::all(self.client.clone());

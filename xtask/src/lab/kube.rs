@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use sluice_tests::kube_cluster::{KubeCluster, KubeClusterSpec, PodView};
+use sluice_tests::kube_cluster::{lb_service, KubeCluster, KubeClusterSpec, PodView};
 use sluice_tests::{tcp_request, Engine, Family, TcpOutcome, Traffic};
 
 use crate::signals::interrupted;
@@ -52,38 +52,9 @@ spec:
         resources: {{requests: {{cpu: 100m, memory: 32Mi}}}}
         readinessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1, failureThreshold: 1}}
 ---
-apiVersion: v1
-kind: Service
-metadata: {{name: web}}
-spec:
-  type: LoadBalancer
-  externalTrafficPolicy: Cluster
-  ipFamilyPolicy: RequireDualStack
-  ipFamilies: [IPv4, IPv6]
-  selector: {{app: web}}
-  ports: [{{name: http, port: 80, targetPort: http}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: web-local}}
-spec:
-  type: LoadBalancer
-  externalTrafficPolicy: Local
-  ipFamilyPolicy: RequireDualStack
-  ipFamilies: [IPv4, IPv6]
-  selector: {{app: web}}
-  ports: [{{name: http, port: 80, targetPort: 8080}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: empty}}
-spec:
-  type: LoadBalancer
-  ipFamilyPolicy: RequireDualStack
-  ipFamilies: [IPv4, IPv6]
-  selector: {{app: nothing}}
-  ports: [{{name: http, port: 80, targetPort: 8080}}]
----
+{}---
+{}---
+{}---
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {{name: web}}
@@ -91,6 +62,10 @@ spec:
   minAvailable: 3
   selector: {{matchLabels: {{app: web}}}}
 "#,
+        // The Cluster one names the container's port, the others its number.
+        lb_service("web", "web", "Cluster", "http"),
+        lb_service("web-local", "web", "Local", "8080"),
+        lb_service("empty", "nothing", "Cluster", "8080"),
         whoami = whoami.display()
     )
 }
@@ -202,9 +177,13 @@ fn demo(c: &KubeCluster, bins: &Bins) -> Result<usize> {
         let p = c.pods("app=web").ok()?;
         (p.iter().filter(|p| p.ready && !p.deleting).count() == 4).then_some(p)
     })?;
+    let outside = addresses_outside_pod_cidrs(c, &pods)?;
     checks.check(
-        true,
-        "4 web pods Running and Ready, each with an address from its node's podCIDR",
+        outside.is_empty(),
+        &format!(
+            "4 web pods Running and Ready, each with an address per family from its node's podCIDRs{}",
+            if outside.is_empty() { String::new() } else { format!(": {outside:?}") }
+        ),
     );
     let by_zone = pods_by_zone(c, &pods)?;
     checks.check(
@@ -238,6 +217,79 @@ fn print_indented(text: &str) {
     for l in text.lines() {
         println!("    {l}");
     }
+}
+
+/// The pods' addresses not inside their node's `spec.podCIDRs`, and pods
+/// without one address per family.
+fn addresses_outside_pod_cidrs(c: &KubeCluster, pods: &[PodView]) -> Result<Vec<String>> {
+    let nodes = c.get_json(&["nodes"])?;
+    let cidrs: BTreeMap<String, Vec<String>> = nodes["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| {
+            let name = n["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let list = n["spec"]["podCIDRs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.as_str().map(str::to_owned))
+                .collect();
+            (name, list)
+        })
+        .collect();
+    let mut bad = Vec::new();
+    for p in pods {
+        let own = cidrs.get(&p.node).cloned().unwrap_or_default();
+        let families = p.ips.iter().filter(|i| i.contains('.')).count() == 1
+            && p.ips.iter().filter(|i| i.contains(':')).count() == 1;
+        if !families {
+            bad.push(format!("{}: {:?}", p.name, p.ips));
+        }
+        for ip in &p.ips {
+            if !own.iter().any(|c| in_cidr(ip, c)) {
+                bad.push(format!("{} {ip} not in {own:?}", p.name));
+            }
+        }
+    }
+    Ok(bad)
+}
+
+/// Whether address `ip` lies in `cidr` (both as text; unreadable: no).
+fn in_cidr(ip: &str, cidr: &str) -> bool {
+    let Some((net, len)) = cidr.split_once('/') else {
+        return false;
+    };
+    let (Ok(ip), Ok(net), Ok(len)) = (
+        ip.parse::<IpAddr>(),
+        net.parse::<IpAddr>(),
+        len.parse::<u32>(),
+    ) else {
+        return false;
+    };
+    if ip.is_ipv4() != net.is_ipv4() {
+        return false;
+    }
+    // Both as 128 bits, an IPv4 address in the top 32.
+    let bits = |a: IpAddr| -> u128 {
+        match a {
+            IpAddr::V4(v) => u128::from(u32::from(v)) << 96,
+            IpAddr::V6(v) => u128::from(v),
+        }
+    };
+    let max = if net.is_ipv4() { 32 } else { 128 };
+    if len > max {
+        return false;
+    }
+    let mask = if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - len)
+    };
+    bits(ip) & mask == bits(net) & mask
 }
 
 fn pods_by_zone(c: &KubeCluster, pods: &[PodView]) -> Result<BTreeMap<String, usize>> {
@@ -493,7 +545,7 @@ fn kill_node(c: &KubeCluster, entry: &str, checks: &mut Checks) -> Result<()> {
     checks.check(
         replaced.is_ok(),
         &format!(
-            "its pods evicted and replaced: 4 Ready on live nodes after {:.1} s",
+            "its pods replaced (evicted by the taint, or collected once its Node is gone): 4 Ready on live nodes after {:.1} s",
             t.elapsed().as_secs_f64()
         ),
     );
@@ -515,4 +567,20 @@ fn kill_node(c: &KubeCluster, entry: &str, checks: &mut Checks) -> Result<()> {
     println!("==> kubectl get nodes,pods -o wide");
     print_indented(&c.kubectl(&["get", "nodes,pods", "-o", "wide"])?);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_cidr;
+
+    #[test]
+    fn addresses_in_and_out_of_a_cidr() {
+        assert!(in_cidr("198.19.3.2", "198.19.3.0/24"));
+        assert!(!in_cidr("198.19.4.2", "198.19.3.0/24"));
+        assert!(in_cidr("fd00:19:0:3::2", "fd00:19:0:3::/64"));
+        assert!(!in_cidr("fd00:19:0:4::2", "fd00:19:0:3::/64"));
+        assert!(!in_cidr("198.19.3.2", "fd00:19:0:3::/64"));
+        assert!(!in_cidr("198.19.3.2", "198.19.3.0/33"));
+        assert!(!in_cidr("x", "198.19.3.0/24"));
+    }
 }

@@ -11,7 +11,10 @@ use sluice_agent::metrics::MetricsSnapshot;
 use sluice_agent::pods::{OsProber, OsProcessControl, PodManager, PoolKind};
 use sluice_agent::register::{self, machine, RegisterConfig};
 use sluice_agent::runner::Runner;
-use sluice_agent::state::api::{client_from_kubeconfig, KubeSource, KubeStatusSink, PodStatusSink};
+use sluice_agent::state::api::{
+    client_with, config_from_kubeconfig, DrainCalls, KubeDrainer, KubeSource, KubeStatusSink,
+    PodStatusSink,
+};
 use sluice_agent::state::source::StateSource;
 use sluice_agent::state::watch::WatchedFile;
 
@@ -125,10 +128,12 @@ fn start_health(args: &Args) -> Result<HealthHandle> {
         .with_context(|| format!("starting health servers on {}", args.healthz_bind_address))
 }
 
+/// Where the pods' status goes and where drains are asked: the API
+/// server; none with a state file.
+type Sink = Option<(Box<dyn PodStatusSink>, Box<dyn DrainCalls>)>;
+
 /// The desired state's source: the state file, or the API server (which
 /// also registers the node and renews its Lease).
-type Sink = Option<Box<dyn PodStatusSink>>;
-
 async fn start_source(args: &Args) -> Result<(Box<dyn StateSource>, Sink)> {
     if let Some(path) = &args.state {
         // Read and parsed off the sync loop, on inotify (a slow stat poll
@@ -140,7 +145,14 @@ async fn start_source(args: &Args) -> Result<(Box<dyn StateSource>, Sink)> {
     let Some(kubeconfig) = &args.kubeconfig else {
         anyhow::bail!("no desired state: pass --state FILE or --kubeconfig FILE");
     };
-    let client = client_from_kubeconfig(kubeconfig).await?;
+    let cfg = config_from_kubeconfig(kubeconfig).await?;
+    let client = client_with(kubeconfig, cfg.clone())?;
+    // The drain's calls go without kube's own retries: an Eviction's 429
+    // is an answer the drain acts on (its back-off, the reason's patience),
+    // not an error to retry 15 times over minutes inside one call.
+    let mut once = cfg;
+    once.default_retry = false;
+    let drain_client = client_with(kubeconfig, once)?;
     let rt = tokio::runtime::Handle::current();
     let uplink = if args.node_ip.is_empty() {
         machine::link_addrs(&args.nic).unwrap_or_else(|e| {
@@ -173,8 +185,10 @@ async fn start_source(args: &Args) -> Result<(Box<dyn StateSource>, Sink)> {
     ));
     info!(kubeconfig = %kubeconfig.display(), "desired state from the API server");
     let sink: Box<dyn PodStatusSink> = Box::new(KubeStatusSink::spawn(&rt, client.clone()));
+    let drains: Box<dyn DrainCalls> =
+        Box::new(KubeDrainer::spawn(&rt, drain_client, &args.node_name));
     let source = KubeSource::spawn(&rt, client, &args.node_name);
-    Ok((Box::new(source), Some(sink)))
+    Ok((Box::new(source), Some((sink, drains))))
 }
 
 // One worker thread serves /metrics while the sync loop runs on the main
@@ -223,8 +237,9 @@ async fn main() -> Result<()> {
         args.status_file.clone(),
     );
     runner.set_shutdown_grace(Duration::from_secs(args.shutdown_grace));
-    if let Some(sink) = sink {
+    if let Some((sink, drains)) = sink {
         runner.set_status_sink(sink);
+        runner.set_drain_calls(drains);
     }
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

@@ -27,7 +27,8 @@ use crate::netlink;
 use crate::pods::{
     DrainProgress, EvictionOutcome, EvictionReason, PodEvent, PodManager, SharedBudgets,
 };
-use crate::state::api::{PodReport, PodStatusSink};
+use crate::state::api::drain::{self as api_drain, ApiDrains};
+use crate::state::api::{DrainCalls, PodReport, PodStatusSink};
 use crate::state::source::{StateSource, Update};
 use crate::state::DesiredState;
 use crate::status::{write_status, BudgetReport, DrainStatus, PendingPod, PodEviction, Status};
@@ -83,6 +84,9 @@ pub struct Runner {
     /// Pods being deleted through the API, and the end of the grace the
     /// manager was last given for each.
     deletions: BTreeMap<String, Option<SystemTime>>,
+    /// With the API as the source, drains and `sluice.dev/evict` go
+    /// through it: cordon, the Eviction API, the deletion that follows.
+    api_drain: Option<(ApiDrains, Box<dyn DrainCalls>)>,
 }
 
 impl Runner {
@@ -129,7 +133,17 @@ impl Runner {
             status_path,
             status_sink: None,
             deletions: BTreeMap::new(),
+            api_drain: None,
         }
+    }
+
+    /// Drain through the API server (`calls`) rather than stopping the
+    /// node's pods locally: the Node is cordoned, each pod evicted through
+    /// the Eviction API (budgets decided there), and stopped when its
+    /// deletion arrives, as with `kubectl drain`.
+    pub fn set_drain_calls(&mut self, calls: Box<dyn DrainCalls>) {
+        self.pods_rt.set_annotated_evictions(false);
+        self.api_drain = Some((ApiDrains::default(), calls));
     }
 
     /// Write what the agent observes of its pods back through `sink`.
@@ -217,6 +231,7 @@ impl Runner {
         if let Some(d) = &self.desired {
             self.refresh_budgets(d);
         }
+        self.drive_api_drain();
         let events = self.pods_rt.tick(Instant::now());
         self.handle_pod_events(events);
         self.refresh_overlay();
@@ -422,7 +437,13 @@ impl Runner {
             self.pods_rt.set_pool(n.pool);
         }
         self.refresh_budgets(state);
-        let want = state.nodes.get(&self.node).and_then(|n| n.drain);
+        // Through the API the drain is cordon + evictions; what reaches
+        // the pods here is their deletion.
+        let want = state
+            .nodes
+            .get(&self.node)
+            .and_then(|n| n.drain)
+            .filter(|_| self.api_drain.is_none());
         // A drain starts before the pods are synced, so pods that arrive in
         // the same update as the cordon are held, not started and evicted.
         if let Some(reason) = want.filter(|_| want != self.drain) {
@@ -532,8 +553,31 @@ impl Runner {
         );
     }
 
+    /// Feed the drain the API's answers and the state, send what is due.
+    fn drive_api_drain(&mut self) {
+        let (Some((drains, calls)), Some(d)) = (self.api_drain.as_mut(), &self.desired) else {
+            return;
+        };
+        let now = Instant::now();
+        for (req, answer) in calls.answers() {
+            drains.answer(&req, answer, now);
+        }
+        let Some(node) = api_drain::node_facts(d, &self.node) else {
+            return;
+        };
+        let pods = api_drain::pod_facts(d, &self.node, now, SystemTime::now());
+        for req in drains.plan(&node, &pods, now) {
+            calls.send(req);
+        }
+    }
+
     fn handle_pod_events(&mut self, events: Vec<PodEvent>) {
         for e in events {
+            if let (PodEvent::EvictionDone { key, outcome, .. }, Some((drains, _))) =
+                (&e, self.api_drain.as_mut())
+            {
+                drains.stopped(key, *outcome);
+            }
             match &e {
                 PodEvent::EvictionDone { key, outcome, .. }
                     if !matches!(outcome, EvictionOutcome::Refused { .. }) =>
@@ -597,6 +641,9 @@ impl Runner {
     /// Where the last drain stands (for the status file); kept after
     /// uncordon until the next drain begins.
     pub fn drain_progress(&self) -> Option<DrainProgress> {
+        if let Some((drains, _)) = &self.api_drain {
+            return drains.progress(Instant::now());
+        }
         let p = self.pods_rt.drain_progress(Instant::now());
         p.reason.is_some().then_some(p)
     }
@@ -672,9 +719,13 @@ impl Runner {
         self.status.drain = self
             .drain_progress()
             .map(|p| DrainStatus::from_progress(&p, now, wall));
-        self.status.evictions = self
-            .pods_rt
-            .single_evictions(now)
+        let mut singles = self.pods_rt.single_evictions(now);
+        if let Some((drains, _)) = &self.api_drain {
+            // Evictions asked of the API (`sluice.dev/evict`) first; the
+            // pod runtime's own are the deletions that followed.
+            singles.splice(0..0, drains.single_evictions(now));
+        }
+        self.status.evictions = singles
             .iter()
             .map(|r| PodEviction::from_report(r, now, wall))
             .collect();

@@ -290,6 +290,24 @@ impl KubeCluster {
         Ok(())
     }
 
+    /// Node `node`'s InternalIPs: (IPv4, IPv6).
+    pub fn node_addrs(&self, node: &str) -> Result<(String, String)> {
+        let n = self.get_json(&["node", node])?;
+        let addrs: Vec<String> = n["status"]["addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["type"] == "InternalIP")
+            .filter_map(|a| a["address"].as_str().map(str::to_owned))
+            .collect();
+        let v4 = addrs.iter().find(|a| a.contains('.')).cloned();
+        let v6 = addrs.iter().find(|a| a.contains(':')).cloned();
+        match (v4, v6) {
+            (Some(a), Some(b)) => Ok((a, b)),
+            _ => bail!("node {node} has no InternalIP per family: {addrs:?}"),
+        }
+    }
+
     /// Route the client's VIP ranges via this node address (per family).
     pub fn route_vips_via(&self, v4: &str, v6: &str) -> Result<()> {
         let client = self
@@ -306,6 +324,16 @@ impl KubeCluster {
     pub fn node_namespace(&self, node: &str) -> Option<String> {
         let name = format!("{}{node}", self.prefix);
         Path::new("/run/netns").join(&name).exists().then_some(name)
+    }
+
+    /// The status file node `node`'s agent writes (`--status-file`).
+    pub fn agent_status(&self, node: &str) -> Result<Value> {
+        let path = self
+            .dir
+            .join("nodes-netns")
+            .join(format!("{node}.status.json"));
+        let text = fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{}", path.display()))
     }
 
     /// Kill a node outright: every process in its namespace and its pods'

@@ -131,15 +131,7 @@ fn readiness_drain_and_a_dead_node_through_the_controller() {
         .expect("apply");
     c.set_vips("web", 1).expect("vips");
     c.set_vips("web-local", 2).expect("vips");
-    let v4 = entry.ipv4.clone().expect("entry address");
-    let v6 = c.get_json(&["node", &entry.name]).expect("node")["status"]["addresses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a["address"].as_str())
-        .find(|a| a.contains(':'))
-        .expect("an IPv6 InternalIP")
-        .to_string();
+    let (v4, v6) = c.node_addrs(&entry.name).expect("the entry's addresses");
     c.route_vips_via(&v4, &v6).expect("route");
     c.wait_for("4 web pods Ready", WAIT, || {
         let p = c.pods("app=web").ok()?;

@@ -34,6 +34,9 @@ pub struct NodeInfo {
     pub unschedulable: bool,
     /// A drain requested of this node (`sluice.dev/drain: <reason>`).
     pub drain: Option<EvictionReason>,
+    /// `sluice.dev/drain-cordoned`: the cordon is the agent's, made for a
+    /// drain through the API (undone when the drain ends).
+    pub cordoned_by_agent: bool,
     /// `sluice.dev/pool-kind` label (default standard): what
     /// `safe-to-evict: "false"` protects from (E2, E5).
     pub pool: PoolKind,
@@ -77,6 +80,9 @@ pub struct PodInfo {
     pub reported: ReportedStatus,
     /// One eviction requested of this pod (`sluice.dev/evict: <reason>`).
     pub evict: Option<EvictionReason>,
+    /// Controlled by a DaemonSet (`ownerReferences[controller=true]`): a
+    /// drain leaves it, as `kubectl drain --ignore-daemonsets` does.
+    pub daemon_set: bool,
 }
 
 /// `status.startTime` and `status.conditions[]` as read.

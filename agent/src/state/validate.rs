@@ -24,7 +24,9 @@ use crate::pods::{EvictionReason, PoolKind};
 pub const NETNS_ANNOTATION: &str = "sluice.dev/netns";
 /// The Sluice annotations and label the agent reads, named in the model
 /// crate with the policy they select.
-pub use crate::pods::eviction::{DRAIN_ANNOTATION, EVICT_ANNOTATION, POOL_KIND_LABEL};
+pub use crate::pods::eviction::{
+    DRAIN_ANNOTATION, DRAIN_CORDONED_ANNOTATION, EVICT_ANNOTATION, POOL_KIND_LABEL,
+};
 /// The label tying an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds`.
@@ -384,6 +386,8 @@ pub(super) fn node_info(ctx: &Ctx, n: k8s::Node) -> Result<NodeInfo, StateError>
         deleting: n.metadata.deletion_timestamp.is_some(),
         name: n.metadata.name.unwrap_or_default(),
         drain,
+        cordoned_by_agent: meta_entry(&n.metadata.annotations, DRAIN_CORDONED_ANNOTATION)
+            .is_some_and(|v| v == "true"),
         pool,
         addrs,
         pod_cidrs,
@@ -463,6 +467,12 @@ pub(super) fn pod_info(
         host_network,
         reported,
         evict,
+        daemon_set: p
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && o.kind == "DaemonSet"),
     })
 }
 

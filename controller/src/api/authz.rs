@@ -67,6 +67,13 @@ pub fn decide(who: &Identity, verb: &str, t: &Target) -> Decision {
         // A kubelet deletes the pods it has stopped (graceful deletion ends
         // with its delete at grace 0).
         ("", "pods") if sub.is_none() && verb == "delete" => Decision::IfPodOnNode(node.clone()),
+        // Sluice's agent drains its own node through the Eviction API
+        // (budgets decided here, not by the agent); a kubelet has no
+        // such right, so against kube-apiserver the agent's identity needs
+        // it granted (README).
+        ("", "pods") if sub == Some("pods/eviction") && verb == "create" => {
+            Decision::IfPodOnNode(node.clone())
+        }
         ("", "events") if verb == "create" || verb == "patch" => Decision::Allow,
         _ => Decision::Deny,
     }
@@ -204,12 +211,17 @@ mod tests {
             d(&n1, "delete", "/api/v1/namespaces/default/pods/web"),
             Decision::IfPodOnNode("node-1".into())
         );
+        // Its own drain: evictions of the pods bound to it, nothing else.
         assert_eq!(
             d(
                 &n1,
                 "create",
                 "/api/v1/namespaces/default/pods/web/eviction"
             ),
+            Decision::IfPodOnNode("node-1".into())
+        );
+        assert_eq!(
+            d(&n1, "create", "/api/v1/namespaces/default/pods"),
             Decision::Deny
         );
         assert_eq!(

@@ -194,7 +194,7 @@ fn demo(c: &KubeCluster, bins: &Bins) -> Result<usize> {
     // The client enters through the first node, as until the load
     // balancer issue it routes the VIPs through one node it picks.
     let entry = nodes.first().ok_or_else(|| anyhow!("no nodes"))?.clone();
-    let (v4, v6) = node_addrs(c, &entry.name)?;
+    let (v4, v6) = c.node_addrs(&entry.name)?;
     c.route_vips_via(&v4, &v6)?;
     wait_endpoints(c, "web", 4)?;
     traffic_table(c, &entry.name, &v4, &v6, &mut checks)?;
@@ -301,24 +301,6 @@ fn pods_by_zone(c: &KubeCluster, pods: &[PodView]) -> Result<BTreeMap<String, us
         *out.entry(z).or_insert(0) += 1;
     }
     Ok(out)
-}
-
-/// A node's InternalIP per family.
-fn node_addrs(c: &KubeCluster, node: &str) -> Result<(String, String)> {
-    let n = c.get_json(&["node", node])?;
-    let addrs: Vec<String> = n["status"]["addresses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| a["type"] == "InternalIP")
-        .filter_map(|a| a["address"].as_str().map(str::to_owned))
-        .collect();
-    let v4 = addrs.iter().find(|a| a.contains('.')).cloned();
-    let v6 = addrs.iter().find(|a| a.contains(':')).cloned();
-    match (v4, v6) {
-        (Some(a), Some(b)) => Ok((a, b)),
-        _ => bail!("node {node} has no InternalIP per family: {addrs:?}"),
-    }
 }
 
 /// Wait until the Service's EndpointSlices hold `n` ready endpoints.

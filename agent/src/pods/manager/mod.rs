@@ -83,6 +83,10 @@ pub struct PodManager {
     singles: std::collections::VecDeque<(String, Finished)>,
     /// SIGTERM waits for [`PodManager::endpoints_published`].
     hold_sigterm: bool,
+    /// `sluice.dev/evict` is acted on here (a state file); with the API as
+    /// the source the Eviction API decides and the pod's deletion comes
+    /// back as such.
+    annotated_evictions: bool,
     events: Vec<PodEvent>,
 }
 
@@ -98,8 +102,15 @@ impl PodManager {
             held: BTreeMap::new(),
             singles: std::collections::VecDeque::new(),
             hold_sigterm: false,
+            annotated_evictions: true,
             events: Vec::new(),
         }
+    }
+
+    /// With `false`, `sluice.dev/evict` annotations are left to whoever
+    /// evicts through the API (the pod's deletion then arrives as one).
+    pub fn set_annotated_evictions(&mut self, on: bool) {
+        self.annotated_evictions = on;
     }
 
     /// With `true`, an eviction only marks the pod's endpoints terminating
@@ -240,7 +251,9 @@ impl PodManager {
                 Some(_) => {}
             }
         }
-        self.request_annotated_evictions(desired, now);
+        if self.annotated_evictions {
+            self.request_annotated_evictions(desired, now);
+        }
         self.tick(now)
     }
 

@@ -142,7 +142,7 @@ impl EvictionState {
         }
     }
 
-    pub(super) fn of(o: EvictionOutcome) -> Self {
+    pub fn of(o: EvictionOutcome) -> Self {
         match o {
             EvictionOutcome::Graceful { .. } => EvictionState::ExitedGracefully,
             EvictionOutcome::Killed { .. } => EvictionState::KilledAfterGrace,

@@ -19,16 +19,20 @@
 //! runtime given to [`KubeSource::spawn`] and taken by [`KubeSource::poll`]
 //! from a channel; status writes go the other way through another.
 //!
-//! Evicting through the Eviction API instead of deciding against the
-//! budgets locally is not here yet.
+//! - `drain.rs`: the node's drains and `sluice.dev/evict` through the API
+//!   (cordon, the Eviction API, forced deletes), pure; `drain_writer.rs`:
+//!   [`KubeDrainer`], the task making those calls.
 
 pub mod debounce;
+pub mod drain;
+mod drain_writer;
 pub mod ipam;
 pub mod mapping;
 pub mod pod_status;
 mod status_writer;
 mod watchers;
 
+pub use drain_writer::KubeDrainer;
 pub use pod_status::PodReport;
 pub use status_writer::KubeStatusSink;
 
@@ -60,15 +64,25 @@ pub enum ClientError {
 /// A client for the cluster and user `path`'s current context names.
 /// Must run on a tokio runtime (the client's connections live on it).
 pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, ClientError> {
+    client_with(path, config_from_kubeconfig(path).await?)
+}
+
+/// The client configuration `path`'s current context names.
+pub async fn config_from_kubeconfig(path: &Path) -> Result<kube::Config, ClientError> {
     use kube::config::{KubeConfigOptions, Kubeconfig};
     let fail = |source| ClientError::Kubeconfig {
         path: path.to_path_buf(),
         source,
     };
     let kc = Kubeconfig::read_from(path).map_err(fail)?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
-        .map_err(fail)?;
+        .map_err(fail)
+}
+
+/// A client made from `cfg` (read from `path`, named in errors). Must run
+/// on a tokio runtime.
+pub fn client_with(path: &Path, cfg: kube::Config) -> Result<kube::Client, ClientError> {
     kube::Client::try_from(cfg).map_err(|source| ClientError::Client {
         path: path.to_path_buf(),
         source,
@@ -208,13 +222,21 @@ impl Drop for KubeSource {
 /// server ([`KubeStatusSink`]): each pod's status through
 /// `pods/<name>/status`, and the delete that ends a graceful deletion once
 /// the pod's containers have stopped. With a file as the source there is
-/// none. Evictions are still decided locally (not through the Eviction
-/// API).
+/// none.
 pub trait PodStatusSink: Send {
     /// Every pod of this node the agent knows, as it sees them now. Called
     /// after every tick: only changes are written, and never from the
     /// caller's thread.
     fn report(&mut self, pods: &[PodReport]);
+}
+
+/// Where the agent's drain calls go ([`KubeDrainer`] makes them on the
+/// API server); a test gives its own.
+pub trait DrainCalls: Send {
+    /// Make `req`; its answer comes back through [`DrainCalls::answers`].
+    fn send(&self, req: drain::Request);
+    /// The answers that came since the last call.
+    fn answers(&self) -> Vec<(drain::Request, drain::Answer)>;
 }
 
 #[cfg(test)]
@@ -234,6 +256,7 @@ mod tests {
                 deleting: false,
                 unschedulable: false,
                 drain: None,
+                cordoned_by_agent: false,
                 pool: crate::pods::PoolKind::Standard,
             };
             state.nodes.insert(n.to_string(), info);

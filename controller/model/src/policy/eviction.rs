@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 /// (which sets the grace-period cap and PDB handling): `NodeUpgrade`,
 /// `ScaleDown`, `BluePoolDeletion`, `AutoscaledBlueGreen` or `UserDrain`.
 pub const DRAIN_ANNOTATION: &str = "sluice.dev/drain";
+/// Annotation an agent sets (`"true"`) on its Node with the cordon it made
+/// for a drain through the API, so that only its own cordon is undone when
+/// the drain ends, also after a restart (a user's cordon stays).
+pub const DRAIN_CORDONED_ANNOTATION: &str = "sluice.dev/drain-cordoned";
 /// Annotation on a Pod asking the agent of its node to evict it once, with
 /// the same reason names (and grace caps, PDB handling) as a drain.
 pub const EVICT_ANNOTATION: &str = "sluice.dev/evict";

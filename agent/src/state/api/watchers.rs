@@ -214,9 +214,10 @@ async fn build_loop(
         out.wake.notify_one();
         // `notify_one` keeps a wake-up given while building, so no
         // change between the snapshot and here is lost.
+        let built = Instant::now();
         changed.notified().await;
         batch += 1;
-        let mut pending = Pending::new(Instant::now());
+        let mut pending = Pending::new(Instant::now(), built, &debounce);
         set_busy(&busy, batch, pending.first);
         loop {
             let due = tokio::time::Instant::from_std(debounce.due(&pending));

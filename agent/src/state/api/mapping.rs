@@ -9,14 +9,17 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use sluice_model::k8s::{EndpointSlice, Node, Pod, PodDisruptionBudget, Service};
+use sluice_model::k8s::{EndpointSlice, Node, ObjectMeta, Pod, PodDisruptionBudget, Service};
 
 use super::ipam::{Assigned, Claim, Ipam};
 use crate::state::model::DesiredState;
 use crate::state::services::{
     attach_slice, finish_endpoints, service_info, slice_endpoints, Claims, PendingSlice,
 };
-use crate::state::validate::{namespaced, node_info, pdb_spec, pod_address_fault, pod_info, Ctx};
+use crate::state::validate::{
+    namespaced, node_info, pdb_spec, pod_address_fault, pod_info, Ctx, DRAIN_ANNOTATION,
+    EVICT_ANNOTATION, POOL_KIND_LABEL,
+};
 use crate::state::StateError;
 
 /// What the watchers hold at one moment, as the reflectors' stores hand it
@@ -107,10 +110,46 @@ fn sorted<K>(objects: &[Arc<K>], key: impl Fn(&K) -> String) -> Vec<(String, &K)
     v
 }
 
+/// Annotations and labels that ask the agent for something (a drain, an
+/// eviction, a pool kind). One that cannot be read is reported and the
+/// object read without it: a typo in `sluice.dev/drain` must not take the
+/// Node out of the state (its agent would apply nothing more), nor one in
+/// `sluice.dev/evict` take the Pod out (its agent would stop it).
+const REQUESTS: [&str; 3] = [DRAIN_ANNOTATION, EVICT_ANNOTATION, POOL_KIND_LABEL];
+
+/// `read` of `obj`; if it fails on one of [`REQUESTS`], the fault is
+/// reported and `obj` read again without that entry.
+fn lenient<K: Clone, T>(
+    obj: &K,
+    meta: impl Fn(&mut K) -> &mut ObjectMeta,
+    read: impl Fn(K) -> Result<T, StateError>,
+    faults: &mut Vec<ObjectFault>,
+) -> Result<T, StateError> {
+    let e = match read(obj.clone()) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    let Some(entry) = REQUESTS
+        .iter()
+        .find(|k| e.field.ends_with(&format!("[{k}]")))
+    else {
+        return Err(e);
+    };
+    let mut without = obj.clone();
+    let m = meta(&mut without);
+    for map in [&mut m.annotations, &mut m.labels].into_iter().flatten() {
+        map.remove(*entry);
+    }
+    let v = read(without)?;
+    faults.push(e.into());
+    Ok(v)
+}
+
 fn map_nodes(snap: &Snapshot, state: &mut DesiredState, faults: &mut Vec<ObjectFault>) {
     for (name, n) in sorted(&snap.nodes, |n| n.metadata.name.clone().unwrap_or_default()) {
         let ctx = Ctx::object(format!("Node {name}"));
-        match node_info(&ctx, n.clone()) {
+        let read = |n: Node| node_info(&ctx, n);
+        match lenient(n, |n| &mut n.metadata, read, faults) {
             Ok(info) => {
                 state.nodes.insert(info.name.clone(), info);
             }
@@ -223,13 +262,16 @@ fn map_pods(
         };
         let hn = host_network(p);
         let p = as_run(p, ips, state);
-        let run = serde_yaml::to_value(&p)
-            .map_err(|e| ctx.err("", format!("cannot be read: {e}")))
-            .and_then(|v| {
-                crate::pods::run_spec_from_manifest(&v)
-                    .map_err(|e| ctx.err(e.field.clone(), e.message.clone()))
-            });
-        let pod = match run.and_then(|run| pod_info(&ctx, p, run)) {
+        let read = |p: Pod| {
+            serde_yaml::to_value(&p)
+                .map_err(|e| ctx.err("", format!("cannot be read: {e}")))
+                .and_then(|v| {
+                    crate::pods::run_spec_from_manifest(&v)
+                        .map_err(|e| ctx.err(e.field.clone(), e.message.clone()))
+                })
+                .and_then(|run| pod_info(&ctx, p, run))
+        };
+        let pod = match lenient(&p, |p| &mut p.metadata, read, faults) {
             Ok(pod) => pod,
             Err(e) => {
                 faults.push(e.into());

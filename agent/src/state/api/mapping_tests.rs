@@ -116,6 +116,60 @@ fn nodes_keep_internal_ips_cidrs_taints_and_the_sluice_keys() {
     assert!(info.deleting && info.unschedulable);
     assert_eq!(info.drain, Some(EvictionReason::NodeUpgrade));
     assert_eq!(info.pool, PoolKind::Autopilot);
+    assert!(!info.cordoned_by_agent);
+}
+
+// A request that cannot be read (a typo in `sluice.dev/drain`,
+// `sluice.dev/evict` or the pool kind) is named, and the object kept
+// without it: the Node stays in the state (its agent would otherwise apply
+// nothing more), the Pod keeps running (its agent would otherwise stop it).
+#[test]
+fn an_unreadable_request_is_named_and_the_object_kept_without_it() {
+    let n = obj::<Node>(json!({
+        "metadata": {
+            "name": "node-1",
+            "annotations": {"sluice.dev/drain": "NodeUpgrde", "sluice.dev/drain-cordoned": "true"},
+            "labels": {"sluice.dev/pool-kind": "autopilot"},
+        },
+        "spec": {"podCIDRs": ["198.19.1.0/24"]},
+        "status": {"addresses": [{"type": "InternalIP", "address": "198.18.0.11"}]},
+    }));
+    let p = pod(
+        "web-1",
+        "node-1",
+        "198.19.1.5",
+        json!({"metadata": {"annotations": {"sluice.dev/evict": "later"}}}),
+    );
+    let m = map_snapshot(&Snapshot {
+        nodes: vec![n],
+        pods: vec![p],
+        ..Snapshot::default()
+    });
+    let info = &m.state.nodes["node-1"];
+    assert_eq!(info.drain, None);
+    assert_eq!(
+        info.pool,
+        PoolKind::Autopilot,
+        "the rest of the Node counts"
+    );
+    assert!(info.cordoned_by_agent);
+    assert_eq!(m.state.pods["default/web-1"].evict, None);
+    let fields: Vec<(&str, &str)> = m
+        .faults
+        .iter()
+        .map(|f| (f.object.as_str(), f.field.as_str()))
+        .collect();
+    assert_eq!(
+        fields,
+        vec![
+            ("Node node-1", "metadata.annotations[sluice.dev/drain]"),
+            (
+                "Pod default/web-1",
+                "metadata.annotations[sluice.dev/evict]"
+            ),
+        ]
+    );
+    assert!(m.faults[0].message.contains("NodeUpgrde"), "{:?}", m.faults);
 }
 
 #[test]

@@ -145,14 +145,16 @@ async fn start_source(args: &Args) -> Result<(Box<dyn StateSource>, Sink)> {
     let Some(kubeconfig) = &args.kubeconfig else {
         anyhow::bail!("no desired state: pass --state FILE or --kubeconfig FILE");
     };
-    let cfg = config_from_kubeconfig(kubeconfig).await?;
-    let client = client_with(kubeconfig, cfg.clone())?;
-    // The drain's calls go without kube's own retries: an Eviction's 429
-    // is an answer the drain acts on (its back-off, the reason's patience),
-    // not an error to retry 15 times over minutes inside one call.
-    let mut once = cfg;
-    once.default_retry = false;
-    let drain_client = client_with(kubeconfig, once)?;
+    let mut cfg = config_from_kubeconfig(kubeconfig).await?;
+    // Without kube's own retries (a 429, 503 or 504 retried up to 15 times
+    // over minutes inside one call): every caller here retries on its own
+    // terms — an Eviction's 429 is an answer the drain acts on (its
+    // back-off, the reason's patience), the status writer backs off per
+    // pod, the registration at its next renewal, the watchers with their
+    // back-off — and a call held for minutes would stall the others queued
+    // behind it.
+    cfg.default_retry = false;
+    let client = client_with(kubeconfig, cfg)?;
     let rt = tokio::runtime::Handle::current();
     let uplink = if args.node_ip.is_empty() {
         machine::link_addrs(&args.nic).unwrap_or_else(|e| {
@@ -186,7 +188,7 @@ async fn start_source(args: &Args) -> Result<(Box<dyn StateSource>, Sink)> {
     info!(kubeconfig = %kubeconfig.display(), "desired state from the API server");
     let sink: Box<dyn PodStatusSink> = Box::new(KubeStatusSink::spawn(&rt, client.clone()));
     let drains: Box<dyn DrainCalls> =
-        Box::new(KubeDrainer::spawn(&rt, drain_client, &args.node_name));
+        Box::new(KubeDrainer::spawn(&rt, client.clone(), &args.node_name));
     let source = KubeSource::spawn(&rt, client, &args.node_name);
     Ok((Box::new(source), Some((sink, drains))))
 }

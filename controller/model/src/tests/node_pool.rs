@@ -360,6 +360,42 @@ fn short_lived_takes_no_settings() {
 }
 
 #[test]
+fn node_counts_past_a_cluster_are_refused() {
+    // spec: C11 — at most 15 000 nodes: a pool asking for more is refused
+    // at admission, naming the field (a count near i32::MAX used to
+    // overflow the pools loop's sums).
+    breaks(
+        FULL,
+        |p: &mut NodePool| p.spec.initial_node_count = Some(2_000_000_000),
+        "spec.initialNodeCount",
+        ErrorKind::Invalid,
+        "a cluster holds at most 15000",
+    );
+    breaks(
+        FULL,
+        |p: &mut NodePool| {
+            p.spec.locations = vec!["z-a".into(), "z-b".into()];
+            p.spec.initial_node_count = Some(7_501);
+        },
+        "spec.initialNodeCount",
+        ErrorKind::Invalid,
+        "7501 nodes in each of 2 zone(s) is 15002",
+    );
+    let ok = edited(FULL, |p: &mut NodePool| {
+        p.spec.locations = vec!["z-a".into(), "z-b".into()];
+        p.spec.initial_node_count = Some(7_500);
+    });
+    assert_eq!(ok.validate(), Ok(()));
+    breaks(
+        FULL,
+        |p: &mut NodePool| autoscaling(p).max_node_count = Some(i32::MAX),
+        "spec.autoscaling.maxNodeCount",
+        ErrorKind::Invalid,
+        "more than a cluster holds",
+    );
+}
+
+#[test]
 fn autoscaling_limits() {
     // spec: C1 — min ≤ max, per zone and in total.
     breaks(

@@ -7,6 +7,9 @@ use crate::node_pool::{
     BlueGreenSettings, NodeConfig, NodePool, NodePoolAutoscaling, UpgradeSettings, UpgradeStrategy,
 };
 
+/// The most nodes a cluster holds (spec C11, GKE's limit).
+pub const MAX_CLUSTER_NODES: i64 = 15_000;
+
 pub fn validate_node_pool(pool: &NodePool) -> Result<(), FieldErrors> {
     let mut errors = Errors::default();
     let spec = &pool.spec;
@@ -26,6 +29,20 @@ pub fn validate_node_pool(pool: &NodePool) -> Result<(), FieldErrors> {
         }
     }
     errors.non_negative(&path.field("initialNodeCount"), spec.initial_node_count);
+    // spec: C11 — a cluster holds at most 15 000 nodes: a count past it is
+    // a mistake, and one near i32::MAX would overflow every sum of counts.
+    let zone_count = spec.locations.len().max(1) as i64;
+    if let Some(n) = spec.initial_node_count.filter(|n| *n >= 0) {
+        let total = i64::from(n) * zone_count;
+        if total > MAX_CLUSTER_NODES {
+            errors.invalid(
+                &path.field("initialNodeCount"),
+                format!(
+                    "{n} nodes in each of {zone_count} zone(s) is {total}; a cluster holds at most {MAX_CLUSTER_NODES}"
+                ),
+            );
+        }
+    }
     config(&mut errors, &path.field("config"), &spec.config);
     let autoscaling_on = spec.autoscaling.as_ref().is_some_and(|a| a.enabled);
     if let Some(a) = &spec.autoscaling {
@@ -80,6 +97,12 @@ fn autoscaling(errors: &mut Errors, path: &Path, a: &NodePoolAutoscaling) {
     ];
     for (name, value) in fields {
         errors.non_negative(&path.field(name), value);
+        if let Some(v) = value.filter(|v| i64::from(*v) > MAX_CLUSTER_NODES) {
+            errors.invalid(
+                &path.field(name),
+                format!("{v} is more than a cluster holds ({MAX_CLUSTER_NODES} nodes)"),
+            );
+        }
     }
     let per_zone = a.min_node_count.is_some() || a.max_node_count.is_some();
     let total = a.total_min_node_count.is_some() || a.total_max_node_count.is_some();

@@ -113,8 +113,18 @@ pub(super) fn summarize(
     config: &Config,
     now: Timestamp,
 ) {
-    let target: i32 = status.zones.iter().map(|z| z.target_node_count).sum();
-    let ready: i32 = status.zones.iter().map(|z| z.ready_node_count).sum();
+    // Summed wide: admission bounds the counts, but an object stored
+    // before that (or written around it) must not overflow the loop.
+    let target: i64 = status
+        .zones
+        .iter()
+        .map(|z| i64::from(z.target_node_count))
+        .sum();
+    let ready: i64 = status
+        .zones
+        .iter()
+        .map(|z| i64::from(z.ready_node_count))
+        .sum();
     let short: Vec<String> = status
         .zones
         .iter()

@@ -197,7 +197,12 @@ async fn cordon(nodes: &Api<Node>, names: &[String], on: bool) {
 
 /// The latest bind among `names`, and the sorted delays from `from[name]`
 /// (or from `start`) to each bind.
-fn binds(seen: &Seen, prefix: &str, start: Instant, from: &HashMap<String, Instant>) -> (Instant, Vec<Duration>) {
+fn binds(
+    seen: &Seen,
+    prefix: &str,
+    start: Instant,
+    from: &HashMap<String, Instant>,
+) -> (Instant, Vec<Duration>) {
     let mine = seen.bound.iter().filter(|(k, _)| k.starts_with(prefix));
     let last = mine.clone().map(|(_, at)| *at).max().unwrap_or(start);
     let mut lat: Vec<Duration> = mine
@@ -216,8 +221,8 @@ async fn run(s: &Server, store: &str) {
         env("SLUICE_BENCH_NODES", 5_000),
         env("SLUICE_BENCH_PENDING", 50_000),
     );
-    let phases = std::env::var("SLUICE_BENCH_PHASES")
-        .unwrap_or_else(|_| "pending,interleaved".into());
+    let phases =
+        std::env::var("SLUICE_BENCH_PHASES").unwrap_or_else(|_| "pending,interleaved".into());
     let c = common::kube_client(s).await;
     let nodes: Api<Node> = Api::all(c.clone());
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
@@ -258,7 +263,8 @@ spec:
     // The pure decision over the same Nodes and as many pods, no API: the
     // most the loop could do.
     let decide_rate = {
-        let (mut view, _) = sluice_scheduler::Cluster::from_objects(node_list.iter(), std::iter::empty());
+        let (mut view, _) =
+            sluice_scheduler::Cluster::from_objects(node_list.iter(), std::iter::empty());
         let batch: Vec<Pod> = (0..n_pods).map(|i| pod("d", i)).collect();
         let t = Instant::now();
         let decided = sluice_scheduler::schedule_all(&mut view, &batch);
@@ -271,7 +277,10 @@ spec:
         n_pods as f64 / secs
     };
 
-    eprintln!("{} nodes Ready after {nodes_s:.1} s; pure decisions {decide_rate:.0}/s", names.len());
+    eprintln!(
+        "{} nodes Ready after {nodes_s:.1} s; pure decisions {decide_rate:.0}/s",
+        names.len()
+    );
     let watched: Shared = Arc::default();
     let rv = pods
         .list_metadata(&ListParams::default().limit(1))
@@ -299,11 +308,13 @@ spec:
         eprintln!("pending: {n_pods} pods created and marked; uncordoning");
         let early = seen(&watched).bound.len();
         let cpu0 = cpu_time(s.pid());
+        let own0 = cpu_time(std::process::id());
         let start = Instant::now();
         cordon(&nodes, &names, false).await;
         let uncordon_s = start.elapsed().as_secs_f64();
         until("every pod bound", || seen(&watched).bound.len() >= n_pods).await;
         let cpu = cpu_time(s.pid()).saturating_sub(cpu0);
+        let own = cpu_time(std::process::id()).saturating_sub(own0);
         eprintln!("pending: every pod bound");
         let (last, lat) = binds(&seen(&watched), "p", start, &HashMap::new());
         let bound_s = last.duration_since(start).as_secs_f64();
@@ -311,9 +322,9 @@ spec:
         let create_rate = n_pods as f64 / created_s;
         rows.push(format!(
             "pending: {n_pods} pods pending, then every Node uncordoned\n
-| store | nodes Ready s | pure decisions /s (baseline) | pods created /s | all PodScheduled=False s after last create | bound before release | uncordon s | pods bound /s (ratio to decisions; to creates) | bound after release: first / p50 / last ms | controller CPU s (share of wall) |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-| {store} | {nodes_s:.1} | {decide_rate:.0} | {create_rate:.0} | {marked_s:.1} | {early} | {uncordon_s:.1} | {rate:.0} ({:.3}×; {:.2}×) | {:.0} / {:.0} / {:.0} | {:.1} ({:.0} %) |",
+| store | nodes Ready s | pure decisions /s (baseline) | pods created /s | all PodScheduled=False s after last create | bound before release | uncordon s | pods bound /s (ratio to decisions; to creates) | bound after release: first / p50 / last ms | controller CPU s (share of wall) | bench client CPU s |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| {store} | {nodes_s:.1} | {decide_rate:.0} | {create_rate:.0} | {marked_s:.1} | {early} | {uncordon_s:.1} | {rate:.0} ({:.3}×; {:.2}×) | {:.0} / {:.0} / {:.0} | {:.1} ({:.0} %) | {:.1} |",
             rate / decide_rate,
             rate / create_rate,
             ms(lat.first().copied().unwrap_or_default()),
@@ -321,6 +332,7 @@ spec:
             ms(pct(&lat, 1.0)),
             cpu.as_secs_f64(),
             100.0 * cpu.as_secs_f64() / bound_s,
+            own.as_secs_f64(),
         ));
     }
 
@@ -331,7 +343,10 @@ spec:
         let cpu0 = cpu_time(s.pid());
         let start = Instant::now();
         let (created, created_s) = create_pods(&pods, "q", n_pods).await;
-        until("every pod bound", || seen(&watched).bound.len() >= before + n_pods).await;
+        until("every pod bound", || {
+            seen(&watched).bound.len() >= before + n_pods
+        })
+        .await;
         let cpu = cpu_time(s.pid()).saturating_sub(cpu0);
         let (last, lat) = binds(&seen(&watched), "q", start, &created);
         let bound_s = last.duration_since(start).as_secs_f64();

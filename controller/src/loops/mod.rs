@@ -398,6 +398,7 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
                 ),
                 ..Default::default()
             },
+            seen_ready: Default::default(),
         });
         let q = Queue::new();
         let p = pl.clone();

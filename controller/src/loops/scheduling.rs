@@ -243,7 +243,8 @@ impl Scheduling {
     /// `PodScheduled=False` with `message`, and a `FailedScheduling`
     /// Event when `event`. The patch names the pod's resourceVersion as
     /// decided: a pod bound or changed since (a 409) keeps what it has,
-    /// so a late report never marks a bound pod unscheduled.
+    /// so a late report never marks a bound pod unscheduled, and is
+    /// decided again.
     async fn report_unschedulable(
         &self,
         pod: &Pod,
@@ -265,7 +266,13 @@ impl Scheduling {
             .patch_status(&name, &params, &Patch::Strategic(&patch))
             .await
         {
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            // Changed since it was decided (bound, or the cache was behind):
+            // decided again on what it is now.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                self.queue.add((ns, name));
+                return Ok(());
+            }
             r => {
                 r?;
             }

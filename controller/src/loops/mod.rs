@@ -296,9 +296,7 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
     let l = life.clone();
     follow(&mut tasks, &nodes, q.clone(), move |c, q| l.on_change(c, q));
     let l = life.clone();
-    follow(&mut tasks, &leases, q.clone(), move |c, q| {
-        l.on_change(c, q)
-    });
+    follow(&mut tasks, &leases, q.clone(), move |c, q| l.on_lease(c, q));
     let l = life.clone();
     let (n, ls) = (nodes.clone(), leases.clone());
     tasks.spawn(async move {
@@ -400,6 +398,7 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
                 ),
                 ..Default::default()
             },
+            seen_ready: Default::default(),
         });
         let q = Queue::new();
         let p = pl.clone();

@@ -173,10 +173,50 @@ impl Lifecycle {
         Ok(())
     }
 
-    /// Any Node or Lease change may change the whole cluster's verdict.
+    /// Any Node change may change the whole cluster's verdict.
     pub fn on_change<K>(&self, _: &Change<K>, queue: &Queue) {
         queue.add(cluster_key());
     }
+
+    /// A Lease renewed for a Node that is Ready and untainted changes no
+    /// verdict: only a Lease that stops being renewed does, and the
+    /// passes' own timer ([`IDLE_PASS`], upstream's 5 s node monitor
+    /// period) sees that. Waking on each renewal ran a pass over every
+    /// Node, Lease and pod twice a second with 5 000 nodes (500 renewals
+    /// a second). A renewal for a Node that is not Ready, or is tainted,
+    /// may bring it back: that wakes the loop.
+    pub fn on_lease(&self, change: &Change<Lease>, queue: &Queue) {
+        if let Change::Applied(lease) = change {
+            let name = lease.metadata.name.as_deref().unwrap_or_default();
+            if self.nodes.get("", name).is_some_and(|n| healthy(&n)) {
+                return;
+            }
+        }
+        queue.add(cluster_key());
+    }
+}
+
+/// Ready, and without the node lifecycle's taints.
+fn healthy(node: &Node) -> bool {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    let tainted = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| {
+            t.iter().any(|t| {
+                matches!(
+                    t.key.as_str(),
+                    "node.kubernetes.io/unreachable" | "node.kubernetes.io/not-ready"
+                )
+            })
+        });
+    ready && !tainted
 }
 
 /// Pod CIDRs (`--cluster-cidr`): a Node without `spec.podCIDRs` gets the

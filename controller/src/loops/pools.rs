@@ -36,6 +36,9 @@ pub struct Pools {
     pub nodes: Arc<Informer<Node>>,
     pub provider: Arc<dyn NodeProvider>,
     pub config: Config,
+    /// Whether each pool Node was Ready when last seen: what a plan reads
+    /// of a Node, so only a change of it wakes the pool.
+    pub seen_ready: std::sync::Mutex<std::collections::HashMap<String, bool>>,
 }
 
 impl Pools {
@@ -135,12 +138,27 @@ impl Pools {
         }
     }
 
-    /// A pool's Node going away (or coming) changes what the pool needs.
+    /// A pool's Node going away, coming, or turning Ready or not changes
+    /// what the pool needs; any other update (a cordon, a label) does not,
+    /// and does not wake it: 5 000 cordons were 5 000 passes over every
+    /// Node.
     pub fn on_node(&self, change: &Change<Node>, queue: &Queue) {
-        if let Change::Applied(n) | Change::Deleted(n) = change {
-            if let Some(pool) = n.metadata.labels.as_ref().and_then(|l| l.get(POOL_LABEL)) {
-                queue.add((String::new(), pool.clone()));
-            }
+        let (n, ready) = match change {
+            Change::Applied(n) => (n, Some(reconcile::is_node_ready(n))),
+            Change::Deleted(n) => (n, None),
+            Change::Relisted => return,
+        };
+        let Some(pool) = n.metadata.labels.as_ref().and_then(|l| l.get(POOL_LABEL)) else {
+            return;
+        };
+        let name = n.metadata.name.clone().unwrap_or_default();
+        let mut seen = self.seen_ready.lock().unwrap_or_else(|p| p.into_inner());
+        let before = match ready {
+            Some(r) => seen.insert(name, r),
+            None => seen.remove(&name),
+        };
+        if before.is_none() || before != ready {
+            queue.add((String::new(), pool.clone()));
         }
     }
 }
@@ -174,12 +192,7 @@ pub fn stale_nodes<'a>(
                 .and_then(|l| l.get(POOL_LABEL))
                 .is_some_and(|p| p == pool)
         })
-        .filter(|n| {
-            !n.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
+        .filter(|n| !reconcile::is_node_ready(n))
         .filter_map(|n| n.metadata.name.clone())
         .filter(|name| !listed.contains(name.as_str()))
         .collect()
@@ -224,24 +237,27 @@ impl SimKubelets {
         let mut work = Vec::new();
         for pool in self.pools.all() {
             let name = pool.metadata.name.clone().unwrap_or_default();
-            for mut node in self.sim.nodes(&name) {
-                node.metadata
-                    .labels
-                    .get_or_insert_with(Default::default)
-                    .insert(SIMULATED_LABEL.into(), "true".into());
-                let n = node.metadata.name.clone().unwrap_or_default();
+            let missing = |n: &str| self.nodes.get("", n).is_none();
+            for (n, node) in self.sim.running(&name, missing) {
                 running.insert(n.clone());
-                let missing = self.nodes.get("", &n).is_none();
-                if missing || renew {
-                    work.push((node, n, missing));
+                match node {
+                    Some(mut node) => {
+                        node.metadata
+                            .labels
+                            .get_or_insert_with(Default::default)
+                            .insert(SIMULATED_LABEL.into(), "true".into());
+                        work.push((Some(node), n));
+                    }
+                    None if renew => work.push((None, n)),
+                    None => {}
                 }
             }
         }
         let results: Vec<Result<(), kube::Error>> = futures::stream::iter(work)
-            .map(|(node, n, missing)| {
+            .map(|(node, n)| {
                 let (nodes, leases, pp) = (&nodes, &leases, &pp);
                 async move {
-                    if missing {
+                    if let Some(node) = node {
                         match nodes.create(pp, &node).await {
                             Err(kube::Error::Api(s)) if s.code == 409 => {}
                             r => {

@@ -7,13 +7,20 @@
 //! failed binding forgets the assumption and tries the pod again.
 //!
 //! A pod that fits nowhere gets `PodScheduled=False` with reason
-//! `Unschedulable` and kube-scheduler's message, and one `FailedScheduling`
-//! Event per new message (the autoscaler reads the condition); it is
-//! tried again when a Node changes, or after [`RETRY_UNSCHEDULABLE`].
+//! `Unschedulable` and kube-scheduler's message (the autoscaler reads the
+//! condition), and a `FailedScheduling` Event at most once per
+//! [`EVENT_EVERY`] per pod (upstream's event correlator aggregates and
+//! rate-limits them too). Those writes run beside the decisions, as the
+//! bindings do, so a backlog of unschedulable pods does not hold back the
+//! ones that fit. It is tried again when a Node changes, but not before
+//! its backoff ([`backoff`], upstream's 1 s doubling to 10 s: a storm of
+//! Node changes is not a storm of attempts and status writes), or after
+//! [`RETRY_UNSCHEDULABLE`]. Its own status writes do not wake it: only a
+//! change of its spec or labels does.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -36,20 +43,66 @@ pub const SCHEDULER: &str = "default-scheduler";
 /// small and a minute keeps a stuck pod's message fresh).
 const RETRY_UNSCHEDULABLE: Duration = Duration::from_secs(60);
 
-/// Bindings written at once while the next pods are decided.
-const BINDERS: usize = 64;
+/// Bindings written at once while the next pods are decided. Upstream
+/// bounds them only by its client's rate; here a bind's latency under
+/// load (the API's queueing and the store's group commit, tens of ms) with
+/// 64 in flight held the loop to a few hundred binds a second while the
+/// controller had CPU to spare; more in flight make bigger store batches.
+const BINDERS: usize = 256;
+
+/// Unschedulable reports (a status patch, maybe an Event) written at once.
+const REPORTERS: usize = 16;
+
+/// A pod's `FailedScheduling` Events are at least this far apart.
+const EVENT_EVERY: Duration = Duration::from_secs(60);
+
+/// Upstream's `podInitialBackoffDuration` and `podMaxBackoffDuration`.
+const BACKOFF_FIRST: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+/// How long a pod that failed `failures` times in a row waits before it is
+/// tried again on a cluster change: 1 s, doubled per failure, at most 10 s.
+pub fn backoff(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    BACKOFF_FIRST
+        .saturating_mul(1 << doublings)
+        .min(BACKOFF_MAX)
+}
+
+/// A pod that fit nowhere at its last attempt.
+pub struct Waiting {
+    /// The pod as it was decided: a change to its spec or labels may make
+    /// it fit, any other update (its own status) does not.
+    pub pod: Arc<Pod>,
+    /// Failed attempts in a row, for the backoff.
+    pub failures: u32,
+    pub last_attempt: Instant,
+    /// The last `FailedScheduling` Event written for it.
+    pub last_event: Option<Instant>,
+}
+
+/// Whether an update from `old` to `new` can change where the pod fits.
+fn may_fit_now(old: &Pod, new: &Pod) -> bool {
+    old.spec != new.spec || old.metadata.labels != new.metadata.labels
+}
 
 pub struct Scheduling {
     pub client: Client,
     pub nodes: Arc<Informer<Node>>,
     pub pods: Arc<Informer<Pod>>,
     pub view: Mutex<Cluster>,
-    /// Pods that fit nowhere last time, tried again when a Node changes.
-    pub waiting: Mutex<BTreeSet<Key>>,
+    /// Pods that fit nowhere last time, tried again when a Node changes
+    /// (after their backoff), forgotten when bound or deleted.
+    pub waiting: Mutex<HashMap<Key, Waiting>>,
+    /// Those of `waiting` not queued yet: what the next cluster change
+    /// wakes. Apart, so the 5 000 Node changes after the first wake do not
+    /// each walk a backlog of 50 000.
+    pub parked: Mutex<HashSet<Key>>,
     /// Pods decided and being bound, until the cache shows them bound: not
     /// decided again meanwhile.
     pub binding: Mutex<HashSet<Key>>,
     pub binders: Arc<Semaphore>,
+    pub reporters: Arc<Semaphore>,
     pub queue: Arc<Queue>,
 }
 
@@ -66,14 +119,24 @@ impl Scheduling {
             pods,
             view: Mutex::new(Cluster::new()),
             waiting: Mutex::default(),
+            parked: Mutex::default(),
             binding: Mutex::default(),
             binders: Arc::new(Semaphore::new(BINDERS)),
+            reporters: Arc::new(Semaphore::new(REPORTERS)),
             queue,
         }
     }
 
     fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<Key>> {
         self.binding.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Waiting>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn parked(&self) -> std::sync::MutexGuard<'_, HashSet<Key>> {
+        self.parked.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn view(&self) -> std::sync::MutexGuard<'_, Cluster> {
@@ -104,10 +167,7 @@ impl Scheduling {
         let decision = sluice_scheduler::schedule(&mut self.view(), &pod);
         match decision {
             Decision::Bind { node } => {
-                self.waiting
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&key);
+                self.waiting().remove(&key);
                 self.in_flight().insert(key.clone());
                 let permit = self.binders.clone().acquire_owned().await;
                 let me = self.clone();
@@ -123,11 +183,42 @@ impl Scheduling {
                 Ok(None)
             }
             Decision::Unschedulable { message, .. } => {
-                self.waiting
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(key.clone());
-                self.report_unschedulable(&pod, &message).await?;
+                let now = Instant::now();
+                // A pod that says so already (its message unchanged) needs
+                // no write, as upstream skips an unchanged condition.
+                let report = !says_unschedulable(&pod, &message);
+                let event = {
+                    let mut waiting = self.waiting();
+                    let w = waiting.entry(key.clone()).or_insert(Waiting {
+                        pod: pod.clone(),
+                        failures: 0,
+                        last_attempt: now,
+                        last_event: None,
+                    });
+                    w.pod = pod.clone();
+                    w.failures = w.failures.saturating_add(1);
+                    w.last_attempt = now;
+                    let event = report
+                        && w.last_event
+                            .is_none_or(|at| now.duration_since(at) >= EVENT_EVERY);
+                    if event {
+                        w.last_event = Some(now);
+                    }
+                    event
+                };
+                self.parked().insert(key.clone());
+                if report {
+                    // Beside the decisions, as the bindings: the next pod
+                    // need not wait for this one's writes.
+                    let permit = self.reporters.clone().acquire_owned().await;
+                    let me = self.clone();
+                    tokio::spawn(async move {
+                        let _permit = permit;
+                        if let Err(e) = me.report_unschedulable(&pod, &message, event).await {
+                            debug!(pod = %key.1, error = %e, "unschedulable status");
+                        }
+                    });
+                }
                 Ok(Some(RETRY_UNSCHEDULABLE))
             }
         }
@@ -149,22 +240,22 @@ impl Scheduling {
         .map(|_| ())
     }
 
-    /// `PodScheduled=False` and a `FailedScheduling` Event, unless the pod
-    /// says so already with this message.
-    async fn report_unschedulable(&self, pod: &Pod, message: &str) -> Result<(), LoopError> {
-        let said = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"))
-            .is_some_and(|c| c.status == "False" && c.message.as_deref() == Some(message));
-        if said {
-            return Ok(());
-        }
+    /// `PodScheduled=False` with `message`, and a `FailedScheduling`
+    /// Event when `event`. The patch names the pod's resourceVersion as
+    /// decided: a pod bound or changed since (a 409) keeps what it has,
+    /// so a late report never marks a bound pod unscheduled, and is
+    /// decided again.
+    async fn report_unschedulable(
+        &self,
+        pod: &Pod,
+        message: &str,
+        event: bool,
+    ) -> Result<(), LoopError> {
         let (ns, name) = key_of(pod);
         let now = Timestamp::now().to_string();
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        let patch = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False",
+        let patch = json!({"metadata": {"resourceVersion": pod.metadata.resource_version},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False",
             "reason": "Unschedulable", "message": message, "lastProbeTime": null,
             "lastTransitionTime": now}]}});
         let params = PatchParams {
@@ -176,9 +267,18 @@ impl Scheduling {
             .await
         {
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            // Changed since it was decided (bound, or the cache was behind):
+            // decided again on what it is now.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                self.queue.add((ns, name));
+                return Ok(());
+            }
             r => {
                 r?;
             }
+        }
+        if !event {
+            return Ok(());
         }
         let events: Api<sluice_model::k8s::Event> = Api::namespaced(self.client.clone(), &ns);
         let event = json!({"apiVersion": "v1", "kind": "Event",
@@ -204,8 +304,19 @@ impl Scheduling {
             Change::Applied(p) => {
                 let key = key_of(p.as_ref());
                 if wants_scheduling(p) {
+                    if let Some(w) = self.waiting().get_mut(&key) {
+                        if !may_fit_now(&w.pod, p) {
+                            // Its own status write, say: nothing that
+                            // changes where it fits; a Node change or the
+                            // retry timer queues it. The newer object is
+                            // kept so the older one can be freed.
+                            w.pod = p.clone();
+                            return;
+                        }
+                    }
                     queue.add(key);
                 } else {
+                    self.waiting().remove(&key);
                     self.in_flight().remove(&key);
                     if let Err(e) = self.view().add_pod(p) {
                         debug!(error = %e, "scheduler view");
@@ -215,7 +326,9 @@ impl Scheduling {
             Change::Deleted(p) => {
                 let (ns, name) = key_of(p.as_ref());
                 self.view().remove_pod(&ns, &name);
-                self.in_flight().remove(&(ns, name));
+                let key = (ns, name);
+                self.waiting().remove(&key);
+                self.in_flight().remove(&key);
                 // A freed node may take a waiting pod.
                 self.wake_waiting(queue);
             }
@@ -247,8 +360,87 @@ impl Scheduling {
         self.wake_waiting(queue);
     }
 
+    /// Queues every parked pod whose backoff is over, and the others when
+    /// it will be.
     fn wake_waiting(&self, queue: &Queue) {
-        let waiting = std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|p| p.into_inner()));
-        queue.add_all(waiting);
+        let parked = std::mem::take(&mut *self.parked());
+        if parked.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut later: Vec<(Duration, Key)> = Vec::new();
+        {
+            let waiting = self.waiting();
+            for key in parked {
+                // Gone from `waiting`: bound or deleted meanwhile.
+                let Some(w) = waiting.get(&key) else {
+                    continue;
+                };
+                let due = w.last_attempt + backoff(w.failures);
+                match due.checked_duration_since(now) {
+                    Some(d) if !d.is_zero() => later.push((d, key)),
+                    _ => queue.add(key),
+                }
+            }
+        }
+        if later.is_empty() {
+            return;
+        }
+        // One timer for the lot, not one per pod: a backlog of 50 000.
+        later.sort_unstable_by_key(|(d, _)| *d);
+        let queue = self.queue.clone();
+        tokio::spawn(async move {
+            let start = tokio::time::Instant::now();
+            for (d, key) in later {
+                tokio::time::sleep_until(start + d).await;
+                queue.add(key);
+            }
+        });
+    }
+}
+
+/// Whether the pod already says it is unschedulable, with `message`.
+fn says_unschedulable(pod: &Pod, message: &str) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"))
+        .is_some_and(|c| c.status == "False" && c.message.as_deref() == Some(message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_one_second_to_ten() {
+        let got: Vec<u64> = (0..7).map(|f| backoff(f).as_secs()).collect();
+        assert_eq!(got, [1, 1, 2, 4, 8, 10, 10]);
+        assert_eq!(backoff(u32::MAX), BACKOFF_MAX);
+    }
+
+    #[test]
+    fn only_spec_or_label_changes_may_make_a_pod_fit() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "labels": {"a": "1"}},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}))
+        .expect("pod");
+        let mut status = pod.clone();
+        status.metadata.resource_version = Some("9".into());
+        status.status = serde_json::from_value(json!({"conditions": [
+            {"type": "PodScheduled", "status": "False", "message": "m"}]}))
+        .expect("status");
+        assert!(!may_fit_now(&pod, &status));
+        let mut labels = pod.clone();
+        labels.metadata.labels = None;
+        assert!(may_fit_now(&pod, &labels));
+        let mut spec = pod.clone();
+        if let Some(s) = spec.spec.as_mut() {
+            s.tolerations = Some(vec![Default::default()]);
+        }
+        assert!(may_fit_now(&pod, &spec));
+        assert!(says_unschedulable(&status, "m"));
+        assert!(!says_unschedulable(&status, "other"));
+        assert!(!says_unschedulable(&pod, "m"));
     }
 }

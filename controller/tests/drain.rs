@@ -310,18 +310,32 @@ fn eviction_refusals(backend: Backend) {
         "one allowance, one eviction: {both:?}"
     );
 
-    // A node may not evict.
-    let o = s.kubectl(
-        "node-1",
-        &[
-            "create",
-            "--raw",
-            "/api/v1/namespaces/default/pods/web-1/eviction",
-            "-f",
-            &s.dir.join("evict-web-1.json").display().to_string(),
-        ],
+    // A node evicts the pods bound to it (its agent drains through the
+    // Eviction API), no others.
+    run_pod(&s, "web-4", "node-2");
+    let body = write(
+        &s,
+        "evict-web-4.json",
+        r#"{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"web-4","namespace":"default"}}"#,
     );
+    let as_node = |pod: &str, body: &str| {
+        s.kubectl(
+            "node-1",
+            &[
+                "create",
+                "--raw",
+                &format!("/api/v1/namespaces/default/pods/{pod}/eviction"),
+                "-f",
+                body,
+            ],
+        )
+    };
+    let o = as_node("web-4", &body);
     assert!(text(&o).contains("Forbidden"), "{}", text(&o));
+    assert!(json(&s, "admin", &["get", "pod", "web-4"])["metadata"]["deletionTimestamp"].is_null());
+    let own = s.dir.join("evict-web-2.json").display().to_string();
+    let o = as_node("web-2", &own);
+    assert!(!text(&o).contains("Forbidden"), "{}", text(&o));
 }
 
 on_both_stores!(drain_held_back_then_let_go, eviction_refusals);

@@ -24,7 +24,7 @@ impl Default for Debounce {
         Debounce {
             quiet: Duration::from_millis(20),
             max: Duration::from_millis(500),
-            idle: Duration::from_millis(100),
+            idle: Duration::from_millis(50),
             settle: Duration::from_millis(2),
         }
     }
@@ -81,19 +81,19 @@ mod tests {
         let d = Debounce::default();
         let t0 = Instant::now();
         assert_eq!(d.due(&busy(&d, t0)), t0 + 20 * MS);
-        let soon = Pending::new(t0 + 99 * MS, t0, &d);
-        assert_eq!(d.due(&soon), t0 + 119 * MS);
+        let soon = Pending::new(t0 + 49 * MS, t0, &d);
+        assert_eq!(d.due(&soon), t0 + 69 * MS);
     }
 
     #[test]
     fn the_first_change_after_a_quiet_spell_is_built_at_once() {
         let d = Debounce::default();
         let t0 = Instant::now();
-        let mut p = Pending::new(t0 + 100 * MS, t0, &d);
-        assert_eq!(d.due(&p), t0 + 102 * MS);
+        let mut p = Pending::new(t0 + 50 * MS, t0, &d);
+        assert_eq!(d.due(&p), t0 + 52 * MS);
         // The rest of its burst waits for the next build.
-        p.touch(t0 + 101 * MS);
-        assert_eq!(d.due(&p), t0 + 102 * MS);
+        p.touch(t0 + 51 * MS);
+        assert_eq!(d.due(&p), t0 + 52 * MS);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The Sluice node agent.
 
+pub mod backoff;
 pub mod cli;
 pub mod control;
 pub mod engine;

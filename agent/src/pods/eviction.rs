@@ -284,8 +284,5 @@ impl Eviction {
 
 /// Delay before the next try after `refusals` refusals.
 pub fn backoff(refusals: u32) -> Duration {
-    let shift = refusals.saturating_sub(1).min(16);
-    PDB_RETRY_INITIAL
-        .saturating_mul(1u32 << shift)
-        .min(PDB_RETRY_MAX)
+    crate::backoff::doubling(PDB_RETRY_INITIAL, PDB_RETRY_MAX, refusals.saturating_sub(1))
 }

@@ -320,8 +320,7 @@ pub fn pod_facts(
 }
 
 fn retry_after(failures: u32) -> Duration {
-    let shift = failures.saturating_sub(1).min(16);
-    RETRY_FIRST.saturating_mul(1u32 << shift).min(RETRY_MAX)
+    crate::backoff::doubling(RETRY_FIRST, RETRY_MAX, failures.saturating_sub(1))
 }
 
 impl ApiDrains {

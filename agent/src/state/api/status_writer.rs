@@ -162,9 +162,7 @@ async fn write_loop(client: Client, mut rx: UnboundedReceiver<Write>) {
 
 /// The wait before the retry that follows `failures` earlier failures.
 fn backoff(failures: u32) -> Duration {
-    RETRY_FIRST
-        .saturating_mul(1 << failures.min(16))
-        .min(RETRY_MAX)
+    crate::backoff::doubling(RETRY_FIRST, RETRY_MAX, failures)
 }
 
 fn is(e: &kube::Error, code: u16) -> bool {

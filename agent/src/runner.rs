@@ -27,6 +27,7 @@ use crate::netlink;
 use crate::pods::{
     DrainProgress, EvictionOutcome, EvictionReason, PodEvent, PodManager, SharedBudgets,
 };
+use crate::state::advertised::Advertised;
 use crate::state::api::drain::{self as api_drain, ApiDrains};
 use crate::state::api::{DrainCalls, PodReport, PodStatusSink};
 use crate::state::source::{StateSource, Update};
@@ -54,6 +55,9 @@ pub struct Runner {
     /// The last valid desired state, and what the agent observes of its own
     /// pods on top of it.
     desired: Option<DesiredState>,
+    /// Which of the pods the cluster's slices still advertise ready, and
+    /// since when not (E6: an evicted pod's SIGTERM waits for them).
+    advertised: Advertised,
     overlay: Overlay,
     /// `desired`/`overlay` changed since the last successful apply.
     dirty: bool,
@@ -118,6 +122,7 @@ impl Runner {
             budgets,
             drain: None,
             desired: None,
+            advertised: Advertised::default(),
             overlay: Overlay::new(),
             dirty: false,
             planned: None,
@@ -220,6 +225,7 @@ impl Runner {
                 Err(e) => self.reject(format!("{e:#}")),
                 Ok(plan) => {
                     self.sync_pods(&s);
+                    self.advertised.observe(&s, Instant::now());
                     self.desired = Some(s);
                     self.planned = Some(plan);
                     self.mark_dirty();
@@ -248,11 +254,15 @@ impl Runner {
         let events = match (&self.desired, self.status_sink.is_some()) {
             // spec: E6 — with the API as the source, the other nodes
             // route by the cluster's EndpointSlices: SIGTERM also waits
-            // until those no longer call the pod ready (bounded), or a
-            // client entering elsewhere is sent to a closing pod.
-            (Some(d), true) => self
-                .pods_rt
-                .endpoints_published_unless(Instant::now(), |key| advertised_ready(d, key)),
+            // until those no longer call the pod ready and the other nodes
+            // had time to apply that (bounded), or a client entering
+            // elsewhere is sent to a closing pod.
+            (Some(_), true) => {
+                let now = Instant::now();
+                let advertised = &self.advertised;
+                self.pods_rt
+                    .endpoints_published_unless(now, |key| advertised.holds(key, now))
+            }
             _ => self.pods_rt.endpoints_published(Instant::now()),
         };
         self.handle_pod_events(events);
@@ -768,17 +778,4 @@ impl Runner {
         self.health.shutdown();
         self.engine.shutdown()
     }
-}
-
-/// Whether some Service's endpoints in `d` (the cluster's EndpointSlices)
-/// still list pod `key`'s addresses as ready.
-fn advertised_ready(d: &DesiredState, key: &str) -> bool {
-    let Some(pod) = d.pods.get(key) else {
-        return false;
-    };
-    d.services.values().any(|s| {
-        s.endpoints
-            .iter()
-            .any(|e| e.ready && pod.ips.contains(&e.addr))
-    })
 }

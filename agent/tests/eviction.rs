@@ -12,7 +12,7 @@ use sluice_agent::pods::spec::{ContainerRun, HttpScheme, RestartPolicy, SAFE_TO_
 use sluice_agent::pods::{
     netns_name, EndpointConditions, EvictionOutcome, EvictionReason, EvictionState, PdbGate,
     PodEvent, PodManager, PodRunSpec, PoolKind, Probe, ProbeAction, Prober, ProcessControl,
-    ADVERTISED_SETTLE, EXTENDED_RUN, MAX_ADVERTISED_HOLD,
+    EXTENDED_RUN, MAX_ADVERTISED_HOLD,
 };
 
 const S: Duration = Duration::from_secs(1);
@@ -665,9 +665,7 @@ fn endpoints_turn_terminating_before_sigterm() {
 fn sigterm_waits_while_the_cluster_still_advertises_the_pod_ready() {
     // spec: E6 — with the API as the source, other nodes route by the
     // cluster's EndpointSlices: SIGTERM waits until those stop calling the
-    // pod ready and ADVERTISED_SETTLE more (the other nodes apply the same
-    // change a little later), and at most MAX_ADVERTISED_HOLD after the
-    // marking.
+    // pod ready, and at most MAX_ADVERTISED_HOLD after the marking.
     let (mut m, f) = manager(PoolKind::Standard);
     m.hold_sigterm(true);
     let t0 = Instant::now();
@@ -680,32 +678,18 @@ fn sigterm_waits_while_the_cluster_still_advertises_the_pod_ready() {
     m.evict(&b.key, EvictionReason::NodeUpgrade, t0)
         .expect("known");
     let a_key = a.key.clone();
-    // `a` is still advertised ready, `b` no longer: neither is signalled
-    // before the other nodes had time to apply the change.
-    let t_b = t0 + 100 * MS;
-    m.endpoints_published_unless(t_b, |k| k == a_key);
+    // `a` is still advertised ready, `b` no longer.
+    m.endpoints_published_unless(t0 + 100 * MS, |k| k == a_key);
     assert!(f.signals(&a.key).is_empty(), "still advertised");
-    assert!(f.signals(&b.key).is_empty(), "others still applying");
-    m.endpoints_published_unless(t_b + ADVERTISED_SETTLE - MS, |k| k == a_key);
-    assert!(f.signals(&b.key).is_empty(), "settle not over");
-    m.endpoints_published_unless(t_b + ADVERTISED_SETTLE, |k| k == a_key);
     assert_eq!(f.signals(&b.key), [Sig::Term]);
-    assert!(f.signals(&a.key).is_empty(), "still advertised");
-    // The cluster caught up on `a`, then (a stale cache) called it ready
-    // once more: the settle starts over from the last time it was not.
-    let t_a = t0 + 1500 * MS;
-    m.endpoints_published_unless(t_a, |_| false);
-    m.endpoints_published_unless(t_a + 200 * MS, |_| true);
-    m.endpoints_published_unless(t_a + 300 * MS, |_| false);
-    m.endpoints_published_unless(t_a + ADVERTISED_SETTLE, |_| false);
-    assert!(f.signals(&a.key).is_empty(), "the settle restarted");
-    m.endpoints_published_unless(t_a + 300 * MS + ADVERTISED_SETTLE, |_| false);
+    // The cluster caught up: SIGTERM.
+    m.endpoints_published_unless(t0 + 300 * MS, |_| false);
     assert_eq!(f.signals(&a.key), [Sig::Term]);
 
     // A controller that never catches up holds a pod no longer than the cap.
     let c = pod("c", 30);
     f.w().stubborn.insert(c.key.clone());
-    let t1 = t0 + 4 * S;
+    let t1 = t0 + S;
     m.sync(&[a.clone(), b.clone(), c.clone()], t1);
     m.evict(&c.key, EvictionReason::NodeUpgrade, t1)
         .expect("known");
@@ -713,24 +697,6 @@ fn sigterm_waits_while_the_cluster_still_advertises_the_pod_ready() {
     assert!(f.signals(&c.key).is_empty());
     m.endpoints_published_unless(t1 + MAX_ADVERTISED_HOLD, |_| true);
     assert_eq!(f.signals(&c.key), [Sig::Term]);
-}
-
-#[test]
-fn without_other_nodes_sigterm_follows_the_publication() {
-    // spec: E6, H3 — with a state file there is no cluster view to wait
-    // for: SIGTERM goes out as soon as this node's maps and health servers
-    // carry the terminating endpoints, with no settle.
-    let (mut m, f) = manager(PoolKind::Standard);
-    m.hold_sigterm(true);
-    let t0 = Instant::now();
-    let a = pod("a", 30);
-    f.w().stubborn.insert(a.key.clone());
-    m.sync(std::slice::from_ref(&a), t0);
-    m.evict(&a.key, EvictionReason::NodeUpgrade, t0)
-        .expect("known");
-    assert!(f.signals(&a.key).is_empty(), "held until published");
-    m.endpoints_published(t0);
-    assert_eq!(f.signals(&a.key), [Sig::Term]);
 }
 
 #[test]

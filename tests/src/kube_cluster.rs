@@ -97,6 +97,8 @@ pub struct KubeCluster {
     /// Namespaces the provider and the agents make start with this.
     prefix: String,
     controller: Option<Child>,
+    /// How the controller was started, to start it again.
+    controller_argv: Vec<String>,
     ctl: Option<Netns>,
     client: Option<Netns>,
     fabric: Option<Netns>,
@@ -126,6 +128,7 @@ impl KubeCluster {
             dir,
             prefix: format!("sl-{tag}n-{pid}-{n}-"),
             controller: None,
+            controller_argv: Vec::new(),
             ctl: None,
             client: None,
             fabric: None,
@@ -183,13 +186,8 @@ impl KubeCluster {
             "--node-provider".into(),
             format!("netns:{}", provider.display()),
         ];
-        let argv: Vec<&str> = owned.iter().map(String::as_str).collect();
-        let log = fs::File::create(c.dir.join("controller.log"))?;
-        let ns = c.ctl()?.name().to_string();
-        c.controller = Some(spawn_in(&ns, &argv, Stdio::null(), Stdio::from(log))?);
-        c.wait_for("the API server ready", Duration::from_secs(30), || {
-            c.kubectl(&["get", "--raw", "/readyz"]).ok()
-        })?;
+        c.controller_argv = owned;
+        c.spawn_controller()?;
         c.apply(&pool_manifest(spec))?;
         let want = spec.zones.len() * spec.per_zone;
         c.wait_for(
@@ -201,6 +199,34 @@ impl KubeCluster {
             },
         )?;
         Ok(c)
+    }
+
+    /// Start the controller (its log appended to `controller.log`) and
+    /// wait until its API answers.
+    fn spawn_controller(&mut self) -> Result<()> {
+        let argv: Vec<&str> = self.controller_argv.iter().map(String::as_str).collect();
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("controller.log"))?;
+        let ns = self.ctl()?.name().to_string();
+        self.controller = Some(spawn_in(&ns, &argv, Stdio::null(), Stdio::from(log))?);
+        self.wait_for("the API server ready", Duration::from_secs(30), || {
+            self.kubectl(&["get", "--raw", "/readyz"]).ok()
+        })?;
+        Ok(())
+    }
+
+    /// Kill the controller outright (SIGKILL: it cleans nothing up, its
+    /// nodes' agents keep running) and start it again on the same store
+    /// and credentials, as a supervisor restarts a crashed one. Returns
+    /// once the restarted API answers.
+    pub fn crash_and_restart_controller(&mut self) -> Result<()> {
+        if let Some(mut c) = self.controller.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.spawn_controller()
     }
 
     fn ctl(&self) -> Result<&Netns> {

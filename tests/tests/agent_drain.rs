@@ -13,7 +13,10 @@
 //!    go one by one, their replacements land on other nodes, and not one
 //!    request fails;
 //! 4. removing the annotation uncordons the node (only the agent's own
-//!    cordon) and the mark goes.
+//!    cordon) and the mark goes;
+//! 5. another node's drain, with the controller killed outright (SIGKILL)
+//!    as its first eviction is accepted and started again: the drain
+//!    finishes and, again, not one request fails.
 //!
 //! Everything goes when the cluster guard drops, also on failure. Waits are
 //! bounded; nothing is timed.
@@ -77,7 +80,8 @@ fn drain_pods(c: &KubeCluster, node: &str) -> Option<Vec<(String, u64)>> {
 
 #[test]
 fn the_agents_own_drain_goes_through_the_api() {
-    let c = KubeCluster::start("ad", &KubeClusterSpec::new(&["t-a", "t-b"], 2)).expect("cluster");
+    let mut c =
+        KubeCluster::start("ad", &KubeClusterSpec::new(&["t-a", "t-b"], 2)).expect("cluster");
     let nodes = c.nodes().expect("nodes");
     assert_eq!(nodes.len(), 4, "{nodes:?}");
     let whoami = whoami_bin().expect("sluice-whoami (cargo build -p sluice-tests --bins)");
@@ -169,4 +173,50 @@ fn the_agents_own_drain_goes_through_the_api() {
         (n["spec"]["unschedulable"] != true && unmarked).then_some(())
     })
     .expect("uncordon");
+
+    // spec: E6, U1 — a controller killed mid-drain and restarted on its
+    // store: the drain resumes where it was and nothing is lost.
+    let pods = c.pods("app=web").expect("pods");
+    let second = pods
+        .iter()
+        .map(|p| p.node.clone())
+        .find(|n| *n != entry.name && *n != drained)
+        .expect("a node with a pod, neither the entry nor the first drained");
+    let traffic = Traffic::start(c.client(), SocketAddr::new(Family::V4.vip(1), 80));
+    c.kubectl(&["annotate", "node", &second, "sluice.dev/drain=NodeUpgrade"])
+        .expect("annotate");
+    c.wait_for("a pod of the second node evicted", WAIT, || {
+        let p = c.pods("app=web").ok()?;
+        p.iter()
+            .any(|p| p.node == second && p.deleting)
+            .then_some(())
+    })
+    .expect("first eviction");
+    c.crash_and_restart_controller()
+        .expect("controller restarted");
+    c.wait_for(
+        "4 web pods Ready, none on the second node",
+        Duration::from_secs(120),
+        || {
+            let p = c.pods("app=web").ok()?;
+            let live: Vec<_> = p.iter().filter(|p| !p.deleting).collect();
+            (live.len() == 4 && live.iter().all(|p| p.ready && p.node != second)).then_some(())
+        },
+    )
+    .expect("second node drained");
+    c.wait_for(
+        "the second drain finished in the agent's status",
+        WAIT,
+        || {
+            let st = c.agent_status(&second).ok()?;
+            (st["drain"]["finished"] == true && st["drain"]["totals"]["remaining"] == 0)
+                .then_some(())
+        },
+    )
+    .expect("second finished");
+    let (ok, failed, errors) = traffic.finish();
+    assert!(
+        ok > 0 && failed == 0,
+        "{ok} answered, {failed} failed during the drain across a controller crash: {errors:?}"
+    );
 }

@@ -67,11 +67,9 @@ pub enum Phase {
         refusals: u32,
     },
     /// Endpoints terminating since `since`; SIGTERM not sent yet (waits for
-    /// [`Eviction::signal`]). `unadvertised_since`: when the cluster was
-    /// first seen no longer calling the pod ready (API as the source).
+    /// [`Eviction::signal`]).
     Marked {
         since: Instant,
-        unadvertised_since: Option<Instant>,
     },
     /// SIGTERM sent at `since`; SIGKILL at `deadline`.
     Terminating {
@@ -148,38 +146,9 @@ impl Eviction {
     /// not gone out yet.
     pub fn marked_since(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Marked { since, .. } => Some(since),
+            Phase::Marked { since } => Some(since),
             _ => None,
         }
-    }
-
-    /// Marked, SIGTERM not sent: whether it may go out at `now`.
-    /// `advertised`: the cluster still calls the pod ready. Once it stops,
-    /// SIGTERM waits `settle` more, because the other nodes apply that same
-    /// change a little later than this one sees it; and never longer than
-    /// `cap` after the marking. Remembers when the pod was first seen
-    /// unadvertised (seen ready again, the wait starts over).
-    pub fn may_signal(
-        &mut self,
-        now: Instant,
-        advertised: bool,
-        settle: Duration,
-        cap: Duration,
-    ) -> bool {
-        let Phase::Marked {
-            since,
-            ref mut unadvertised_since,
-        } = self.phase
-        else {
-            return false;
-        };
-        if advertised {
-            *unadvertised_since = None;
-        } else {
-            unadvertised_since.get_or_insert(now);
-        }
-        let settled = unadvertised_since.is_some_and(|u| now.duration_since(u) >= settle);
-        settled || now.duration_since(since) >= cap
     }
 
     /// Endpoints are terminating and SIGTERM has not gone out yet.
@@ -263,10 +232,7 @@ impl Eviction {
                     _ => pdb.allow(key, self.reason),
                 };
                 let mark = Action::MarkTerminating { grace: self.grace };
-                let marked = Phase::Marked {
-                    since: now,
-                    unadvertised_since: None,
-                };
+                let marked = Phase::Marked { since: now };
                 if allowed {
                     (marked, vec![mark])
                 } else {
@@ -295,7 +261,7 @@ impl Eviction {
                 }
             }
             // Ended on its own, signalled or not: nothing to wait for.
-            Phase::Marked { since, .. } | Phase::Terminating { since, .. } if exited => {
+            Phase::Marked { since } | Phase::Terminating { since, .. } if exited => {
                 finish(EvictionOutcome::Graceful {
                     after: now.saturating_duration_since(since),
                 })

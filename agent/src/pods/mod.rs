@@ -37,7 +37,7 @@ pub use eviction::{
 pub use manager::{
     netns_name, set_netns_prefix, ContainerObservation, ContainerRunState, DrainProgress,
     EvictError, EvictionReport, EvictionState, PodEndpoint, PodEvent, PodManager, PodObservation,
-    ShutdownReport, ADVERTISED_SETTLE, HELD_CORDONED, MAX_ADVERTISED_HOLD,
+    ShutdownReport, HELD_CORDONED, MAX_ADVERTISED_HOLD,
 };
 pub use readiness::EndpointConditions;
 pub use runtime::{OsProber, OsProcessControl, Prober, ProcessControl};

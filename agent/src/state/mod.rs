@@ -1,5 +1,6 @@
 //! Desired state: what this node should run, from Kubernetes manifests.
 
+pub mod advertised;
 pub mod api;
 pub mod limits;
 pub mod model;

@@ -69,17 +69,6 @@ use reports::{live_report, Finished};
 /// its endpoints as ready ([`PodManager::endpoints_published_unless`]).
 pub const MAX_ADVERTISED_HOLD: Duration = Duration::from_secs(5);
 
-/// How long SIGTERM still waits once this node sees the cluster no longer
-/// advertise a pod ready: every other node sees the same EndpointSlice
-/// change about when this one does, but applies it after its own debounce
-/// (at most 50 ms) and map update. Without this, a client entering at
-/// another node in that window was sent to a pod that had already exited
-/// (one reset in a rolling update, found by CI). Far above the measured
-/// propagation p99 (about 20 ms from a watcher seeing the write), well
-/// under the usual 30 s grace; the analogue of the `preStop` sleep
-/// Kubernetes users add for the same race.
-pub const ADVERTISED_SETTLE: Duration = Duration::from_secs(1);
-
 pub struct PodManager {
     procs: Box<dyn ProcessControl>,
     prober: Box<dyn Prober>,
@@ -137,38 +126,31 @@ impl PodManager {
     /// The terminating endpoints of every marked pod are now in the maps
     /// and the health servers: send their SIGTERMs.
     pub fn endpoints_published(&mut self, now: Instant) -> Vec<PodEvent> {
-        self.signal_marked(now, |_| false, Duration::ZERO)
+        self.endpoints_published_unless(now, |_| false)
     }
 
     /// As [`PodManager::endpoints_published`], except for the pods that
     /// `advertised` says other nodes still send new connections to (the
     /// cluster's EndpointSlices still call them ready): their SIGTERM waits
-    /// until the cluster has caught up and [`ADVERTISED_SETTLE`] more (the
-    /// other nodes apply the slice a little after this one sees it), for at
-    /// most [`MAX_ADVERTISED_HOLD`] after their endpoints turned terminating
+    /// until the cluster has caught up, for at most
+    /// [`MAX_ADVERTISED_HOLD`] after their endpoints turned terminating
     /// here, so a controller that is down cannot keep a pod alive.
     pub fn endpoints_published_unless(
         &mut self,
         now: Instant,
         advertised: impl Fn(&str) -> bool,
     ) -> Vec<PodEvent> {
-        self.signal_marked(now, advertised, ADVERTISED_SETTLE)
-    }
-
-    fn signal_marked(
-        &mut self,
-        now: Instant,
-        advertised: impl Fn(&str) -> bool,
-        settle: Duration,
-    ) -> Vec<PodEvent> {
         let keys: Vec<String> = self
             .pods
-            .iter_mut()
-            .filter_map(|(k, s)| {
-                let e = s.eviction.as_mut()?;
-                e.may_signal(now, advertised(k), settle, MAX_ADVERTISED_HOLD)
-                    .then(|| k.clone())
+            .iter()
+            .filter(|(k, s)| {
+                s.eviction.as_ref().is_some_and(|e| {
+                    e.marked_since().is_some_and(|since| {
+                        !advertised(k) || now.duration_since(since) >= MAX_ADVERTISED_HOLD
+                    })
+                })
             })
+            .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
             self.step_eviction(&key, now, true);

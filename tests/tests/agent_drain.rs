@@ -78,6 +78,25 @@ fn drain_pods(c: &KubeCluster, node: &str) -> Option<Vec<(String, u64)>> {
     )
 }
 
+/// Every web pod Ready off `node`, and its agent's drain finished.
+fn wait_drained(c: &KubeCluster, node: &str) {
+    c.wait_for(
+        &format!("4 web pods Ready, none on {node}"),
+        Duration::from_secs(120),
+        || {
+            let p = c.pods("app=web").ok()?;
+            let live: Vec<_> = p.iter().filter(|p| !p.deleting).collect();
+            (live.len() == 4 && live.iter().all(|p| p.ready && p.node != node)).then_some(())
+        },
+    )
+    .expect("drained");
+    c.wait_for("the drain finished in the agent's status", WAIT, || {
+        let st = c.agent_status(node).ok()?;
+        (st["drain"]["finished"] == true && st["drain"]["totals"]["remaining"] == 0).then_some(())
+    })
+    .expect("finished");
+}
+
 #[test]
 fn the_agents_own_drain_goes_through_the_api() {
     let mut c =
@@ -143,21 +162,7 @@ fn the_agents_own_drain_goes_through_the_api() {
          spec: {minAvailable: 3, selector: {matchLabels: {app: web}}}\n",
     )
     .expect("budget");
-    c.wait_for(
-        "4 web pods Ready, none on the drained node",
-        Duration::from_secs(120),
-        || {
-            let p = c.pods("app=web").ok()?;
-            let live: Vec<_> = p.iter().filter(|p| !p.deleting).collect();
-            (live.len() == 4 && live.iter().all(|p| p.ready && p.node != drained)).then_some(())
-        },
-    )
-    .expect("drained");
-    c.wait_for("the drain finished in the agent's status", WAIT, || {
-        let st = c.agent_status(&drained).ok()?;
-        (st["drain"]["finished"] == true && st["drain"]["totals"]["remaining"] == 0).then_some(())
-    })
-    .expect("finished");
+    wait_drained(&c, &drained);
     let (ok, failed, errors) = traffic.finish();
     assert!(
         ok > 0 && failed == 0,
@@ -194,26 +199,7 @@ fn the_agents_own_drain_goes_through_the_api() {
     .expect("first eviction");
     c.crash_and_restart_controller()
         .expect("controller restarted");
-    c.wait_for(
-        "4 web pods Ready, none on the second node",
-        Duration::from_secs(120),
-        || {
-            let p = c.pods("app=web").ok()?;
-            let live: Vec<_> = p.iter().filter(|p| !p.deleting).collect();
-            (live.len() == 4 && live.iter().all(|p| p.ready && p.node != second)).then_some(())
-        },
-    )
-    .expect("second node drained");
-    c.wait_for(
-        "the second drain finished in the agent's status",
-        WAIT,
-        || {
-            let st = c.agent_status(&second).ok()?;
-            (st["drain"]["finished"] == true && st["drain"]["totals"]["remaining"] == 0)
-                .then_some(())
-        },
-    )
-    .expect("second finished");
+    wait_drained(&c, &second);
     let (ok, failed, errors) = traffic.finish();
     assert!(
         ok > 0 && failed == 0,

@@ -159,9 +159,9 @@ impl DrainStatus {
         let mut totals = DrainTotals::default();
         for r in &p.pods {
             match r.state {
-                EvictionState::ExitedGracefully | EvictionState::KilledAfterGrace => {
-                    totals.evicted += 1
-                }
+                EvictionState::ExitedGracefully
+                | EvictionState::KilledAfterGrace
+                | EvictionState::Deleted => totals.evicted += 1,
                 EvictionState::Protected { .. } => totals.protected += 1,
                 EvictionState::Pending
                 | EvictionState::RefusedByPdbRetrying

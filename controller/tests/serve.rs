@@ -15,6 +15,22 @@ fn kubectl_discovers_the_api_over_https_with_a_token() {
     assert!(v.status.success(), "{}", text(&v));
     let j: serde_json::Value = serde_json::from_slice(&v.stdout).expect("json");
     assert_eq!(j["serverVersion"]["major"], "1", "{j}");
+    // Within kubectl's supported skew (one minor release): no warning.
+    assert!(
+        !String::from_utf8_lossy(&v.stderr).contains("version difference"),
+        "{}",
+        text(&v)
+    );
+    let minor = |side: &str| {
+        j[side]["minor"]
+            .as_str()
+            .and_then(|m| m.trim_end_matches('+').parse::<i64>().ok())
+            .unwrap_or_else(|| panic!("{side}.minor in {j}"))
+    };
+    assert!(
+        (minor("clientVersion") - minor("serverVersion")).abs() <= 1,
+        "{j}"
+    );
 
     let r = s.kubectl("admin", &["api-resources", "--no-headers"]);
     assert!(r.status.success(), "{}", text(&r));

@@ -126,6 +126,9 @@ pub enum EvictionState {
     },
     /// The drain was called off (uncordon) before this pod was evicted.
     NotEvicted,
+    /// Its API object went without this agent seeing its process stop:
+    /// deleted meanwhile by someone else, or before it ever ran here.
+    Deleted,
 }
 
 impl EvictionState {
@@ -139,6 +142,7 @@ impl EvictionState {
             EvictionState::RefusedByPdbGaveUp => "refused-by-pdb-gave-up",
             EvictionState::Protected { .. } => "protected",
             EvictionState::NotEvicted => "not-evicted",
+            EvictionState::Deleted => "deleted",
         }
     }
 
@@ -212,6 +216,8 @@ pub struct DrainProgress {
     /// Refused by a PDB at least once; (key, refusals).
     pub blocked: Vec<(String, u32)>,
     pub terminating: Vec<String>,
+    /// Ended, with how (a pod whose object went unseen has no outcome:
+    /// it is only in `pods`, as [`EvictionState::Deleted`]).
     pub done: Vec<(String, EvictionOutcome)>,
     /// `safe-to-evict: "false"` pods this drain leaves alone; `until`: when
     /// the drain will evict them anyway (`None`: never by this drain).

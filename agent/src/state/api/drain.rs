@@ -234,7 +234,7 @@ impl Ended {
         if self.outcome.is_none() {
             // Gone without this agent seeing it stop (deleted meanwhile,
             // or before it ever ran here).
-            r.state = EvictionState::ExitedGracefully;
+            r.state = EvictionState::Deleted;
         }
         r
     }
@@ -471,7 +471,7 @@ impl ApiDrains {
                         attempts: report.refusals,
                     },
                 )),
-                EvictionState::NotEvicted => {}
+                EvictionState::NotEvicted | EvictionState::Deleted => {}
             }
             p.pods.push(report);
         }

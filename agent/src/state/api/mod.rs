@@ -29,6 +29,7 @@ mod drain_writer;
 pub mod ipam;
 pub mod mapping;
 pub mod pod_status;
+mod rewatch;
 mod status_writer;
 mod watchers;
 

@@ -22,6 +22,7 @@ use sluice_model::k8s::{EndpointSlice, Node, Pod, PodDisruptionBudget, Service};
 use super::debounce::{Debounce, Pending};
 use super::ipam::Ipam;
 use super::mapping::{map_snapshot_assigning, Mapped, Snapshot};
+use super::rewatch::Rewatch;
 
 /// A build, and the batch of changes it includes (see [`Busy`]).
 #[derive(Debug)]
@@ -147,8 +148,9 @@ where
     let changed = changed.clone();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
     let run = watcher(api, cfg)
-        // Reconnects with back-off; the store keeps what it had meanwhile.
-        .default_backoff()
+        // Reconnects with back-off (quick at first: see `rewatch`); the
+        // store keeps what it had meanwhile.
+        .backoff(Rewatch::default())
         // Nobody here reads them, and they are most of a large object.
         .modify(|o: &mut K| o.meta_mut().managed_fields = None)
         .reflect(writer)

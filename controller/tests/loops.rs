@@ -224,6 +224,38 @@ fn cluster_loops(backend: Backend) {
         zones.contains(&"zone-a".into()) && zones.contains(&"zone-b".into()),
         "{zones:?}"
     );
+    // A live Node relabelled to another zone: its endpoints follow at
+    // once, not at the Service's next change.
+    ok(
+        &s,
+        "admin",
+        &[
+            "label",
+            "node",
+            "node-1",
+            "--overwrite",
+            "topology.kubernetes.io/zone=zone-c",
+        ],
+    );
+    wait_for(
+        Duration::from_secs(20),
+        "node-1's endpoints in zone-c",
+        || {
+            let list = rt
+                .block_on(
+                    slices.list(&ListParams::default().labels("kubernetes.io/service-name=web")),
+                )
+                .ok()?;
+            let on_1: Vec<Option<String>> = list
+                .items
+                .iter()
+                .flat_map(|s| s.endpoints.iter().flatten())
+                .filter(|e| e.node_name.as_deref() == Some("node-1"))
+                .map(|e| e.zone.clone())
+                .collect();
+            (!on_1.is_empty() && on_1.iter().all(|z| z.as_deref() == Some("zone-c"))).then_some(())
+        },
+    );
 
     // The pod that fits nowhere: kube-scheduler's words, in its condition
     // and in an Event.

@@ -3,10 +3,11 @@
 //! Services, pods, Nodes and slices, written through the API. A pod's
 //! change wakes the Services of its namespace whose selector matches it
 //! (before or after the change: a relabelled pod leaves one Service and
-//! joins another).
+//! joins another). A Node whose zone label changes wakes the Services
+//! with endpoints on it (each endpoint carries its node's zone).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::Client;
@@ -27,12 +28,22 @@ fn selects(selector: &BTreeMap<String, String>, pod: &Pod) -> bool {
 /// The label that ties a slice to its Service.
 const SERVICE_NAME: &str = "kubernetes.io/service-name";
 
+/// The label whose value each endpoint on the node carries as its zone.
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+fn zone_of(node: &Node) -> Option<String> {
+    node.metadata.labels.as_ref()?.get(ZONE).cloned()
+}
+
 pub struct EndpointSlices {
     pub client: Client,
     pub services: Arc<Informer<Service>>,
     pub pods: Arc<Informer<Pod>>,
     pub nodes: Arc<Informer<Node>>,
     pub slices: Arc<Informer<EndpointSlice>>,
+    /// Each Node's zone as last seen, to tell a relabel from the many
+    /// Node changes that are only heartbeats.
+    pub zones: Mutex<HashMap<String, Option<String>>>,
 }
 
 impl EndpointSlices {
@@ -52,7 +63,18 @@ impl EndpointSlices {
         let pods = super::workloads::relevant(&self.pods.in_namespace(ns), |p| {
             !selector.is_empty() && selects(&selector, p)
         });
-        let nodes: Vec<Node> = self.nodes.all().iter().map(|n| (**n).clone()).collect();
+        // Only the selected pods' Nodes (their zones): copying all of a
+        // large cluster's Nodes for each Service woken was most of the
+        // loop's work.
+        let on: BTreeSet<&str> = pods
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.as_deref())
+            .collect();
+        let nodes: Vec<Node> = on
+            .into_iter()
+            .filter_map(|n| self.nodes.get("", n))
+            .map(|n| (*n).clone())
+            .collect();
         let slices: Vec<EndpointSlice> = self
             .slices
             .in_namespace(ns)
@@ -123,13 +145,59 @@ impl EndpointSlices {
         }
     }
 
-    /// A node's zone is in every endpoint on it. Only a relist resyncs
-    /// every Service: a zone relabel of a live node (rare, and every
-    /// heartbeat is a Node change) reaches a slice with the next change of
-    /// its Service or pods.
+    /// A node's zone is in every endpoint on it: a relabel wakes the
+    /// Services with endpoints there (a heartbeat, the same zone, does not).
     pub fn on_node(&self, change: &Change<Node>, queue: &Queue) {
-        if let Change::Relisted = change {
-            queue.add_all(self.services.keys());
+        let relabelled = {
+            let mut zones = self.zones.lock().unwrap_or_else(|p| p.into_inner());
+            match change {
+                Change::Applied(n) => {
+                    let name = n.metadata.name.clone().unwrap_or_default();
+                    let zone = zone_of(n);
+                    match zones.insert(name.clone(), zone.clone()) {
+                        Some(before) if before != zone => Some(name),
+                        _ => None,
+                    }
+                }
+                Change::Deleted(n) => {
+                    zones.remove(n.metadata.name.as_deref().unwrap_or_default());
+                    None
+                }
+                Change::Relisted => {
+                    *zones = self
+                        .nodes
+                        .all()
+                        .iter()
+                        .map(|n| (n.metadata.name.clone().unwrap_or_default(), zone_of(n)))
+                        .collect();
+                    queue.add_all(self.services.keys());
+                    None
+                }
+            }
+        };
+        if let Some(node) = relabelled {
+            queue.add_all(self.services_on(&node));
         }
+    }
+
+    /// The Services whose slices have an endpoint on `node`.
+    fn services_on(&self, node: &str) -> BTreeSet<Key> {
+        self.slices
+            .all()
+            .iter()
+            .filter(|s| {
+                s.endpoints
+                    .iter()
+                    .flatten()
+                    .any(|e| e.node_name.as_deref() == Some(node))
+            })
+            .filter_map(|s| {
+                let svc = s.metadata.labels.as_ref()?.get(SERVICE_NAME)?;
+                Some((
+                    s.metadata.namespace.clone().unwrap_or_default(),
+                    svc.clone(),
+                ))
+            })
+            .collect()
     }
 }

@@ -261,6 +261,7 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         pods: pods.clone(),
         nodes: nodes.clone(),
         slices: slices.clone(),
+        zones: Default::default(),
     });
     let q = Queue::new();
     let e = eps.clone();

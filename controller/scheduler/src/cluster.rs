@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use k8s_openapi::api::core::v1::Taint;
 use sluice_model::k8s::{Node, Pod};
 
 use crate::counters::CounterSet;
@@ -17,6 +16,7 @@ use crate::host_ports::{self, host_ports, HostPort};
 use crate::pod_info::pod_key;
 use crate::pod_terms::{required_terms, PodMatcher, TermKind};
 use crate::resources::{node_allocatable, pod_demand, Demand, Resources};
+use crate::taints::{TaintSet, TaintSets};
 
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 const REGION_LABEL: &str = "topology.kubernetes.io/region";
@@ -26,7 +26,8 @@ const REGION_LABEL: &str = "topology.kubernetes.io/region";
 pub(crate) struct NodeState {
     pub name: String,
     pub labels: BTreeMap<String, String>,
-    pub taints: Vec<Taint>,
+    /// Shared with every node that has the same taints.
+    pub taints: TaintSet,
     pub unschedulable: bool,
     pub allocatable: Resources,
     pub max_pods: i128,
@@ -85,6 +86,7 @@ pub struct Cluster {
     /// Bound pods' own required anti-affinity terms, counted per owner.
     pub(crate) anti_terms: CounterSet,
     percentage: u32,
+    taint_sets: TaintSets,
 }
 
 impl Cluster {
@@ -141,7 +143,9 @@ impl Cluster {
         };
         let spec = node.spec.as_ref();
         let labels = node.metadata.labels.clone().unwrap_or_default();
-        let taints = spec.and_then(|s| s.taints.clone()).unwrap_or_default();
+        let taints = self
+            .taint_sets
+            .intern(spec.and_then(|s| s.taints.as_deref()).unwrap_or_default());
         let unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
         if let Some(&slot) = self.by_name.get(&name) {
             if let Some(n) = self.nodes[slot].as_mut() {
@@ -152,7 +156,8 @@ impl Cluster {
                     self.domains.clear();
                 }
                 n.labels = labels;
-                n.taints = taints;
+                let old = std::mem::replace(&mut n.taints, taints);
+                self.taint_sets.release(&old);
                 n.unschedulable = unschedulable;
                 n.allocatable = allocatable;
                 n.max_pods = max_pods;
@@ -209,7 +214,9 @@ impl Cluster {
             self.detach(&key);
             self.orphans.entry(name.to_owned()).or_default().insert(key);
         }
-        self.nodes[slot] = None;
+        if let Some(gone) = self.nodes[slot].take() {
+            self.taint_sets.release(&gone.taints);
+        }
         self.free.push(slot);
         self.order_stale = true;
         self.domains.clear();

@@ -18,7 +18,7 @@ use crate::score::{
     MAX_NODE_SCORE,
 };
 use crate::taints::{
-    intolerable_preferred, tolerates_unschedulable, untolerated, REASON_UNTOLERATED,
+    intolerable_preferred, tolerates_unschedulable, TaintVerdicts, REASON_UNTOLERATED,
 };
 use crate::topology_spread::{self, SpreadState};
 
@@ -169,6 +169,52 @@ pub(crate) fn feasible_to_find(percent: u32, nodes: usize) -> usize {
 
 type Reasons = Vec<Cow<'static, str>>;
 
+/// Why a node fails a pod: most often one fixed reason, kept without an
+/// allocation (a backlog meeting thousands of cordoned or full nodes
+/// decides each pod against all of them).
+enum Why {
+    One(&'static str),
+    Many(Reasons),
+}
+
+/// Nodes per failure reason, for the FitError message.
+#[derive(Default)]
+struct Tally {
+    fixed: Vec<(&'static str, usize)>,
+    other: BTreeMap<String, usize>,
+}
+
+impl Tally {
+    fn add(&mut self, why: Why) {
+        match why {
+            Why::One(r) => self.add_fixed(r),
+            Why::Many(rs) => {
+                for r in rs {
+                    match r {
+                        Cow::Borrowed(r) => self.add_fixed(r),
+                        Cow::Owned(r) => *self.other.entry(r).or_insert(0) += 1,
+                    }
+                }
+            }
+        }
+    }
+
+    fn add_fixed(&mut self, r: &'static str) {
+        match self.fixed.iter_mut().find(|(k, _)| *k == r) {
+            Some((_, n)) => *n += 1,
+            None => self.fixed.push((r, 1)),
+        }
+    }
+
+    fn into_map(self) -> BTreeMap<String, usize> {
+        let mut out = self.other;
+        for (r, n) in self.fixed {
+            *out.entry(r.to_owned()).or_insert(0) += n;
+        }
+        out
+    }
+}
+
 /// The chosen node or the failure reasons, and how many nodes were looked
 /// at (the next pod's search starts after them).
 fn decide(cluster: &Cluster, pod: &PodInfo) -> (Result<String, BTreeMap<String, usize>>, usize) {
@@ -178,7 +224,8 @@ fn decide(cluster: &Cluster, pod: &PodInfo) -> (Result<String, BTreeMap<String, 
     let n = order.len();
     let want = feasible_to_find(cluster.percentage(), n);
     let mut feasible = Vec::with_capacity(want.min(n));
-    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    let mut tally = Tally::default();
+    let mut taints = TaintVerdicts::new(&pod.tolerations);
     let mut processed = 0;
     for i in 0..n {
         let slot = order[(cluster.next_start + i) % n];
@@ -186,22 +233,18 @@ fn decide(cluster: &Cluster, pod: &PodInfo) -> (Result<String, BTreeMap<String, 
             continue;
         };
         processed += 1;
-        match filter(node, slot, pod, &spread, &inter) {
+        match filter(node, slot, pod, &spread, &inter, &mut taints) {
             Ok(()) => {
                 feasible.push(slot);
                 if feasible.len() >= want {
                     break;
                 }
             }
-            Err(why) => {
-                for r in why {
-                    *reasons.entry(r.into_owned()).or_insert(0) += 1;
-                }
-            }
+            Err(why) => tally.add(why),
         }
     }
     let best = match feasible.as_slice() {
-        [] => return (Err(reasons), processed),
+        [] => return (Err(tally.into_map()), processed),
         [only] => *only,
         _ => best_node(cluster, pod, &spread, &feasible),
     };
@@ -220,29 +263,29 @@ fn filter(
     pod: &PodInfo,
     spread: &SpreadState,
     inter: &InterPodState,
-) -> Result<(), Reasons> {
-    let one = |r: &'static str| Err(vec![Cow::Borrowed(r)]);
+    taints: &mut TaintVerdicts,
+) -> Result<(), Why> {
     if node.broken.is_some() {
-        return one(REASON_BROKEN_NODE);
+        return Err(Why::One(REASON_BROKEN_NODE));
     }
     if node.unschedulable && !tolerates_unschedulable(&pod.tolerations) {
-        return one(REASON_UNSCHEDULABLE);
+        return Err(Why::One(REASON_UNSCHEDULABLE));
     }
-    if untolerated(&pod.tolerations, &node.taints) {
-        return one(REASON_UNTOLERATED);
+    if taints.untolerated(&node.taints) {
+        return Err(Why::One(REASON_UNTOLERATED));
     }
     if !pod.required.matches(&node.name, &node.labels) {
-        return one(REASON_NODE_AFFINITY);
+        return Err(Why::One(REASON_NODE_AFFINITY));
     }
     if !pod.ports.is_empty() && host_ports::conflicts(&node.ports, &pod.ports) {
-        return one(REASON_PORTS);
+        return Err(Why::One(REASON_PORTS));
     }
     let short = insufficient(node, pod);
     if !short.is_empty() {
-        return Err(short);
+        return Err(Why::Many(short));
     }
-    spread.check(slot).or_else(one)?;
-    inter.check(slot).or_else(one)
+    spread.check(slot).map_err(Why::One)?;
+    inter.check(slot).map_err(Why::One)
 }
 
 /// NodeResourcesFit: the pod count, then each requested resource against

@@ -85,6 +85,8 @@ fn marked_unschedulable(p: &Pod) -> bool {
 struct Seen {
     bound: HashMap<String, Instant>,
     unschedulable: HashSet<String>,
+    /// Changes seen of pods not bound yet (their unschedulable reports).
+    unbound_changes: usize,
 }
 
 type Shared = Arc<Mutex<Seen>>;
@@ -99,8 +101,11 @@ fn record(seen: &Shared, p: &Pod) {
     let mut s = self::seen(seen);
     if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
         s.bound.entry(name).or_insert_with(Instant::now);
-    } else if marked_unschedulable(p) {
-        s.unschedulable.insert(name);
+    } else {
+        s.unbound_changes += 1;
+        if marked_unschedulable(p) {
+            s.unschedulable.insert(name);
+        }
     }
 }
 
@@ -306,7 +311,10 @@ spec:
         .await;
         let marked_s = t.elapsed().as_secs_f64();
         eprintln!("pending: {n_pods} pods created and marked; uncordoning");
-        let early = seen(&watched).bound.len();
+        let (early, reports0) = {
+            let s = seen(&watched);
+            (s.bound.len(), s.unbound_changes)
+        };
         let cpu0 = cpu_time(s.pid());
         let own0 = cpu_time(std::process::id());
         let start = Instant::now();
@@ -317,7 +325,19 @@ spec:
         let own = cpu_time(std::process::id()).saturating_sub(own0);
         eprintln!("pending: every pod bound");
         let (last, lat) = binds(&seen(&watched), "p", start, &HashMap::new());
+        let reports = seen(&watched).unbound_changes - reports0;
         let bound_s = last.duration_since(start).as_secs_f64();
+        // Binds per 5 s from the release: where the time goes.
+        let mut per_5s = vec![0usize; (bound_s / 5.0) as usize + 1];
+        for d in &lat {
+            if let Some(b) = per_5s.get_mut((d.as_secs_f64() / 5.0) as usize) {
+                *b += 1;
+            }
+        }
+        eprintln!(
+            "pending: binds per 5 s after the release: {per_5s:?}; \
+             unschedulable reports of unbound pods after the release: {reports}"
+        );
         let rate = (n_pods - early) as f64 / bound_s;
         let create_rate = n_pods as f64 / created_s;
         rows.push(format!(

@@ -97,6 +97,15 @@ fn wait_drained(c: &KubeCluster, node: &str) {
     .expect("finished");
 }
 
+/// The looping client got answers, and not one request failed.
+fn no_request_failed(traffic: Traffic, during: &str) {
+    let (ok, failed, errors) = traffic.finish();
+    assert!(
+        ok > 0 && failed == 0,
+        "{ok} answered, {failed} failed during {during}: {errors:?}"
+    );
+}
+
 #[test]
 fn the_agents_own_drain_goes_through_the_api() {
     let mut c =
@@ -163,11 +172,7 @@ fn the_agents_own_drain_goes_through_the_api() {
     )
     .expect("budget");
     wait_drained(&c, &drained);
-    let (ok, failed, errors) = traffic.finish();
-    assert!(
-        ok > 0 && failed == 0,
-        "{ok} answered, {failed} failed during the drain: {errors:?}"
-    );
+    no_request_failed(traffic, "the drain");
 
     // The annotation goes: the agent's cordon goes with it.
     c.kubectl(&["annotate", "node", &drained, "sluice.dev/drain-"])
@@ -200,9 +205,5 @@ fn the_agents_own_drain_goes_through_the_api() {
     c.crash_and_restart_controller()
         .expect("controller restarted");
     wait_drained(&c, &second);
-    let (ok, failed, errors) = traffic.finish();
-    assert!(
-        ok > 0 && failed == 0,
-        "{ok} answered, {failed} failed during the drain across a controller crash: {errors:?}"
-    );
+    no_request_failed(traffic, "the drain across a controller crash");
 }

@@ -91,32 +91,14 @@ fn start_engine(args: &Args) -> Result<Box<dyn engine::Engine>> {
 /// a flood fills one budget. Failing to raise it is not fatal: the health
 /// servers still shed connections and back off when descriptors run out.
 fn raise_nofile_limit() {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `r` is a valid, writable rlimit for the call's duration.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
-        warn!(error = %std::io::Error::last_os_error(), "reading RLIMIT_NOFILE");
-        return;
+    let before = rlimit::Resource::NOFILE.get().map(|(soft, _)| soft).ok();
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(now) if before.is_some_and(|b| b < now) => {
+            info!(from = before, to = now, "raised the open-file limit");
+        }
+        Ok(_) => {}
+        Err(e) => warn!(error = %e, soft = before, "raising RLIMIT_NOFILE"),
     }
-    if r.rlim_cur >= r.rlim_max {
-        return;
-    }
-    let raised = libc::rlimit {
-        rlim_cur: r.rlim_max,
-        rlim_max: r.rlim_max,
-    };
-    // SAFETY: `raised` is a valid rlimit; the call only reads it.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-        warn!(error = %std::io::Error::last_os_error(), soft = r.rlim_cur, "raising RLIMIT_NOFILE");
-        return;
-    }
-    info!(
-        from = r.rlim_cur,
-        to = r.rlim_max,
-        "raised the open-file limit"
-    );
 }
 
 fn start_health(args: &Args) -> Result<HealthHandle> {

@@ -10,6 +10,7 @@ pub mod init;
 pub mod kubeconfig;
 pub mod leader;
 pub mod loops;
+pub mod pending;
 pub mod pki;
 pub mod prefixed;
 pub mod providers;

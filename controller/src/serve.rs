@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -15,6 +15,7 @@ use tracing::{info, warn};
 
 use crate::api::{self, auth::Authenticator, objects::Objects};
 use crate::identity;
+use crate::pending::{self, Pending, Slot};
 use crate::prefixed::Prefixed;
 use crate::providers::netns::{NetnsConfig, NetnsProvider};
 use sluice_store::{EtcdStore, RedbOptions, RedbStore, Store, WatchCache, WatchCacheOptions};
@@ -30,6 +31,8 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long an HTTP/2 client has to answer a ping before its connection
 /// is closed.
 const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(20);
+/// At most one log line this often about shed pending connections.
+const SHED_LOG_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeOptions {
@@ -154,6 +157,78 @@ fn tls_config(dir: &Path) -> Result<rustls::ServerConfig> {
     Ok(cfg)
 }
 
+/// Raises the soft limit on open files to the hard limit, as the Go
+/// runtime does for kube-apiserver at start: the usual soft limit of 1 024
+/// is a few hundred watches and a small flood away from `accept` failing.
+/// Returns the soft limit in force (1 024 if it cannot be read).
+fn raise_nofile_limit() -> u64 {
+    let before = rlimit::Resource::NOFILE.get().map(|(soft, _)| soft).ok();
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(now) => {
+            if before.is_some_and(|b| b < now) {
+                info!(from = before, to = now, "raised the open-file limit");
+            }
+            now
+        }
+        Err(e) => {
+            warn!(error = %e, soft = before, "raising RLIMIT_NOFILE");
+            before.unwrap_or(1024)
+        }
+    }
+}
+
+/// Whether a just-accepted connection's first bytes are already in. A
+/// real client sends its ClientHello with the handshake's last ACK, so by
+/// the time the accept loop sees it, it has usually spoken; the accept loop
+/// can take hundreds of connections before the tasks of the first run, so
+/// this is known here rather than left to each task.
+fn spoke(tcp: &tokio::net::TcpStream) -> bool {
+    let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+    // The socket is non-blocking: nothing in yet is `WouldBlock`.
+    matches!(socket2::SockRef::from(tcp).peek(&mut b), Ok(n) if n > 0)
+}
+
+/// A connection through TLS (within `TLS_HANDSHAKE_TIMEOUT`) that sent its
+/// first bytes (within `idle`), with those bytes; `None` if it did not.
+/// Its `slot` is marked talking once its first TLS bytes arrive.
+async fn first_bytes(
+    acceptor: &TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    idle: Duration,
+    peer: SocketAddr,
+    slot: &Slot,
+) -> Option<(
+    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    Vec<u8>,
+)> {
+    let handshake = async {
+        // Silent until the ClientHello starts; a client that connects and
+        // says nothing is the first to go when the budget is full.
+        tcp.readable().await?;
+        slot.talking();
+        acceptor.accept(tcp).await
+    };
+    let mut tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            info!(%peer, error = %e, "TLS handshake failed");
+            return None;
+        }
+        Err(_) => return None,
+    };
+    // Neither HTTP/2 (before its preface) nor HTTP/1 (before its first
+    // header byte, in hyper) has a timer here: read them within the bound
+    // and put them back in front.
+    let mut first = vec![0u8; 64];
+    match tokio::time::timeout(idle, tls.read(&mut first)).await {
+        Ok(Ok(n)) if n > 0 => {
+            first.truncate(n);
+            Some((tls, first))
+        }
+        _ => None,
+    }
+}
+
 /// Serve until `shutdown` resolves.
 pub async fn run(
     opts: &ServeOptions,
@@ -221,7 +296,16 @@ pub async fn run(
     let listener = TcpListener::bind(opts.bind)
         .await
         .with_context(|| format!("listening on {}", opts.bind))?;
-    info!(addr = %listener.local_addr()?, identities = tokens.len(), "API server listening");
+    let nofile = raise_nofile_limit();
+    let pending = Pending::new(pending::budget_for(nofile));
+    info!(
+        addr = %listener.local_addr()?,
+        identities = tokens.len(),
+        open_files = nofile,
+        pending_budget = pending.cap(),
+        "API server listening"
+    );
+    let mut last_shed_log: Option<Instant> = None;
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -243,39 +327,37 @@ pub async fn run(
         if let Err(e) = tcp.set_nodelay(true) {
             warn!(error = %e, %peer, "TCP_NODELAY");
         }
+        let (slot, shed, shed_one) = pending.admit(spoke(&tcp));
+        if shed_one && last_shed_log.is_none_or(|t: Instant| t.elapsed() >= SHED_LOG_EVERY) {
+            last_shed_log = Some(Instant::now());
+            warn!(
+                budget = pending.cap(),
+                shed_total = pending.shed_total(),
+                %peer,
+                "pending connections over budget: closing the oldest silent ones"
+            );
+        }
         let acceptor = acceptor.clone();
         let idle = Duration::from_secs(opts.idle_timeout);
         let app = app.clone();
         tokio::spawn(async move {
-            let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
-            {
-                Ok(Ok(t)) => t,
-                Ok(Err(e)) => {
-                    info!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => return,
+            let got = tokio::select! {
+                _ = shed => None,
+                r = first_bytes(&acceptor, tcp, idle, peer, &slot) => r,
             };
+            // Through (or gone): its place in the budget is free.
+            drop(slot);
+            let Some((tls, first)) = got else { return };
             let svc = TowerToHyperService::new(app);
             // The protocol is the one ALPN chose, not guessed from the
-            // first bytes: hyper-util's detection runs without a timer, so
-            // a client that finished TLS and sent nothing was never closed.
-            // HTTP/1's header timeout starts at once and again after each
-            // answer, so idle connections cannot pile up either; an HTTP/2
+            // first bytes: hyper-util's detection runs without a timer.
+            // HTTP/1's header timeout starts again after each answer, so
+            // idle keep-alive connections cannot pile up; an HTTP/2
             // connection is pinged instead. Watches are answers in
             // progress, not idle.
             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+            let io = TokioIo::new(Prefixed::new(first, tls));
             let served = if h2 {
-                // HTTP/2 has no header timeout before the client's preface:
-                // wait for its first bytes here, within the same bound.
-                let mut tls = tls;
-                let mut first = vec![0u8; 64];
-                let n = match tokio::time::timeout(idle, tls.read(&mut first)).await {
-                    Ok(Ok(n)) if n > 0 => n,
-                    _ => return,
-                };
-                first.truncate(n);
-                let io = TokioIo::new(Prefixed::new(first, tls));
                 hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                     .timer(TokioTimer::new())
                     .keep_alive_interval(Some(idle))
@@ -283,7 +365,6 @@ pub async fn run(
                     .serve_connection(io, svc)
                     .await
             } else {
-                let io = TokioIo::new(tls);
                 hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(idle)

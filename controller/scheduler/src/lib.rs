@@ -39,5 +39,12 @@ pub use error::InputError;
 pub use pod_info::pod_key;
 pub use schedule::{queue_order, schedule, schedule_all, wants_scheduling, Decision};
 
+/// Reads every field of `pod` the scheduler uses, as it will when the pod
+/// is pending: the first unreadable one is the error. The API server runs
+/// this at admission, so a stored pod is one the scheduler can read.
+pub fn check_pod(pod: &sluice_model::k8s::Pod) -> Result<(), InputError> {
+    pod_info::PodInfo::parse(pod).map(drop)
+}
+
 #[cfg(test)]
 mod tests;

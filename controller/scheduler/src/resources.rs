@@ -92,12 +92,26 @@ pub(crate) fn read_map(
         let bad = |e: sluice_model::quantity::QuantityError| {
             InputError::new(object, format!("{field}.{name}"), e.to_string())
         };
+        // As the API server refuses them: a negative request would hand its
+        // node room that is not there.
+        let non_negative = |v: i128| {
+            if v < 0 {
+                Err(InputError::new(
+                    object,
+                    format!("{field}.{name}"),
+                    format!("{:?} must be greater than or equal to 0", q.0),
+                ))
+            } else {
+                Ok(v)
+            }
+        };
         match name.as_str() {
-            CPU => r.cpu_milli = milli(q).map_err(bad)?,
-            MEMORY => r.memory = units(q).map_err(bad)?,
-            EPHEMERAL_STORAGE => r.ephemeral_storage = units(q).map_err(bad)?,
+            CPU => r.cpu_milli = non_negative(milli(q).map_err(bad)?)?,
+            MEMORY => r.memory = non_negative(units(q).map_err(bad)?)?,
+            EPHEMERAL_STORAGE => r.ephemeral_storage = non_negative(units(q).map_err(bad)?)?,
             n if is_scalar(n) => {
-                r.scalar.insert(n.to_owned(), units(q).map_err(bad)?);
+                r.scalar
+                    .insert(n.to_owned(), non_negative(units(q).map_err(bad)?)?);
             }
             _ => {}
         }

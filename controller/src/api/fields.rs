@@ -141,10 +141,12 @@ fn decode_error(t: &Target, obj: &Value, e: DecodeError) -> ApiError {
 }
 
 /// Decode `obj` as the kind `t` serves and take its unknown fields out
-/// (`Warn`, `Ignore`; `Strict` refuses them); the ones to warn about.
+/// (`Warn`, `Ignore`; `Strict` refuses them), then check what the decision
+/// loops will read of it (`semantics`); the unknown fields to warn about.
 pub fn check(t: &Target, obj: &mut Value, mode: FieldValidation) -> Result<Vec<String>, ApiError> {
     let unknown = decoded(t, obj, mode)?;
     remove_unknown(obj, &unknown.paths);
+    super::semantics::check(t, obj)?;
     Ok(unknown.warn)
 }
 

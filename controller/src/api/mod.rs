@@ -25,6 +25,7 @@ pub mod path;
 pub mod resources;
 pub mod scale;
 pub mod selector;
+pub mod semantics;
 pub mod services;
 pub mod status;
 pub mod stored;

@@ -539,7 +539,7 @@ mod tests {
                 {"manager": "m", "operation": "Update", "apiVersion": "v1",
                  "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}}]}});
         let mut new = old.clone();
-        new["spec"] = json!({"a": deep});
+        new["spec"] = json!({"a": deep, "containers": [{"name": "c"}]});
         let (stored, _) = updated(&t, &old, new, false, FieldValidation::Ignore, Some(&w))
             .map_err(|e| e.message)
             .expect("the unknown field is dropped");

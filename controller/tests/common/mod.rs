@@ -34,17 +34,32 @@ macro_rules! on_both_stores {
     };
 }
 
-fn spawn_serve(dir: &Path, args: &[String]) -> Child {
+fn spawn_serve(dir: &Path, args: &[String], nofile: Option<u64>) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(dir.join("serve.log"))
         .expect("log");
-    Command::new(serve_bin())
-        .args(args)
-        .stderr(log)
-        .spawn()
-        .expect("serve")
+    let mut cmd = Command::new(serve_bin());
+    cmd.args(args).stderr(log);
+    if let Some(n) = nofile {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe and touches only the
+        // child's own limits, between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let r = libc::rlimit {
+                    rlim_cur: n,
+                    rlim_max: n,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd.spawn().expect("serve")
 }
 
 /// Which store the server runs on.
@@ -86,6 +101,9 @@ pub struct Server {
     etcd: Option<EtcdServer>,
     /// `serve`'s arguments, to start it again the same way.
     args: Vec<String>,
+    /// The open-file limit (soft and hard) `serve` runs under, if not
+    /// the test's own.
+    nofile: Option<u64>,
 }
 
 impl Server {
@@ -117,6 +135,22 @@ impl Server {
         etcd_endpoint: Option<&str>,
         identity: Option<&str>,
         extra: &[&str],
+    ) -> Server {
+        Server::start_full(tag, etcd_endpoint, identity, extra, None)
+    }
+
+    /// The embedded store, `serve` under an open-file limit of `nofile`
+    /// (soft and hard, so it cannot raise it).
+    pub fn start_limited(tag: &str, nofile: u64) -> Server {
+        Server::start_full(tag, None, None, &[], Some(nofile))
+    }
+
+    fn start_full(
+        tag: &str,
+        etcd_endpoint: Option<&str>,
+        identity: Option<&str>,
+        extra: &[&str],
+        nofile: Option<u64>,
     ) -> Server {
         let dir =
             std::env::temp_dir().join(format!("sluice-ctl-serve-{}-{tag}", std::process::id()));
@@ -164,13 +198,14 @@ impl Server {
             args.push("--controllers=false".into());
         }
         args.extend(extra.iter().map(|a| a.to_string()));
-        let child = spawn_serve(&dir, &args);
+        let child = spawn_serve(&dir, &args, nofile);
         let s = Server {
             dir,
             child,
             port,
             etcd: None,
             args,
+            nofile,
         };
         s.wait_ready();
         s
@@ -185,7 +220,7 @@ impl Server {
 
     /// Start `serve` again (after `kill9`) with the same arguments.
     pub fn respawn(&mut self) {
-        self.child = spawn_serve(&self.dir, &self.args);
+        self.child = spawn_serve(&self.dir, &self.args, self.nofile);
         self.wait_ready();
     }
 
@@ -362,6 +397,18 @@ impl Server {
         &self,
         alpn: Option<&str>,
     ) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
+        let tcp = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        tcp.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        self.tls_over(tcp, alpn)
+    }
+
+    /// TLS with this server's CA over a connection made by the caller.
+    pub fn tls_over(
+        &self,
+        tcp: std::net::TcpStream,
+        alpn: Option<&str>,
+    ) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
         use std::sync::Arc;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = rustls::RootCertStore::empty();
@@ -379,9 +426,6 @@ impl Server {
         }
         let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
         let conn = rustls::ClientConnection::new(Arc::new(cfg), name).expect("tls");
-        let tcp = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        tcp.set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
         rustls::StreamOwned::new(conn, tcp)
     }
 

@@ -61,6 +61,25 @@ pub(crate) fn replicas(
     }
 }
 
+/// An optional count that may not be negative (`minReadySeconds`,
+/// `revisionHistoryLimit`, `progressDeadlineSeconds`).
+pub(crate) fn non_negative(
+    kind: &'static str,
+    meta: &ObjectMeta,
+    field: &'static str,
+    value: Option<i32>,
+) -> Result<(), WorkloadError> {
+    match value {
+        Some(v) if v < 0 => Err(WorkloadError::Negative {
+            kind,
+            object: display_name(meta),
+            field,
+            value: v,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// `metadata.uid`, without which nothing can be owned.
 pub(crate) fn uid<'a>(kind: &'static str, meta: &'a ObjectMeta) -> Result<&'a str, WorkloadError> {
     meta.uid

@@ -85,3 +85,14 @@ fn an_unreadable_request_names_its_field() {
     assert_eq!(e.field, "spec.containers[0].resources.requests.cpu");
     assert_eq!(e.object, "pod default/p");
 }
+
+#[test]
+fn a_negative_request_is_refused_naming_its_field() {
+    // A request of -1 cpu would free a core on whichever node took it.
+    let e = pod_demand(&pod("p").req("-1", "1Gi").build(), "pod default/p").expect_err("neg");
+    assert_eq!(e.field, "spec.containers[0].resources.requests.cpu");
+    assert!(e.message.contains("greater than or equal to 0"), "{e}");
+    let e = pod_demand(&pod("p").req("1", "-1Mi").build(), "pod default/p").expect_err("neg");
+    assert_eq!(e.field, "spec.containers[0].resources.requests.memory");
+    assert!(crate::check_pod(&pod("p").req("0", "0").build()).is_ok());
+}

@@ -39,14 +39,7 @@ impl<'a> Ctx<'a> {
     pub fn of(d: &'a Deployment, now: Timestamp) -> Result<Self, WorkloadError> {
         let name = spec::name(KIND, &d.metadata)?;
         spec::uid(KIND, &d.metadata)?;
-        let selector = spec::selector(
-            KIND,
-            &d.metadata,
-            Some(&d.spec.selector),
-            Some(&d.spec.template),
-        )?;
-        let replicas = spec::replicas(KIND, &d.metadata, d.spec.replicas)?;
-        let strategy = strategy(d, replicas)?;
+        let (selector, replicas, strategy) = read_spec(d)?;
         Ok(Ctx {
             d,
             name,
@@ -116,6 +109,57 @@ impl<'a> Ctx<'a> {
             .filter(|l| *l != i32::MAX)
             .map(|l| usize::try_from(l).unwrap_or(0))
     }
+}
+
+/// What apps/v1 validation checks of a Deployment's spec, with the same
+/// reading a sync makes: the API server refuses a Deployment that fails
+/// here, so no stored one leaves the controller retrying forever. The
+/// template's pod is the caller's to check (it is the scheduler's reading).
+pub fn check(d: &Deployment) -> Result<(), WorkloadError> {
+    read_spec(d)?;
+    let s = &d.spec;
+    spec::non_negative(KIND, &d.metadata, "minReadySeconds", s.min_ready_seconds)?;
+    spec::non_negative(
+        KIND,
+        &d.metadata,
+        "revisionHistoryLimit",
+        s.revision_history_limit,
+    )?;
+    spec::non_negative(
+        KIND,
+        &d.metadata,
+        "progressDeadlineSeconds",
+        s.progress_deadline_seconds,
+    )?;
+    let min_ready = s.min_ready_seconds.unwrap_or(0);
+    if let Some(deadline) = s.progress_deadline_seconds.filter(|p| *p <= min_ready) {
+        return Err(WorkloadError::DeadlineNotAfterMinReady {
+            object: display_name(&d.metadata),
+            deadline,
+            min_ready,
+        });
+    }
+    let st = s.strategy.as_ref();
+    if st.and_then(|st| st.type_.as_deref()) == Some("Recreate")
+        && st.is_some_and(|st| st.rolling_update.is_some())
+    {
+        return Err(WorkloadError::RollingUpdateWithRecreate {
+            object: display_name(&d.metadata),
+        });
+    }
+    Ok(())
+}
+
+/// The selector, replica count and strategy, as every sync reads them.
+fn read_spec(d: &Deployment) -> Result<(Selector, i32, Strategy), WorkloadError> {
+    let selector = spec::selector(
+        KIND,
+        &d.metadata,
+        Some(&d.spec.selector),
+        Some(&d.spec.template),
+    )?;
+    let replicas = spec::replicas(KIND, &d.metadata, d.spec.replicas)?;
+    Ok((selector, replicas, strategy(d, replicas)?))
 }
 
 fn strategy(d: &Deployment, replicas: i32) -> Result<Strategy, WorkloadError> {

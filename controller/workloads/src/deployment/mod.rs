@@ -36,6 +36,7 @@ use status::DState;
 use workset::Workset;
 
 pub use annotations::{DESIRED_REPLICAS, MAX_REPLICAS, REVISION, REVISION_HISTORY};
+pub use context::check;
 pub use hash::{pod_template_hash, POD_TEMPLATE_HASH_LABEL};
 pub use status::{reasons, AVAILABLE, PROGRESSING};
 

@@ -59,6 +59,15 @@ pub struct Plan {
     pub requeue_after: Option<SignedDuration>,
 }
 
+/// What apps/v1 validation checks of a ReplicaSet's spec, with the same
+/// reading a sync makes (the template's pod is the caller's to check).
+pub fn check(rs: &ReplicaSet) -> Result<(), WorkloadError> {
+    let (meta, s) = (&rs.metadata, &rs.spec);
+    spec::selector(KIND, meta, Some(&s.selector), s.template.as_ref())?;
+    spec::replicas(KIND, meta, s.replicas)?;
+    spec::non_negative(KIND, meta, "minReadySeconds", s.min_ready_seconds)
+}
+
 /// Decide one sync of `rs`. `pods` are the pods of its namespace (all of
 /// them, so that orphans can be adopted and relabelled pods released);
 /// pods of other namespaces are ignored.

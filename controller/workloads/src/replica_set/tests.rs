@@ -358,3 +358,26 @@ fn selector_errors_name_spec_selector() {
         "{err}"
     );
 }
+
+#[test]
+fn admission_checks_the_spec_naming_the_field() {
+    assert_eq!(check(&rs(2)), Ok(()));
+    let mut neg = rs(1);
+    neg.spec.replicas = Some(-2);
+    assert_eq!(
+        check(&neg).unwrap_err().field_and_message(),
+        ("spec.replicas".into(), "must be >= 0, got -2".into())
+    );
+    let mut slow = rs(1);
+    slow.spec.min_ready_seconds = Some(-1);
+    assert_eq!(
+        check(&slow).unwrap_err().field_and_message().0,
+        "spec.minReadySeconds"
+    );
+    let mut empty = rs(1);
+    empty.spec.selector = LabelSelector::default();
+    assert_eq!(
+        check(&empty).unwrap_err().field_and_message().0,
+        "spec.selector"
+    );
+}

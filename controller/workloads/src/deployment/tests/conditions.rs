@@ -122,3 +122,47 @@ fn invalid_specs_name_their_field() {
     let err = reconcile(&d, &[], &[], now()).unwrap_err().to_string();
     assert!(err.contains("spec.replicas"), "{err}");
 }
+
+#[test]
+fn admission_checks_what_apps_v1_validation_checks_naming_the_field() {
+    assert_eq!(check(&deploy(3, "1")), Ok(()));
+    let field = |d: &Deployment| check(d).unwrap_err().field_and_message();
+
+    let mut d = deploy(1, "1");
+    d.spec.replicas = Some(-1);
+    assert_eq!(
+        field(&d),
+        ("spec.replicas".into(), "must be >= 0, got -1".into())
+    );
+
+    let mut d = deploy(1, "1");
+    d.spec.min_ready_seconds = Some(-5);
+    assert_eq!(field(&d).0, "spec.minReadySeconds");
+
+    let mut d = deploy(1, "1");
+    d.spec.revision_history_limit = Some(-1);
+    assert_eq!(field(&d).0, "spec.revisionHistoryLimit");
+
+    let mut d = deploy(1, "1");
+    d.spec.min_ready_seconds = Some(600);
+    let (f, m) = field(&d);
+    assert_eq!(f, "spec.progressDeadlineSeconds");
+    assert!(m.contains("greater than minReadySeconds"), "{m}");
+
+    let mut d = deploy(1, "1");
+    d.spec.strategy.as_mut().unwrap().type_ = Some("Recreate".into());
+    assert_eq!(field(&d).0, "spec.strategy.rollingUpdate");
+    d.spec.strategy.as_mut().unwrap().rolling_update = None;
+    assert_eq!(check(&d), Ok(()));
+
+    let mut d = deploy(1, "1");
+    d.spec.strategy.as_mut().unwrap().rolling_update = Some(RollingUpdateDeployment {
+        max_surge: Some(IntOrString::String("abc%".into())),
+        max_unavailable: None,
+    });
+    assert_eq!(field(&d).0, "spec.strategy.rollingUpdate.maxSurge");
+
+    let mut d = deploy(1, "1");
+    d.spec.selector.match_labels = Some(labels(&[("app", "api")]));
+    assert_eq!(field(&d).0, "spec.selector");
+}

@@ -9,12 +9,13 @@ use std::time::{Duration, SystemTime};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
-use crate::health::budget::AcceptError;
+use crate::health::budget::{classify_accept_error, AcceptError, Budget, Phase, Ticket};
 use crate::health::http::{parse_head, write_response, ConnHeader, Head, Response, CT_TEXT};
 use crate::health::time::{http_date, unix_secs};
-use crate::health::{Deadline, HealthCounters, ListenerCounters, ShedReason};
+use crate::health::{Deadline, HealthCounters, ListenerCounters, ListenerKind, ShedReason};
 
 /// kube-proxy's metrics port.
 pub const DEFAULT_METRICS_PORT: u16 = 10249;
@@ -312,76 +313,149 @@ fn render_health_connections(o: &mut String, h: &HealthCounters) {
 const MAX_HEAD: usize = 8192;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// At most this many `/metrics` connections at once: scrapers are few and
+/// quick. Without a cap, anyone reaching the port (0.0.0.0 by default, as
+/// scrapers need) could hold the agent's descriptors with idle sockets, and
+/// the health listeners' own budgets would not help them accept.
+const MAX_METRICS_CONNECTIONS: usize = 64;
+
 /// Serve `/metrics` on `addr` until the runtime stops. One request per
-/// connection: scrapers open a connection per scrape anyway.
+/// connection: scrapers open a connection per scrape anyway. Connections
+/// have a budget like the health listeners' (the longest-waiting one is
+/// shed for a newcomer), and its counters are reported with theirs under
+/// `listener="metrics"`.
 pub async fn serve(addr: SocketAddr, snapshot: Arc<Mutex<MetricsSnapshot>>) -> std::io::Result<()> {
-    let listener = TcpListener::bind(addr).await?;
+    serve_on(TcpListener::bind(addr).await?, snapshot).await
+}
+
+/// `serve` on a bound listener.
+pub async fn serve_on(
+    listener: TcpListener,
+    snapshot: Arc<Mutex<MetricsSnapshot>>,
+) -> std::io::Result<()> {
+    let port = listener.local_addr()?.port();
+    let budget = Arc::new(Budget::on_tokio_clock(
+        ListenerKind::Metrics,
+        port,
+        MAX_METRICS_CONNECTIONS,
+        REQUEST_TIMEOUT,
+    ));
+    // Dropping the set aborts every connection with the server.
+    let mut conns = JoinSet::new();
     loop {
-        let (mut sock, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                warn!(error = %e, "metrics accept");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let snapshot = snapshot.clone();
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; MAX_HEAD];
-            let mut len = 0;
-            let read = tokio::time::timeout(REQUEST_TIMEOUT, async {
-                loop {
-                    let n = sock.read(&mut buf[len..]).await?;
-                    if n == 0 {
-                        return Ok::<_, std::io::Error>(None);
+        let (sock, peer) = tokio::select! {
+            biased;
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    let kind = classify_accept_error(e.raw_os_error());
+                    budget.accept_failed(kind);
+                    if kind != AcceptError::ConnectionGone {
+                        warn!(error = %e, "metrics accept");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                     }
-                    len += n;
-                    match parse_head(&buf[..len]) {
-                        Head::Partial if len < MAX_HEAD => continue,
-                        Head::Partial => return Ok(Some((431, false, false))),
-                        Head::Reject(r) => return Ok(Some((r.status(), false, false))),
-                        Head::Request(h) => {
-                            let path = h.target.split('?').next().unwrap_or("");
-                            let status = if path == "/metrics" { 200 } else { 404 };
-                            return Ok(Some((status, h.http10, h.method != "HEAD")));
-                        }
-                    }
+                    continue;
                 }
-            })
-            .await;
-            let Ok(Ok(Some((status, http10, send_body)))) = read else {
-                debug!(%peer, "metrics request dropped");
-                return;
-            };
-            let body = if status == 200 {
-                let m = snapshot.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                render(&m)
+            },
+        };
+        // `None` only when every connection is busy answering.
+        let Some(ticket) = budget.admit() else {
+            drop(sock);
+            continue;
+        };
+        let id = ticket.id();
+        let abort = conns.spawn(serve_one(
+            sock,
+            peer,
+            snapshot.clone(),
+            budget.clone(),
+            ticket,
+        ));
+        budget.attach(id, abort);
+    }
+}
+
+/// One `/metrics` connection: a request within `REQUEST_TIMEOUT`, then the
+/// answer, then close.
+async fn serve_one(
+    mut sock: tokio::net::TcpStream,
+    peer: SocketAddr,
+    snapshot: Arc<Mutex<MetricsSnapshot>>,
+    budget: Arc<Budget>,
+    ticket: Ticket,
+) {
+    let mut buf = vec![0u8; MAX_HEAD];
+    let mut len = 0;
+    let read = tokio::time::timeout(REQUEST_TIMEOUT, async {
+        loop {
+            let n = sock.read(&mut buf[len..]).await?;
+            if n == 0 {
+                return Ok::<_, std::io::Error>(None);
+            }
+            if len == 0 {
+                ticket.set_phase(Phase::Partial);
+            }
+            len += n;
+            match parse_head(&buf[..len]) {
+                Head::Partial if len < MAX_HEAD => continue,
+                Head::Partial => return Ok(Some((431, false, false))),
+                Head::Reject(r) => return Ok(Some((r.status(), false, false))),
+                Head::Request(h) => {
+                    let path = h.target.split('?').next().unwrap_or("");
+                    let status = if path == "/metrics" { 200 } else { 404 };
+                    return Ok(Some((status, h.http10, h.method != "HEAD")));
+                }
+            }
+        }
+    })
+    .await;
+    let (status, http10, send_body) = match read {
+        Ok(Ok(Some(r))) => r,
+        Err(_) => {
+            ticket.timed_out(Deadline::Head);
+            debug!(%peer, "metrics request timed out");
+            return;
+        }
+        _ => {
+            debug!(%peer, "metrics request dropped");
+            return;
+        }
+    };
+    ticket.set_phase(Phase::Answering);
+    let body = if status == 200 {
+        let mut m = snapshot.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        m.health.listeners.push(budget.counters());
+        render(&m)
+    } else {
+        "404 page not found\n".to_string()
+    };
+    let mut out = Vec::with_capacity(body.len() + 256);
+    let date = http_date(unix_secs(SystemTime::now()));
+    write_response(
+        &mut out,
+        http10,
+        &Response {
+            status,
+            content_type: Some(if status == 200 {
+                "text/plain; version=0.0.4; charset=utf-8"
             } else {
-                "404 page not found\n".to_string()
-            };
-            let mut out = Vec::with_capacity(body.len() + 256);
-            let date = http_date(unix_secs(SystemTime::now()));
-            write_response(
-                &mut out,
-                http10,
-                &Response {
-                    status,
-                    content_type: Some(if status == 200 {
-                        "text/plain; version=0.0.4; charset=utf-8"
-                    } else {
-                        CT_TEXT
-                    }),
-                    nosniff: true,
-                    weight: None,
-                    location: None,
-                    body: body.as_bytes(),
-                    send_body,
-                    conn: ConnHeader::Close,
-                },
-                &date,
-            );
-            let _ = tokio::time::timeout(REQUEST_TIMEOUT, sock.write_all(&out)).await;
-        });
+                CT_TEXT
+            }),
+            nosniff: true,
+            weight: None,
+            location: None,
+            body: body.as_bytes(),
+            send_body,
+            conn: ConnHeader::Close,
+        },
+        &date,
+    );
+    if tokio::time::timeout(REQUEST_TIMEOUT, sock.write_all(&out))
+        .await
+        .is_err()
+    {
+        ticket.timed_out(Deadline::Write);
     }
 }
 
@@ -451,5 +525,46 @@ mod tests {
                 "{name} has no TYPE"
             );
         }
+    }
+
+    // spec: H1 — idle sockets on /metrics cannot take the descriptors the
+    // health listeners need: the metrics port sheds its longest-waiting
+    // connection for a newcomer, and a scrape still gets through.
+    #[tokio::test]
+    async fn idle_sockets_on_metrics_are_shed_and_a_scrape_still_answers() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = tokio::spawn(serve_on(
+            listener,
+            Arc::new(Mutex::new(MetricsSnapshot::default())),
+        ));
+        let mut idle = Vec::new();
+        for _ in 0..(MAX_METRICS_CONNECTIONS * 3) {
+            idle.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+        }
+        let mut scrape = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        scrape
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("write");
+        let mut out = String::new();
+        tokio::time::timeout(REQUEST_TIMEOUT, scrape.read_to_string(&mut out))
+            .await
+            .expect("answered in time")
+            .expect("read");
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        let shed: u64 = out
+            .lines()
+            .find(|l| {
+                l.starts_with("sluice_health_connections_shed_total{")
+                    && l.contains("listener=\"metrics\"")
+                    && l.contains("reason=\"idle\"")
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no metrics shed counter in:\n{out}"));
+        assert!(shed >= (MAX_METRICS_CONNECTIONS * 2) as u64, "shed {shed}");
+        server.abort();
     }
 }

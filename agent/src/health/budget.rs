@@ -207,6 +207,9 @@ pub enum ListenerKind {
     Node,
     /// A Service's `healthCheckNodePort`.
     Service,
+    /// The agent's own `/metrics` (10249), budgeted the same way so idle
+    /// sockets there cannot take the descriptors the health ports need.
+    Metrics,
 }
 
 impl ListenerKind {
@@ -215,6 +218,7 @@ impl ListenerKind {
         match self {
             ListenerKind::Node => "node",
             ListenerKind::Service => "service",
+            ListenerKind::Metrics => "metrics",
         }
     }
 }

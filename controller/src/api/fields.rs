@@ -27,6 +27,7 @@ use sluice_model::policy::disruption::{Budget, Selector, UnhealthyPodEvictionPol
 
 use super::meta::invalid;
 use super::path::Target;
+use super::semantics;
 use super::status::ApiError;
 
 /// The mode a request asks for (`fieldValidation=`), kube-apiserver's
@@ -65,6 +66,19 @@ fn check_as<T: DeserializeOwned>(
     mode: FieldValidation,
 ) -> Result<Unknown, DecodeError> {
     decode::<T, _>(obj.clone(), mode).map(Unknown::from)
+}
+
+/// A kind the decision loops read: decoded, then the decoded value
+/// checked as they will read it (`semantics`), with no second decode.
+fn checked<T: DeserializeOwned>(
+    t: &Target,
+    obj: &Value,
+    mode: FieldValidation,
+    semantic: fn(&Target, &str, &T) -> Result<(), ApiError>,
+) -> Result<Unknown, ApiError> {
+    let d = decode::<T, _>(obj.clone(), mode).map_err(|e| decode_error(t, obj, e))?;
+    semantic(t, name_of(obj), &d.value)?;
+    Ok(d.into())
 }
 
 /// A `sluice.dev/v1` kind: decoded, then its spec validated (the rules of
@@ -141,12 +155,12 @@ fn decode_error(t: &Target, obj: &Value, e: DecodeError) -> ApiError {
 }
 
 /// Decode `obj` as the kind `t` serves and take its unknown fields out
-/// (`Warn`, `Ignore`; `Strict` refuses them), then check what the decision
-/// loops will read of it (`semantics`); the unknown fields to warn about.
+/// (`Warn`, `Ignore`; `Strict` refuses them), having checked what the
+/// decision loops will read of it (`semantics`); the unknown fields to warn
+/// about.
 pub fn check(t: &Target, obj: &mut Value, mode: FieldValidation) -> Result<Vec<String>, ApiError> {
     let unknown = decoded(t, obj, mode)?;
     remove_unknown(obj, &unknown.paths);
-    super::semantics::check(t, obj)?;
     Ok(unknown.warn)
 }
 
@@ -155,11 +169,11 @@ fn decoded(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Unknown, Ap
     let result = match (r.group, r.kind) {
         ("", "Namespace") => check_as::<Namespace>(obj, mode),
         ("", "Node") => check_as::<k8s::Node>(obj, mode),
-        ("", "Pod") => check_as::<k8s::Pod>(obj, mode),
+        ("", "Pod") => return checked(t, obj, mode, semantics::pod),
         ("", "Service") => check_as::<k8s::Service>(obj, mode),
         ("", "Event") => check_as::<k8s::Event>(obj, mode),
-        ("apps", "Deployment") => check_as::<k8s::Deployment>(obj, mode),
-        ("apps", "ReplicaSet") => check_as::<k8s::ReplicaSet>(obj, mode),
+        ("apps", "Deployment") => return checked(t, obj, mode, semantics::deployment),
+        ("apps", "ReplicaSet") => return checked(t, obj, mode, semantics::replica_set),
         ("coordination.k8s.io", "Lease") => check_as::<k8s::Lease>(obj, mode),
         ("discovery.k8s.io", "EndpointSlice") => check_as::<k8s::EndpointSlice>(obj, mode),
         ("policy", "PodDisruptionBudget") => return check_budget(t, obj, mode),

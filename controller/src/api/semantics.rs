@@ -11,7 +11,6 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec};
-use serde_json::Value;
 use sluice_model::k8s::Quantity;
 use sluice_model::quantity::milli;
 
@@ -22,37 +21,40 @@ use super::status::ApiError;
 /// A field and what is wrong with it.
 type Refusal = (String, String);
 
-/// Check `obj`, a decoded object of the kind `t` serves.
-pub fn check(t: &Target, obj: &Value) -> Result<(), ApiError> {
-    if t.subresource.is_some() {
-        return Ok(());
-    }
-    let r = t.resource;
-    let checked = match (r.group, r.kind) {
-        ("", "Pod") => typed::<Pod>(obj).map_or(Ok(()), |p| pod(&p, "")),
-        ("apps", "Deployment") => typed::<Deployment>(obj).map_or(Ok(()), |d| {
-            sluice_workloads::deployment::check(&d).map_err(|e| e.field_and_message())?;
-            template(Some(&d.spec.template), &d.metadata.namespace)
-        }),
-        ("apps", "ReplicaSet") => typed::<ReplicaSet>(obj).map_or(Ok(()), |rs| {
-            sluice_workloads::replica_set::check(&rs).map_err(|e| e.field_and_message())?;
-            template(rs.spec.template.as_ref(), &rs.metadata.namespace)
-        }),
-        _ => Ok(()),
-    };
-    checked.map_err(|(field, message)| {
-        let name = obj
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        invalid(t, name, &field, &message)
-    })
+/// A Pod as written to `t` (`name` for the error).
+pub fn pod(t: &Target, name: &str, p: &Pod) -> Result<(), ApiError> {
+    refuse(t, name, pod_spec(p, ""))
 }
 
-/// The object as its type, if it reads as one (decoding already said why
-/// not, when it does not).
-fn typed<T: serde::de::DeserializeOwned>(obj: &Value) -> Option<T> {
-    serde_json::from_value(obj.clone()).ok()
+/// A Deployment as written to `t`.
+pub fn deployment(t: &Target, name: &str, d: &Deployment) -> Result<(), ApiError> {
+    refuse(
+        t,
+        name,
+        sluice_workloads::deployment::check(d)
+            .map_err(|e| e.field_and_message())
+            .and_then(|()| template(Some(&d.spec.template), &d.metadata.namespace)),
+    )
+}
+
+/// A ReplicaSet as written to `t`.
+pub fn replica_set(t: &Target, name: &str, rs: &ReplicaSet) -> Result<(), ApiError> {
+    refuse(
+        t,
+        name,
+        sluice_workloads::replica_set::check(rs)
+            .map_err(|e| e.field_and_message())
+            .and_then(|()| template(rs.spec.template.as_ref(), &rs.metadata.namespace)),
+    )
+}
+
+/// The 422 for a refusal, unless `t` is a subresource (a status write
+/// leaves the spec as stored).
+fn refuse(t: &Target, name: &str, checked: Result<(), Refusal>) -> Result<(), ApiError> {
+    match checked {
+        Err((field, message)) if t.subresource.is_none() => Err(invalid(t, name, &field, &message)),
+        _ => Ok(()),
+    }
 }
 
 /// A workload's template: the pod it makes, checked as that pod would be.
@@ -67,12 +69,12 @@ fn template(t: Option<&PodTemplateSpec>, namespace: &Option<String>) -> Result<(
         spec: t.spec.clone(),
         status: None,
     };
-    pod(&p, "spec.template.")
+    pod_spec(&p, "spec.template.")
 }
 
 /// A pod, `prefix` before each field path (`spec.template.` in a
 /// template).
-fn pod(p: &Pod, prefix: &str) -> Result<(), Refusal> {
+fn pod_spec(p: &Pod, prefix: &str) -> Result<(), Refusal> {
     let at = |field: &str| format!("{prefix}{field}");
     let empty = PodSpec::default();
     let spec = p.spec.as_ref().unwrap_or(&empty);
@@ -146,7 +148,14 @@ fn within_limits(c: &Container) -> Result<(), Refusal> {
 mod tests {
     use super::*;
     use crate::api::path::resolve;
-    use serde_json::json;
+    use serde_json::{json, Value};
+    use sluice_model::decode::FieldValidation;
+
+    /// What `fields::check` (which calls these) says of `obj` written to
+    /// `path`.
+    fn check(t: &Target, obj: &Value) -> Result<(), ApiError> {
+        crate::api::fields::check(t, &mut obj.clone(), FieldValidation::Strict).map(drop)
+    }
 
     fn refusal(path: &str, obj: Value) -> (String, String) {
         let t = resolve(path).expect("path");

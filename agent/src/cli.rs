@@ -70,6 +70,26 @@ pub struct Args {
     #[arg(long, env = "SLUICE_CPU", value_parser = clap::value_parser!(u32).range(1..))]
     pub cpu: Option<u32>,
 
+    /// With `--kubeconfig`: the Node's `memory` capacity, a quantity of
+    /// bytes such as `8Gi` (default: the machine's). Nodes that share a
+    /// host (the lab's namespaces) take their pool's.
+    #[arg(long, env = "SLUICE_MEMORY", value_parser = crate::register::flags::memory)]
+    pub memory: Option<u64>,
+
+    /// With `--kubeconfig`: labels put on the Node, comma-separated
+    /// `key=value` (the kubelet's `--node-labels`). Set at each
+    /// registration, under the agent's own hostname, zone and pool labels.
+    #[arg(long, env = "SLUICE_NODE_LABELS", value_delimiter = ',',
+          value_parser = crate::register::flags::label)]
+    pub node_labels: Vec<(String, String)>,
+
+    /// With `--kubeconfig`: taints the Node is created with,
+    /// comma-separated `key=value:Effect` or `key:Effect` (the kubelet's
+    /// `--register-with-taints`). Only when the agent creates the Node.
+    #[arg(long, env = "SLUICE_REGISTER_WITH_TAINTS", value_delimiter = ',',
+          value_parser = crate::register::flags::taint)]
+    pub register_with_taints: Vec<k8s_openapi::api::core::v1::Taint>,
+
     /// With `--kubeconfig`: the Node's `pods` capacity (the kubelet's
     /// `--max-pods`).
     #[arg(long, env = "SLUICE_MAX_PODS", default_value_t = 110,

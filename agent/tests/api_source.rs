@@ -144,6 +144,7 @@ fn facts(name: &str) -> register::node::NodeFacts {
         pool: Some("blue".into()),
         version: Some("v1.37.0-sluice".into()),
         lease_duration_s: 40,
+        ..RegisterConfig::default()
     };
     register::facts(&cfg, Machine::read(), Vec::new())
 }

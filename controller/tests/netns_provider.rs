@@ -282,7 +282,10 @@ spec:
   locations: [zone-a, zone-b]
   initialNodeCount: 1
   version: 1.33.2
-  config: {{capacity: {{cpu: '2', memory: 4Gi}}}}
+  config:
+    capacity: {{cpu: '2', memory: 4Gi}}
+    labels: {{team: web}}
+    taints: [{{key: dedicated, value: lab, effect: PREFER_NO_SCHEDULE}}]
 ",
         lab.pool
     );
@@ -304,6 +307,16 @@ spec:
     for n in &first {
         assert_eq!(n["status"]["nodeInfo"]["kubeletVersion"], "v1.33.2", "{n}");
         assert_eq!(n["status"]["capacity"]["cpu"], "2", "the pool's capacity");
+        // The rest of the pool's config, as GKE puts it on its nodes.
+        assert_eq!(n["status"]["capacity"]["memory"], "4194304Ki", "{n}");
+        assert_eq!(n["metadata"]["labels"]["team"], "web", "{n}");
+        let taints = n["spec"]["taints"].as_array().cloned().unwrap_or_default();
+        assert!(
+            taints.iter().any(|t| t["key"] == "dedicated"
+                && t["value"] == "lab"
+                && t["effect"] == "PreferNoSchedule"),
+            "{n}"
+        );
         let ips: Vec<&str> = n["status"]["addresses"]
             .as_array()
             .into_iter()

@@ -9,12 +9,16 @@
 //! - `machine.rs`: what the machine says about itself.
 //! - here: the facts from the flags, and the loop that writes.
 
+pub mod flags;
 pub mod lease;
 pub mod machine;
 pub mod node;
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Taint;
 
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -34,13 +38,19 @@ pub const STATUS_EVERY: Duration = Duration::from_secs(60);
 const MANAGER: &str = "sluice-agent";
 
 /// What the flags say about the node.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RegisterConfig {
     pub name: String,
     /// `--node-ip`; empty: the uplink's addresses.
     pub node_ips: Vec<IpAddr>,
     /// `--cpu`; `None`: the machine's.
     pub cpu: Option<u32>,
+    /// `--memory` in bytes; `None`: the machine's.
+    pub memory: Option<u64>,
+    /// `--node-labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `--register-with-taints`.
+    pub taints: Vec<Taint>,
     pub max_pods: u32,
     pub zone: Option<String>,
     pub pool: Option<String>,
@@ -60,7 +70,9 @@ pub fn facts(cfg: &RegisterConfig, m: Machine, uplink_addrs: Vec<IpAddr>) -> Nod
             cfg.node_ips.clone()
         },
         cpu: cfg.cpu.unwrap_or(m.cpus),
-        memory: m.memory,
+        memory: cfg.memory.unwrap_or(m.memory),
+        extra_labels: cfg.labels.clone(),
+        taints: cfg.taints.clone(),
         max_pods: cfg.max_pods,
         zone: cfg.zone.clone(),
         pool: cfg.pool.clone(),
@@ -229,6 +241,14 @@ mod tests {
         assert_eq!(f.cpu, 2);
         assert_eq!(f.version, "v1.37.1");
         assert_eq!(f.memory, 1 << 30);
+        let with_memory = RegisterConfig {
+            memory: Some(8 << 30),
+            labels: [("team".to_string(), "web".to_string())].into(),
+            ..cfg
+        };
+        let f = facts(&with_memory, machine(), vec![]);
+        assert_eq!(f.memory, 8 << 30);
+        assert_eq!(f.extra_labels["team"], "web");
     }
 
     #[test]

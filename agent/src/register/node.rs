@@ -17,7 +17,7 @@ pub const POOL_LABEL: &str = "cloud.google.com/gke-nodepool";
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 /// What the agent says about its node: from flags and the machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NodeFacts {
     pub name: String,
     /// InternalIP addresses, at most one per family (the first wins).
@@ -26,6 +26,13 @@ pub struct NodeFacts {
     pub cpu: u32,
     /// Bytes of memory.
     pub memory: u64,
+    /// `--node-labels`: set as the agent's own labels (below them: the
+    /// hostname, zone and pool labels win).
+    pub extra_labels: BTreeMap<String, String>,
+    /// `--register-with-taints`: put on the Node when the agent creates it
+    /// and only then, as the kubelet does, so a taint removed later (by a
+    /// user, or an upgrade applying a pool's new taints) stays removed.
+    pub taints: Vec<k8s_openapi::api::core::v1::Taint>,
     /// The `pods` capacity.
     pub max_pods: u32,
     pub zone: Option<String>,
@@ -43,7 +50,7 @@ pub struct NodeFacts {
 impl NodeFacts {
     /// The labels the agent owns on its Node.
     pub fn labels(&self) -> BTreeMap<String, String> {
-        let mut l = BTreeMap::new();
+        let mut l = self.extra_labels.clone();
         l.insert(HOSTNAME_LABEL.to_string(), self.name.clone());
         l.insert("kubernetes.io/os".to_string(), "linux".to_string());
         l.insert("kubernetes.io/arch".to_string(), self.architecture.clone());
@@ -113,7 +120,10 @@ pub fn new_node(facts: &NodeFacts, now: Timestamp) -> Node {
             labels: Some(facts.labels()),
             ..ObjectMeta::default()
         },
-        spec: None,
+        spec: (!facts.taints.is_empty()).then(|| k8s_openapi::api::core::v1::NodeSpec {
+            taints: Some(facts.taints.clone()),
+            ..Default::default()
+        }),
         status: Some(node_status(None, facts, now)),
     }
 }
@@ -173,6 +183,8 @@ mod tests {
             ],
             cpu: 4,
             memory: 8 * 1024 * 1024 * 1024,
+            extra_labels: BTreeMap::new(),
+            taints: Vec::new(),
             max_pods: 110,
             zone: Some("zone-a".into()),
             pool: Some("blue".into()),
@@ -236,6 +248,35 @@ mod tests {
             r.last_heartbeat_time,
             Some(Time(at("2026-11-23T10:00:00Z")))
         );
+    }
+
+    #[test]
+    fn pool_labels_and_taints_go_on_the_node_it_creates_and_only_labels_after() {
+        let mut f = facts();
+        f.extra_labels = [
+            ("team".to_string(), "web".to_string()),
+            // The agent's own labels win over a flag's.
+            (ZONE_LABEL.to_string(), "elsewhere".to_string()),
+        ]
+        .into();
+        f.taints = vec![k8s_openapi::api::core::v1::Taint {
+            key: "dedicated".into(),
+            value: Some("gpu".into()),
+            effect: "NoSchedule".into(),
+            time_added: None,
+        }];
+        let n = new_node(&f, at("2026-11-23T10:00:00Z"));
+        let labels = n.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels["team"], "web");
+        assert_eq!(labels[ZONE_LABEL], "zone-a");
+        let taints = n.spec.and_then(|s| s.taints).unwrap_or_default();
+        assert_eq!(taints, f.taints);
+        // On an existing Node the labels are set again; taints are not
+        // touched (a label patch carries none).
+        let mut existing = new_node(&facts(), at("2026-11-23T10:00:00Z"));
+        existing.spec = None;
+        let p = label_patch(&existing, &f).expect("a patch");
+        assert_eq!(p, json!({"metadata": {"labels": {"team": "web"}}}));
     }
 
     #[test]

@@ -167,17 +167,15 @@ impl Errors {
 
     /// A Kubernetes label key (`[prefix/]name`).
     pub fn label_key(&mut self, path: &Path, key: &str) {
-        if let Err(why) = check_label_key(key) {
-            self.invalid(path, format!("{key:?} is not a valid label key: {why}"));
+        if let Some(why) = label_key_error(key) {
+            self.invalid(path, why);
         }
     }
 
     /// A Kubernetes label value (empty, or a name of at most 63 characters).
     pub fn label_value(&mut self, path: &Path, value: &str) {
-        if !value.is_empty() {
-            if let Err(why) = check_name(value, 63) {
-                self.invalid(path, format!("{value:?} is not a valid label value: {why}"));
-            }
+        if let Some(why) = label_value_error(value) {
+            self.invalid(path, why);
         }
     }
 
@@ -199,6 +197,23 @@ impl Errors {
 
 /// Seven days, the ceiling of every soak and wait (B4, A1).
 pub const SEVEN_DAYS: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Why `key` is not a Kubernetes label (or taint) key, if it is not.
+pub fn label_key_error(key: &str) -> Option<String> {
+    check_label_key(key)
+        .err()
+        .map(|why| format!("{key:?} is not a valid label key: {why}"))
+}
+
+/// Why `value` is not a Kubernetes label (or taint) value, if it is not.
+pub fn label_value_error(value: &str) -> Option<String> {
+    if value.is_empty() {
+        return None;
+    }
+    check_name(value, 63)
+        .err()
+        .map(|why| format!("{value:?} is not a valid label value: {why}"))
+}
 
 fn check_label_key(key: &str) -> Result<(), String> {
     let (prefix, name) = match key.rsplit_once('/') {

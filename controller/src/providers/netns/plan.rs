@@ -192,6 +192,32 @@ pub fn agent_argv(
         let cpus = (req.config.cpu_milli + 999) / 1000;
         argv.extend(["--cpu".into(), cpus.to_string()]);
     }
+    // The rest of the pool's config, as GKE puts it on its nodes: the
+    // nodes share one host, so the machine's memory would be every node's.
+    if req.config.memory_bytes > 0 {
+        argv.extend(["--memory".into(), req.config.memory_bytes.to_string()]);
+    }
+    if !req.config.labels.is_empty() {
+        let labels: Vec<String> = req
+            .config
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        argv.extend(["--node-labels".into(), labels.join(",")]);
+    }
+    if !req.config.taints.is_empty() {
+        let taints: Vec<String> = req
+            .config
+            .taints
+            .iter()
+            .map(|t| match t.value.as_str() {
+                "" => format!("{}:{}", t.key, t.effect.kubernetes()),
+                v => format!("{}={v}:{}", t.key, t.effect.kubernetes()),
+            })
+            .collect();
+        argv.extend(["--register-with-taints".into(), taints.join(",")]);
+    }
     argv.extend([
         "--nic".into(),
         NIC.into(),
@@ -358,6 +384,8 @@ mod tests {
             "v1.33.2",
             "--cpu",
             "2",
+            "--memory",
+            "1073741824",
             "--nic",
             "nic0",
             "--pod-netns-prefix",
@@ -387,5 +415,35 @@ mod tests {
         let at = argv.iter().position(|a| a == "--cpu").expect("--cpu");
         assert_eq!(argv[at + 1], "1", "rounded up");
         assert_eq!(kubelet_version("v1.2.3").as_deref(), Some("v1.2.3"));
+
+        // The pool's labels and taints, in the kubelet's spelling.
+        let mut labelled = small;
+        labelled.config.labels = [
+            ("team".to_string(), "web".to_string()),
+            ("tier".to_string(), String::new()),
+        ]
+        .into();
+        labelled.config.taints = vec![
+            sluice_model::node_pool::NodeTaint {
+                key: "dedicated".into(),
+                value: "gpu".into(),
+                effect: sluice_model::node_pool::TaintEffect::NoSchedule,
+            },
+            sluice_model::node_pool::NodeTaint {
+                key: "spot".into(),
+                value: String::new(),
+                effect: sluice_model::node_pool::TaintEffect::PreferNoSchedule,
+            },
+        ];
+        let argv = agent_argv(&c, &labelled, &addresses(&c, 20), &n);
+        let after = |flag: &str| {
+            let at = argv.iter().position(|a| a == flag).expect(flag);
+            argv[at + 1].clone()
+        };
+        assert_eq!(after("--node-labels"), "team=web,tier=");
+        assert_eq!(
+            after("--register-with-taints"),
+            "dedicated=gpu:NoSchedule,spot:PreferNoSchedule"
+        );
     }
 }

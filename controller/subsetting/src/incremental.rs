@@ -199,7 +199,15 @@ impl SubsetState {
     }
 
     fn compute_cluster_quotas(&self) -> Vec<usize> {
-        let counts = self.table.eligible_counts();
+        // Zones of equal size are visited by name, never in the order they
+        // were first seen (which differs between a full compute and a
+        // state built by events).
+        let counts: Vec<((&str, ZoneId), usize)> = self
+            .table
+            .eligible_counts()
+            .into_iter()
+            .map(|(z, c)| ((self.table.zone_name(z), z), c))
+            .collect();
         let candidates = counts.iter().map(|c| c.1).sum();
         let zones = counts.iter().filter(|c| c.1 > 0).count();
         let limit = subset_limit(TrafficPolicy::Cluster, candidates, zones);
@@ -352,13 +360,16 @@ impl SubsetState {
                 }
             }
         }
-        let counts: Vec<(ZoneId, usize)> = by_zone.iter().map(|(&z, c)| (z, c.len())).collect();
+        let counts: Vec<((&str, ZoneId), usize)> = by_zone
+            .iter()
+            .map(|(&z, c)| ((table.zone_name(z), z), c.len()))
+            .collect();
         let candidates: usize = counts.iter().map(|c| c.1).sum();
         let limit = subset_limit(TrafficPolicy::Local, candidates, counts.len());
         let quotas = zone_quotas(&counts, limit);
         let prev = std::mem::take(&mut service.members);
         let mut members = Vec::new();
-        for (z, quota) in quotas {
+        for ((_, z), quota) in quotas {
             let zone_candidates = by_zone.get(&z).map_or(&[][..], Vec::as_slice);
             let serving = &service.serving;
             let kept: Vec<Slot> = prev

@@ -444,3 +444,25 @@ fn events_report_changed_services() {
     tainted.to_be_deleted = true;
     assert!(state.update_node(&tainted).unwrap().is_empty());
 }
+
+// spec: N2 (zones of equal size are visited by name, whatever order the
+// nodes come in: the share must not depend on the order zones were seen)
+#[test]
+fn equal_zones_are_visited_by_name() {
+    // 7 zones of 10: 25 / 7 = 3 for the first three visited, then 4.
+    let mut nodes = zones(&[10; 7]);
+    nodes.reverse();
+    let mut state = SubsetState::new(&nodes[..10], &cluster_services(1), &BTreeMap::new()).unwrap();
+    for node in &nodes[10..] {
+        state.add_node(node).unwrap();
+    }
+    let full = compute(&nodes, &cluster_services(1), &BTreeMap::new()).unwrap();
+    assert_eq!(
+        per_zone(&full.subsets[&key("svc-0")]),
+        [3, 3, 3, 4, 4, 4, 4]
+    );
+    assert_eq!(
+        per_zone(&state.outcome().subsets[&key("svc-0")]),
+        [3, 3, 3, 4, 4, 4, 4]
+    );
+}

@@ -414,7 +414,9 @@ impl SubsetState {
             .filter(|&z| old_quotas.get(z).copied().unwrap_or(0) != self.cluster_quotas[z])
             .map(|z| z as ZoneId)
             .collect();
-        let moved = before != after;
+        // A new node cannot be a member yet (its slot, if reused, was
+        // purged from every subset when its last owner left).
+        let moved = before.is_some() && before != after;
         let mut changed = Vec::new();
         for k in 0..self.cluster_services.len() {
             let i = self.cluster_services[k];

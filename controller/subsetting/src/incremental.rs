@@ -161,12 +161,16 @@ impl SubsetState {
     /// returns them.
     pub fn outcome(&self) -> Outcome {
         let mut subsets = BTreeMap::new();
-        let mut warnings = Vec::new();
+        let mut warnings = BTreeMap::new();
         for service in self.services.iter().flatten() {
             subsets.insert(service.key.clone(), self.subset_of(service));
-            warnings.extend(service.warning.clone());
+            if let Some(warning) = &service.warning {
+                warnings.insert(&service.key, warning.clone());
+            }
         }
-        warnings.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+        // By Service, so the outcome does not depend on the order the
+        // Services were added in.
+        let warnings = warnings.into_values().collect();
         Outcome { subsets, warnings }
     }
 

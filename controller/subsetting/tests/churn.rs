@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use common::{candidates, members, quotas, reference, zones};
 use proptest::prelude::*;
 use sluice_subsetting::share::{subset_limit, zone_quotas};
-use sluice_subsetting::{compute, Node, Outcome, ServiceKey, Subset, SubsetService, SubsetState};
+use sluice_subsetting::{
+    compute, Node, Outcome, ServiceKey, Subset, SubsetService, SubsetState, TrafficPolicy,
+};
 
 /// A node from generated facts: `flags` 0–2 set one exclusion, others none.
 fn node(name: String, zone: u8, flags: u8) -> Node {
@@ -36,6 +38,9 @@ enum Event {
         svc: usize,
         at: usize,
     },
+    /// Switches Service `c0` between `Cluster` and `Local` (serving where
+    /// `l0` serves).
+    Flip,
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -48,6 +53,7 @@ fn event() -> impl Strategy<Value = Event> {
             flags
         }),
         (0..2usize, any::<usize>()).prop_map(|(svc, at)| Event::Serve { svc, at }),
+        Just(Event::Flip),
     ]
 }
 
@@ -195,6 +201,17 @@ proptest! {
                         serving.insert(name);
                     }
                     state.upsert_service(&services[3 + svc]).unwrap();
+                }
+                Event::Flip => {
+                    services[0].policy = match services[0].policy {
+                        TrafficPolicy::Cluster => TrafficPolicy::Local,
+                        TrafficPolicy::Local => TrafficPolicy::Cluster,
+                    };
+                    services[0].serving_nodes = match services[0].policy {
+                        TrafficPolicy::Local => services[3].serving_nodes.clone(),
+                        TrafficPolicy::Cluster => BTreeSet::new(),
+                    };
+                    state.upsert_service(&services[0]).unwrap();
                 }
                 _ => continue,
             }

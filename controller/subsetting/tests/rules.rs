@@ -466,3 +466,32 @@ fn equal_zones_are_visited_by_name() {
         [3, 3, 3, 4, 4, 4, 4]
     );
 }
+
+// A Service that stops being an internal LB with NEGs leaves the state;
+// one that is added later gets its subset at once.
+#[test]
+fn services_come_and_go() {
+    let nodes = zones(&[20, 20, 20]);
+    let mut state = SubsetState::new(&nodes, &cluster_services(2), &BTreeMap::new()).unwrap();
+    state.remove_service(&key("svc-0")).unwrap();
+    assert!(state.subset(&key("svc-0")).is_none());
+    assert_eq!(
+        state.remove_service(&key("svc-0")),
+        Err(InputError::UnknownService {
+            service: "default/svc-0".into()
+        })
+    );
+    assert!(state
+        .upsert_service(&SubsetService::cluster(key("svc-9")))
+        .unwrap());
+    let full = compute(
+        &nodes,
+        &[
+            SubsetService::cluster(key("svc-1")),
+            SubsetService::cluster(key("svc-9")),
+        ],
+        &BTreeMap::new(),
+    )
+    .unwrap();
+    assert_eq!(state.outcome(), full);
+}

@@ -495,3 +495,43 @@ fn services_come_and_go() {
     .unwrap();
     assert_eq!(state.outcome(), full);
 }
+
+// spec: health checks (GCE's own bounds: intervals and timeouts up to
+// 300 s, thresholds up to 10; a Local Service's own port must be valid)
+#[test]
+fn health_check_bounds() {
+    let err = |o: HealthCheckOverrides| health_check(TrafficPolicy::Cluster, None, &o).unwrap_err();
+    let e = err(HealthCheckOverrides {
+        interval_seconds: Some(301),
+        ..Default::default()
+    });
+    assert_eq!(
+        e,
+        HealthCheckError::TooLarge {
+            field: "intervalSeconds",
+            value: 301,
+            max: 300
+        }
+    );
+    let e = err(HealthCheckOverrides {
+        healthy_threshold: Some(11),
+        ..Default::default()
+    });
+    assert!(
+        e.to_string()
+            .starts_with("healthCheck.healthyThreshold: must be at most 10"),
+        "{e}"
+    );
+    let none = HealthCheckOverrides::default();
+    for port in [0, 70_000] {
+        let e = health_check(TrafficPolicy::Local, Some(port), &none).unwrap_err();
+        assert_eq!(e, HealthCheckError::NodePort { value: Some(port) });
+    }
+    // Cluster ignores healthCheckNodePort.
+    assert_eq!(
+        health_check(TrafficPolicy::Cluster, Some(0), &none)
+            .unwrap()
+            .port,
+        10256
+    );
+}

@@ -14,6 +14,7 @@
 //! agent's health servers likewise shed their idlest connection first.
 
 use std::collections::BTreeMap;
+use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
@@ -50,8 +51,9 @@ pub struct Pending {
 struct Inner {
     next: u64,
     /// By admission order: the first entry is the one waiting longest. Its
-    /// sender is fired to shed it.
-    silent: BTreeMap<u64, oneshot::Sender<()>>,
+    /// sender is fired to shed it. A silent one also keeps its socket's
+    /// descriptor, to look again before it is shed.
+    silent: BTreeMap<u64, (oneshot::Sender<()>, RawFd)>,
     talking: BTreeMap<u64, oneshot::Sender<()>>,
     shed: u64,
 }
@@ -89,19 +91,30 @@ impl Pending {
         self.cap
     }
 
-    /// Admit a connection (`spoke`: its first bytes are already in),
-    /// shedding another if the budget is full. Returns its slot, what
-    /// tells it it was shed, and whether one was shed for it.
-    pub fn admit(&self, spoke: bool) -> (Slot, Shed, bool) {
+    /// Admit the connection on descriptor `fd`, shedding another if the
+    /// budget is full. `spoken(fd)` says whether a connection's first bytes
+    /// are in: asked of the newcomer, and again of a silent one before it
+    /// is shed (a client that spoke after its accept, before its task ran,
+    /// is then kept). Returns its slot, what tells it it was shed, and
+    /// whether one was shed for it.
+    pub fn admit(&self, fd: RawFd, spoken: impl Fn(RawFd) -> bool) -> (Slot, Shed, bool) {
         let (tx, rx) = oneshot::channel();
+        let spoke = spoken(fd);
         let mut g = lock(&self.inner);
         let mut shed_one = false;
         if g.len() >= self.cap {
-            let oldest = match g.silent.pop_first() {
-                Some(o) => Some(o),
-                None => g.talking.pop_first(),
+            // Each look that finds bytes moves a connection to the talking
+            // for good, so the looks are paid once per connection.
+            let victim = loop {
+                match g.silent.pop_first() {
+                    Some((id, (tx, fd))) if spoken(fd) => {
+                        g.talking.insert(id, tx);
+                    }
+                    Some((_, (tx, _))) => break Some(tx),
+                    None => break g.talking.pop_first().map(|(_, tx)| tx),
+                }
             };
-            if let Some((_, tx)) = oldest {
+            if let Some(tx) = victim {
                 // The receiver may be gone (its task ending): it was
                 // leaving anyway.
                 let _ = tx.send(());
@@ -114,7 +127,7 @@ impl Pending {
         if spoke {
             g.talking.insert(id, tx);
         } else {
-            g.silent.insert(id, tx);
+            g.silent.insert(id, (tx, fd));
         }
         drop(g);
         let slot = Slot {
@@ -144,7 +157,7 @@ impl Slot {
     /// silent one.
     pub fn talking(&self) {
         let mut g = lock(&self.inner);
-        if let Some(tx) = g.silent.remove(&self.id) {
+        if let Some((tx, _)) = g.silent.remove(&self.id) {
             g.talking.insert(self.id, tx);
         }
     }
@@ -169,6 +182,14 @@ fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
 mod tests {
     use super::*;
 
+    fn silent(_: RawFd) -> bool {
+        false
+    }
+
+    fn spoken(_: RawFd) -> bool {
+        true
+    }
+
     #[test]
     fn the_budget_follows_the_descriptor_limit_within_bounds() {
         assert_eq!(budget_for(1024), 384);
@@ -181,11 +202,11 @@ mod tests {
     #[test]
     fn a_full_budget_sheds_the_oldest_for_a_newcomer() {
         let p = Pending::new(2);
-        let (a, mut a_shed, shed) = p.admit(false);
+        let (a, mut a_shed, shed) = p.admit(0, silent);
         assert!(!shed);
-        let (b, mut b_shed, _) = p.admit(false);
+        let (b, mut b_shed, _) = p.admit(0, silent);
         assert_eq!(p.len(), 2);
-        let (_c, mut c_shed, shed) = p.admit(false);
+        let (_c, mut c_shed, shed) = p.admit(0, silent);
         assert!(shed);
         assert_eq!(p.len(), 2);
         assert_eq!(p.shed_total(), 1);
@@ -196,7 +217,7 @@ mod tests {
         // The shed one's slot going away frees nothing twice.
         drop(a);
         assert_eq!(p.len(), 2);
-        let (_d, _, shed) = p.admit(false);
+        let (_d, _, shed) = p.admit(0, silent);
         assert!(shed);
         assert!(b_shed.try_recv().is_ok());
         drop(b);
@@ -206,31 +227,31 @@ mod tests {
     #[test]
     fn silent_connections_go_before_any_that_has_spoken() {
         let p = Pending::new(2);
-        let (talker, mut talker_shed, _) = p.admit(false);
+        let (talker, mut talker_shed, _) = p.admit(0, silent);
         talker.talking();
-        let (_silent, mut silent_shed, _) = p.admit(false);
+        let (_silent, mut silent_shed, _) = p.admit(0, silent);
         // The talker is older, but the silent one goes.
-        let (_new, mut new_shed, shed) = p.admit(false);
+        let (_new, mut new_shed, shed) = p.admit(0, silent);
         assert!(shed);
         assert!(silent_shed.try_recv().is_ok());
         assert!(talker_shed.try_recv().is_err());
         // A second newcomer sheds the newer silent one, still not the talker.
-        let (_newer, _, _) = p.admit(false);
+        let (_newer, _, _) = p.admit(0, silent);
         assert!(new_shed.try_recv().is_ok());
         assert!(talker_shed.try_recv().is_err());
         // One that spoke before it was admitted is a talker from the start.
         let p = Pending::new(2);
-        let (_early, mut early_shed, _) = p.admit(true);
-        let (_s1, mut s1_shed, _) = p.admit(false);
-        let (_s2, _, shed) = p.admit(false);
+        let (_early, mut early_shed, _) = p.admit(1, spoken);
+        let (_s1, mut s1_shed, _) = p.admit(0, silent);
+        let (_s2, _, shed) = p.admit(0, silent);
         assert!(shed);
         assert!(s1_shed.try_recv().is_ok());
         assert!(early_shed.try_recv().is_err());
         // With only talkers left, the oldest talker goes.
         let p = Pending::new(1);
-        let (t1, mut t1_shed, _) = p.admit(false);
+        let (t1, mut t1_shed, _) = p.admit(0, silent);
         t1.talking();
-        let (t2, _, shed) = p.admit(false);
+        let (t2, _, shed) = p.admit(0, silent);
         assert!(shed);
         assert!(t1_shed.try_recv().is_ok());
         t2.talking();
@@ -239,13 +260,27 @@ mod tests {
     }
 
     #[test]
+    fn a_silent_one_that_has_spoken_since_is_kept_and_the_next_goes() {
+        let p = Pending::new(2);
+        // Descriptor 7 was silent when accepted, then its bytes arrived
+        // before its task ran; descriptor 8 never speaks.
+        let (_late, mut late_shed, _) = p.admit(7, silent);
+        let (_mute, mut mute_shed, _) = p.admit(8, silent);
+        let (_new, _, shed) = p.admit(9, |fd| fd == 7);
+        assert!(shed);
+        assert!(late_shed.try_recv().is_err(), "the late talker stays");
+        assert!(mute_shed.try_recv().is_ok());
+        assert_eq!(p.len(), 2);
+    }
+
+    #[test]
     fn a_connection_that_got_through_frees_its_place() {
         let p = Pending::new(1);
-        let (a, _, _) = p.admit(false);
+        let (a, _, _) = p.admit(0, silent);
         a.talking();
         drop(a);
         assert!(p.is_empty());
-        let (_b, mut b_shed, shed) = p.admit(false);
+        let (_b, mut b_shed, shed) = p.admit(0, silent);
         assert!(!shed, "nothing to shed: the first one left");
         assert!(b_shed.try_recv().is_err());
         assert_eq!(p.shed_total(), 0);

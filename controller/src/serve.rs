@@ -2,6 +2,7 @@
 //! credentials `init` made.
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -177,15 +178,26 @@ fn raise_nofile_limit() -> u64 {
     }
 }
 
-/// Whether a just-accepted connection's first bytes are already in. A
-/// real client sends its ClientHello with the handshake's last ACK, so by
-/// the time the accept loop sees it, it has usually spoken; the accept loop
-/// can take hundreds of connections before the tasks of the first run, so
-/// this is known here rather than left to each task.
-fn spoke(tcp: &tokio::net::TcpStream) -> bool {
-    let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 1];
-    // The socket is non-blocking: nothing in yet is `WouldBlock`.
-    matches!(socket2::SockRef::from(tcp).peek(&mut b), Ok(n) if n > 0)
+/// Whether the connection on `fd` has bytes waiting: asked of each one as
+/// it is accepted (a real client sends its ClientHello with the handshake's
+/// last ACK, so it has usually spoken by then), and of a silent one again
+/// before it is shed (the accept loop can take hundreds of connections
+/// before the tasks of the first run).
+fn has_bytes(fd: std::os::fd::RawFd) -> bool {
+    let mut b = 0u8;
+    // SAFETY: a one-byte peek that never blocks (MSG_DONTWAIT) into a valid
+    // buffer. `fd` is a connection the budget holds; if it has just closed
+    // the call fails (EBADF), and if the number was reused the answer only
+    // misjudges which connection to shed. Nothing is read or changed.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&mut b as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n > 0
 }
 
 /// A connection through TLS (within `TLS_HANDSHAKE_TIMEOUT`) that sent its
@@ -327,7 +339,7 @@ pub async fn run(
         if let Err(e) = tcp.set_nodelay(true) {
             warn!(error = %e, %peer, "TCP_NODELAY");
         }
-        let (slot, shed, shed_one) = pending.admit(spoke(&tcp));
+        let (slot, shed, shed_one) = pending.admit(tcp.as_raw_fd(), has_bytes);
         if shed_one && last_shed_log.is_none_or(|t: Instant| t.elapsed() >= SHED_LOG_EVERY) {
             last_shed_log = Some(Instant::now());
             warn!(

@@ -3,9 +3,12 @@
 //! ran out of descriptors under a few thousand sockets that never spoke,
 //! and kubectl (and the agents' Lease renewals) waited seconds behind them.
 //!
-//! The server runs under a small limit (512) so a bounded flood (1 200
-//! sockets, 12 s) is several times what it can hold; probes are real TLS
-//! requests, each with a 5 s bound, and every one must be answered.
+//! The server runs under the usual soft limit, 1 024, as its hard limit too
+//! (so it cannot raise it), and a bounded flood (1 600 sockets, 12 s) is
+//! more than it can hold; probes are real TLS requests, each with a 5 s
+//! bound, and every one must be answered. (The budget is then 384; a client
+//! is shed only if it says nothing for as long as the flood takes to open
+//! 384 more connections.)
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -16,9 +19,9 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{ok, Server};
 
-const NOFILE: u64 = 512;
+const NOFILE: u64 = 1024;
 const FLOOD_THREADS: usize = 4;
-const PER_THREAD: usize = 300;
+const PER_THREAD: usize = 400;
 const FLOOD_FOR: Duration = Duration::from_secs(12);
 const MAX_PROBES: usize = 60;
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -27,6 +27,11 @@ fn cluster_services(n: usize) -> Vec<SubsetService> {
         .collect()
 }
 
+/// Why a `Cluster` health check with these overrides is refused.
+fn cluster_override_error(o: HealthCheckOverrides) -> HealthCheckError {
+    health_check(TrafficPolicy::Cluster, None, &o).unwrap_err()
+}
+
 fn per_zone(subset: &sluice_subsetting::Subset) -> Vec<usize> {
     subset.zones.values().map(Vec::len).collect()
 }
@@ -342,8 +347,7 @@ fn health_check_overrides_are_validated() {
         ),
         (8080, 10, 5, 2, 4)
     );
-    let err = |o: HealthCheckOverrides| health_check(TrafficPolicy::Cluster, None, &o).unwrap_err();
-    let e = err(HealthCheckOverrides {
+    let e = cluster_override_error(HealthCheckOverrides {
         timeout_seconds: Some(9),
         ..Default::default()
     });
@@ -355,7 +359,7 @@ fn health_check_overrides_are_validated() {
         }
     );
     assert!(e.to_string().contains("timeoutSeconds"));
-    let e = err(HealthCheckOverrides {
+    let e = cluster_override_error(HealthCheckOverrides {
         healthy_threshold: Some(0),
         ..Default::default()
     });
@@ -363,7 +367,7 @@ fn health_check_overrides_are_validated() {
         e.to_string().starts_with("healthCheck.healthyThreshold"),
         "{e}"
     );
-    let e = err(HealthCheckOverrides {
+    let e = cluster_override_error(HealthCheckOverrides {
         unhealthy_threshold: Some(-1),
         ..Default::default()
     });
@@ -373,14 +377,14 @@ fn health_check_overrides_are_validated() {
     );
     for port in [0, 65_536, -5] {
         assert_eq!(
-            err(HealthCheckOverrides {
+            cluster_override_error(HealthCheckOverrides {
                 port: Some(port),
                 ..Default::default()
             }),
             HealthCheckError::Port { value: port }
         );
     }
-    let e = err(HealthCheckOverrides {
+    let e = cluster_override_error(HealthCheckOverrides {
         path: Some("healthz".into()),
         ..Default::default()
     });
@@ -500,8 +504,7 @@ fn services_come_and_go() {
 // 300 s, thresholds up to 10; a Local Service's own port must be valid)
 #[test]
 fn health_check_bounds() {
-    let err = |o: HealthCheckOverrides| health_check(TrafficPolicy::Cluster, None, &o).unwrap_err();
-    let e = err(HealthCheckOverrides {
+    let e = cluster_override_error(HealthCheckOverrides {
         interval_seconds: Some(301),
         ..Default::default()
     });
@@ -513,7 +516,7 @@ fn health_check_bounds() {
             max: 300
         }
     );
-    let e = err(HealthCheckOverrides {
+    let e = cluster_override_error(HealthCheckOverrides {
         healthy_threshold: Some(11),
         ..Default::default()
     });

@@ -1,0 +1,29 @@
+//! The engines: the same `sluice_datapath::lb` decision as a TC program on
+//! the load balancer's interface (kernel) or in user space (emulated).
+
+use std::collections::BTreeMap;
+
+use crate::desired::{BackendId, LbDesired};
+
+/// Packet counters an engine keeps, for `/metrics`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LbCounters {
+    /// Frames delivered to each backend.
+    pub packets_per_backend: BTreeMap<BackendId, u64>,
+    /// Live entries in the flow table.
+    pub flows: u64,
+}
+
+/// A load-balancer engine attached to one interface (one-armed: frames come
+/// in and leave by the same link).
+pub trait LbEngine: Send {
+    /// `"emulated"` or `"kernel"`.
+    fn kind(&self) -> &'static str;
+    /// Swap in frontends, backends and Maglev tables; the program never sees
+    /// a half state. The flow table is kept.
+    fn apply(&mut self, desired: &LbDesired) -> anyhow::Result<()>;
+    /// The counters now.
+    fn counters(&self) -> anyhow::Result<LbCounters>;
+    /// Detach and remove everything the engine made.
+    fn shutdown(self: Box<Self>) -> anyhow::Result<()>;
+}

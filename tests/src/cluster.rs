@@ -498,6 +498,12 @@ pub fn controller_bin() -> Result<PathBuf> {
     workspace_bin("sluice-controller", "SLUICE_CONTROLLER_BIN")
 }
 
+/// Locate `sluice-lb` as [`agent_bin`] does `sluice-agent`
+/// (`$SLUICE_LB_BIN`).
+pub fn lb_bin() -> Result<PathBuf> {
+    workspace_bin("sluice-lb", "SLUICE_LB_BIN")
+}
+
 /// Locate `sluice-whoami` (this crate's binary, what pods the agents run
 /// serve) as [`agent_bin`] does `sluice-agent` (`$SLUICE_WHOAMI_BIN`).
 pub fn whoami_bin() -> Result<PathBuf> {

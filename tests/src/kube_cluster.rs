@@ -7,8 +7,14 @@
 //! ```text
 //!   client ns (eth0 198.18.0.2, fd00:18::2) ─┐
 //!   control ns (eth0 198.18.0.3, fd00:18::3) ┼─ fabric ns: bridge br0
+//!   load-balancer ns (eth0 198.18.0.4, …) ───┤   (once started)
 //!   node namespaces (nic0 198.18.0.1x, ...) ─┘   (made by the provider)
 //! ```
+//!
+//! With [`KubeCluster::start_load_balancer`], `sluice-lb` runs in its own
+//! namespace and the client routes the VIP ranges through it: one-armed,
+//! it hands each VIP frame to a node at L2 (the destination IP unchanged)
+//! and the node answers the client directly.
 //!
 //! kubectl runs inside the control namespace with the admin kubeconfig.
 //! Everything goes when the guard drops, also on failure: the controller
@@ -33,6 +39,11 @@ static CLUSTERS: AtomicU32 = AtomicU32::new(0);
 /// The API server's address inside the control namespace.
 pub const API_V4: &str = "198.18.0.3";
 const API_V6: &str = "fd00:18::3";
+/// The load balancer's addresses on the bridge.
+pub const LB_V4: &str = "198.18.0.4";
+const LB_V6: &str = "fd00:18::4";
+/// Where `sluice-lb` serves `/metrics`.
+pub const LB_METRICS_PORT: u16 = 10260;
 const API_PORT: u16 = 6443;
 
 /// The kubectl the project's setup installs (`$SLUICE_KUBECTL` overrides).
@@ -102,6 +113,11 @@ pub struct KubeCluster {
     ctl: Option<Netns>,
     client: Option<Netns>,
     fabric: Option<Netns>,
+    /// The test's tag, naming the namespaces made after `start`.
+    tag: String,
+    /// `sluice-lb` and its namespace, once started.
+    lb: Option<Child>,
+    lb_ns: Option<Netns>,
 }
 
 impl KubeCluster {
@@ -132,6 +148,9 @@ impl KubeCluster {
             ctl: None,
             client: None,
             fabric: None,
+            tag: tag.to_string(),
+            lb: None,
+            lb_ns: None,
         };
         fabric.bridge("br0")?;
         let client = Netns::new(&format!("{tag}-c"))?;
@@ -345,6 +364,75 @@ impl KubeCluster {
         Ok(())
     }
 
+    /// Start `sluice-lb` on `engine` in a namespace of its own on the
+    /// bridge, reading its configuration from the API as the
+    /// `system:sluice:load-balancer` identity, and route the client's VIP
+    /// ranges through it: from now on the client reaches a VIP only
+    /// through the load balancer. `lb` is the binary (`None`: next to the
+    /// test executable).
+    pub fn start_load_balancer(&mut self, engine: Engine, lb: Option<&Path>) -> Result<()> {
+        let bin = match lb {
+            Some(b) => b.to_path_buf(),
+            None => crate::cluster::lb_bin()?,
+        };
+        let fabric = self
+            .fabric
+            .as_ref()
+            .ok_or_else(|| anyhow!("no fabric namespace"))?;
+        let ns = Netns::new(&format!("{}-l", self.tag))?;
+        ns.veth_to("eth0", fabric, "l0")?;
+        fabric.enslave("l0", "br0")?;
+        ns.addr_add("eth0", &format!("{LB_V4}/24"))?;
+        ns.addr_add("eth0", &format!("{LB_V6}/64"))?;
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("load-balancer.log"))?;
+        let kubeconfig = self.dir.join("load-balancer.kubeconfig");
+        let kubeconfig = kubeconfig.display().to_string();
+        let bin = bin.display().to_string();
+        let metrics = format!("{LB_V4}:{LB_METRICS_PORT}");
+        let argv = [
+            bin.as_str(),
+            "--interface",
+            "eth0",
+            "--kubeconfig",
+            &kubeconfig,
+            "--engine",
+            lb_engine(engine),
+            "--metrics-bind-address",
+            &metrics,
+        ];
+        let child = spawn_in(ns.name(), &argv, Stdio::null(), Stdio::from(log))?;
+        self.lb = Some(child);
+        self.lb_ns = Some(ns);
+        self.wait_for(
+            "the load balancer's /metrics",
+            Duration::from_secs(30),
+            || self.lb_metrics().ok(),
+        )?;
+        self.route_vips_via(LB_V4, LB_V6)
+    }
+
+    /// The load balancer's namespace (empty before it is started).
+    pub fn load_balancer_namespace(&self) -> &str {
+        self.lb_ns.as_ref().map_or("", |n| n.name())
+    }
+
+    /// The load balancer's `/metrics`, read from its own namespace.
+    pub fn lb_metrics(&self) -> Result<String> {
+        let ns = self
+            .lb_ns
+            .as_ref()
+            .ok_or_else(|| anyhow!("no load balancer started"))?;
+        let addr = std::net::SocketAddr::new(LB_V4.parse().context("LB_V4")?, LB_METRICS_PORT);
+        let answer = crate::http_probe::http_get(ns.name(), addr, "/metrics")?;
+        if answer.status != 200 {
+            bail!("/metrics answered {}", answer.status);
+        }
+        Ok(answer.body)
+    }
+
     /// The namespace the provider made for node `node` (`<prefix><node>`;
     /// its pods' are `<prefix><node>-p-<hex>`).
     pub fn node_namespace(&self, node: &str) -> Option<String> {
@@ -429,6 +517,10 @@ impl Drop for KubeCluster {
         if thread::panicking() {
             eprintln!("{}", self.logs());
         }
+        if let Some(mut lb) = self.lb.take() {
+            stop_child(&mut lb, Duration::from_secs(10));
+        }
+        drop(self.lb_ns.take());
         // The controller stops its agents on SIGTERM.
         if let Some(mut c) = self.controller.take() {
             stop_child(&mut c, Duration::from_secs(15));
@@ -459,6 +551,14 @@ spec:
   ports: [{{name: http, port: 80, targetPort: {target}}}]
 "
     )
+}
+
+/// `sluice-lb`'s `--engine` for the agents' engine choice.
+fn lb_engine(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Emulated => "emulated",
+        Engine::Kernel | Engine::Auto => "kernel",
+    }
 }
 
 fn plen(f: Family) -> u8 {

@@ -46,9 +46,17 @@ pub fn run(opts: TestOpts) -> Result<()> {
     // The kernel engine's end-to-end tests and the differential test load
     // the release BPF object (the agent finds it in target/bpf).
     crate::ebpf::build(true)?;
-    // The end-to-end tests drive the agent binary, and the agent's API
-    // tests the controller's; both must be current.
-    cargo(&["build", "-p", "sluice-agent", "-p", "sluice-controller"])?;
+    // The end-to-end tests drive the agent and load-balancer binaries, and
+    // the agent's API tests the controller's; all must be current.
+    cargo(&[
+        "build",
+        "-p",
+        "sluice-agent",
+        "-p",
+        "sluice-controller",
+        "-p",
+        "sluice-lb",
+    ])?;
     let mut args = vec!["test", "--workspace"];
     let rest: Vec<&str> = opts.rest.iter().map(String::as_str).collect();
     if !rest.is_empty() {

@@ -8,6 +8,11 @@
 //! that does not know its address in advance; without `--name` it answers
 //! with `$HOSTNAME`, the pod's name as the agent (a container runtime)
 //! sets it.
+//!
+//! `--serve-after-term SECONDS` keeps serving that long after SIGTERM before
+//! exiting, as a server behind a load balancer does (a `preStop` sleep): the
+//! load balancer needs its unhealthy threshold to stop sending new
+//! connections, and those arriving meanwhile are still answered.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -19,6 +24,7 @@ fn main() -> Result<()> {
     let mut name = None;
     let mut ips: Vec<IpAddr> = Vec::new();
     let mut tcp: Vec<u16> = Vec::new();
+    let mut linger: Option<u64> = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args
@@ -28,6 +34,13 @@ fn main() -> Result<()> {
             "--name" => name = Some(value),
             "--ip" => ips.push(value.parse().with_context(|| format!("--ip {value}"))?),
             "--tcp" => tcp.push(value.parse().with_context(|| format!("--tcp {value}"))?),
+            "--serve-after-term" => {
+                linger = Some(
+                    value
+                        .parse()
+                        .with_context(|| format!("--serve-after-term {value}"))?,
+                )
+            }
             other => bail!("unknown flag {other}"),
         }
     }
@@ -44,10 +57,29 @@ fn main() -> Result<()> {
     if tcp.is_empty() {
         bail!("at least one --tcp is required");
     }
+    // SIGTERM is blocked before any thread starts (threads inherit the
+    // mask), so only the wait below takes it.
+    let term = linger.map(|_| block_sigterm()).transpose()?;
     let _server = WhoAmI::start_here(&name, &ips, &tcp, &[])?;
-    // SIGTERM's default action ends the process: a graceful stop for a
-    // server with no state to flush.
-    loop {
-        std::thread::sleep(Duration::from_secs(3600));
+    match (term, linger) {
+        (Some(set), Some(secs)) => {
+            set.wait().context("waiting for SIGTERM")?;
+            std::thread::sleep(Duration::from_secs(secs));
+            Ok(())
+        }
+        // SIGTERM's default action ends the process: a graceful stop for a
+        // server with no state to flush.
+        _ => loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        },
     }
+}
+
+fn block_sigterm() -> Result<nix::sys::signal::SigSet> {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None)
+        .context("blocking SIGTERM")?;
+    Ok(set)
 }

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use sluice_tests::Engine;
 
+mod lb;
 mod measure;
 mod report;
 mod rules;
@@ -130,6 +131,10 @@ pub struct BenchOpts {
     /// Print the table only; leave docs/benchmarks.md alone.
     #[arg(long)]
     pub no_write: bool,
+    /// Measure the load balancer (`sluice-lb`) against kernel forwarding
+    /// over the same hop instead of the node's paths.
+    #[arg(long)]
+    pub load_balancer: bool,
 }
 
 struct Plan {
@@ -234,6 +239,9 @@ pub fn run(opts: BenchOpts) -> Result<()> {
         bail!("the bench creates network namespaces: run it as root");
     }
     install_signal_handlers()?;
+    if opts.load_balancer {
+        return lb::run(&opts);
+    }
     let mut configs: Vec<Config> = if opts.only.is_empty() {
         Config::ALL.to_vec()
     } else {

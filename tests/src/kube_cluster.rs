@@ -21,6 +21,7 @@
 //! is stopped (it stops its agents), then every namespace with the
 //! cluster's prefix is removed, then the directory.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -433,6 +434,58 @@ impl KubeCluster {
         Ok(answer.body)
     }
 
+    /// A per-backend gauge or counter of the load balancer,
+    /// `sluice_lb_<…>{service="<namespace>/<svc>",node="<node>"} <value>`,
+    /// by node (empty when the load balancer does not answer).
+    pub fn lb_per_node(&self, metric: &str, svc: &str) -> BTreeMap<String, f64> {
+        let text = self.lb_metrics().unwrap_or_default();
+        per_node(&text, metric, &format!("default/{svc}"))
+    }
+
+    /// The members of each NetworkEndpointGroup of Service `svc` (namespace
+    /// `default`), by zone.
+    pub fn negs(&self, svc: &str) -> Result<BTreeMap<String, BTreeSet<String>>> {
+        let list = self.get_json(&["networkendpointgroups"])?;
+        let mut out = BTreeMap::new();
+        for neg in items(&list) {
+            if neg["spec"]["service"] != svc {
+                continue;
+            }
+            let zone = neg["spec"]["zone"]
+                .as_str()
+                .ok_or_else(|| anyhow!("a NEG of {svc} without spec.zone"))?
+                .to_string();
+            let members = neg["spec"]["endpoints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e["instance"].as_str().map(str::to_owned))
+                .collect();
+            out.insert(zone, members);
+        }
+        Ok(out)
+    }
+
+    /// The instances of each InstanceGroup, by zone.
+    pub fn instance_groups(&self) -> Result<BTreeMap<String, BTreeSet<String>>> {
+        let list = self.get_json(&["instancegroups"])?;
+        let mut out = BTreeMap::new();
+        for ig in items(&list) {
+            let zone = ig["spec"]["zone"]
+                .as_str()
+                .ok_or_else(|| anyhow!("an InstanceGroup without spec.zone"))?
+                .to_string();
+            let members = ig["spec"]["instances"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e["name"].as_str().map(str::to_owned))
+                .collect();
+            out.insert(zone, members);
+        }
+        Ok(out)
+    }
+
     /// The namespace the provider made for node `node` (`<prefix><node>`;
     /// its pods' are `<prefix><node>-p-<hex>`).
     pub fn node_namespace(&self, node: &str) -> Option<String> {
@@ -608,6 +661,32 @@ spec:
     )
 }
 
+/// `<metric>{…service="<service>"…,node="<node>"…} <value>` lines of a
+/// Prometheus text exposition, by node.
+pub fn per_node(text: &str, metric: &str, service: &str) -> BTreeMap<String, f64> {
+    let want = format!("service=\"{service}\"");
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(metric) else {
+            continue;
+        };
+        let Some((labels, value)) = rest.strip_prefix('{').and_then(|r| r.split_once('}')) else {
+            continue;
+        };
+        let mut labels = labels.split(',');
+        if !labels.clone().any(|l| l == want) {
+            continue;
+        }
+        let node = labels
+            .find_map(|l| l.strip_prefix("node=\""))
+            .map(|n| n.trim_end_matches('"').to_string());
+        if let (Some(node), Ok(v)) = (node, value.trim().parse::<f64>()) {
+            out.insert(node, v);
+        }
+    }
+    out
+}
+
 fn items(list: &Value) -> Vec<Value> {
     list["items"].as_array().cloned().unwrap_or_default()
 }
@@ -656,5 +735,25 @@ fn pod_view(p: &Value) -> PodView {
             .map(|i| s(&i["ip"]))
             .collect(),
         deleting: !p["metadata"]["deletionTimestamp"].is_null(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_node;
+
+    #[test]
+    fn per_node_reads_one_service_s_series() {
+        let text = "# HELP x\n\
+            sluice_lb_backend_healthy{service=\"default/web\",node=\"n1\"} 1\n\
+            sluice_lb_backend_healthy{service=\"default/web\",node=\"n2\"} 0\n\
+            sluice_lb_backend_healthy{service=\"default/webx\",node=\"n3\"} 1\n\
+            sluice_lb_backend_healthy_other{service=\"default/web\",node=\"n4\"} 1\n\
+            sluice_lb_backend_packets_total{service=\"default/web\",node=\"n1\"} 7\n";
+        let h = per_node(text, "sluice_lb_backend_healthy", "default/web");
+        assert_eq!(
+            h.into_iter().collect::<Vec<_>>(),
+            vec![("n1".to_string(), 1.0), ("n2".to_string(), 0.0)]
+        );
     }
 }

@@ -3,9 +3,9 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::whoami::{tcp_request, TcpOutcome};
 
@@ -15,6 +15,8 @@ pub struct Traffic {
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
+    /// When the latest failed request was started.
+    last_failure: Arc<Mutex<Option<Instant>>>,
     thread: Option<thread::JoinHandle<Vec<String>>>,
 }
 
@@ -23,13 +25,16 @@ impl Traffic {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(AtomicU64::new(0));
+        let last_failure = Arc::new(Mutex::new(None));
         let (s, o, f, ns) = (stop.clone(), ok.clone(), failed.clone(), ns.to_string());
+        let last = last_failure.clone();
         let thread = thread::spawn(move || {
             let mut errors = Vec::new();
             for _ in 0..20_000 {
                 if s.load(Ordering::Relaxed) {
                     break;
                 }
+                let started = Instant::now();
                 match tcp_request(&ns, vip) {
                     Ok(TcpOutcome::Reply { .. }) => {
                         o.fetch_add(1, Ordering::Relaxed);
@@ -37,6 +42,9 @@ impl Traffic {
                     other => {
                         f.fetch_add(1, Ordering::Relaxed);
                         errors.push(format!("{other:?}"));
+                        if let Ok(mut l) = last.lock() {
+                            *l = Some(started);
+                        }
                     }
                 }
                 thread::sleep(Duration::from_millis(20));
@@ -47,8 +55,14 @@ impl Traffic {
             stop,
             ok,
             failed,
+            last_failure,
             thread: Some(thread),
         }
+    }
+
+    /// When the latest failed request so far was started.
+    pub fn last_failure(&self) -> Option<Instant> {
+        self.last_failure.lock().ok().and_then(|l| *l)
     }
 
     /// Answered so far.

@@ -85,60 +85,12 @@ spec:
   networkConfig: {enableL4ilbSubsetting: true}
 ";
 
-/// The members of each NEG of Service `svc`, by zone.
-fn negs(c: &KubeCluster, svc: &str) -> Option<BTreeMap<String, BTreeSet<String>>> {
-    let list = c.get_json(&["networkendpointgroups"]).ok()?;
-    let mut out = BTreeMap::new();
-    for neg in list["items"].as_array()? {
-        if neg["spec"]["service"] != svc {
-            continue;
-        }
-        let zone = neg["spec"]["zone"].as_str()?.to_string();
-        let members = neg["spec"]["endpoints"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e["instance"].as_str().map(str::to_owned))
-            .collect();
-        out.insert(zone, members);
-    }
-    Some(out)
-}
-
-/// `sluice_lb_<metric>{service="default/<svc>",node="<node>"} <value>`,
-/// by node.
-fn per_node(metrics: &str, metric: &str, svc: &str) -> BTreeMap<String, f64> {
-    let service = format!("service=\"default/{svc}\"");
-    let mut out = BTreeMap::new();
-    for line in metrics.lines() {
-        let Some(rest) = line.strip_prefix(metric) else {
-            continue;
-        };
-        let Some((labels, value)) = rest.strip_prefix('{').and_then(|r| r.split_once('}')) else {
-            continue;
-        };
-        if !labels.split(',').any(|l| l == service) {
-            continue;
-        }
-        let node = labels
-            .split(',')
-            .find_map(|l| l.strip_prefix("node=\""))
-            .map(|n| n.trim_end_matches('"').to_string());
-        if let (Some(node), Ok(v)) = (node, value.trim().parse::<f64>()) {
-            out.insert(node, v);
-        }
-    }
-    out
-}
-
 fn packets(c: &KubeCluster, svc: &str) -> BTreeMap<String, f64> {
-    let m = c.lb_metrics().unwrap_or_default();
-    per_node(&m, "sluice_lb_backend_packets_total", svc)
+    c.lb_per_node("sluice_lb_backend_packets_total", svc)
 }
 
 fn healthy(c: &KubeCluster, svc: &str) -> BTreeMap<String, f64> {
-    let m = c.lb_metrics().unwrap_or_default();
-    per_node(&m, "sluice_lb_backend_healthy", svc)
+    c.lb_per_node("sluice_lb_backend_healthy", svc)
 }
 
 /// `n` new connections to `vip`, each answered.
@@ -207,13 +159,13 @@ fn walk_through(tag: &str, engine: Engine) {
     // N2 — with 4 nodes (≤ 25) every node backs the Cluster Service;
     // N3 — only the node with a serving pod backs the Local one.
     c.wait_for("web's NEGs hold every node", WAIT, || {
-        let negs = negs(&c, "web")?;
+        let negs = c.negs("web").ok()?;
         let members: BTreeSet<String> = negs.values().flatten().cloned().collect();
         (negs.len() == 2 && members == nodes).then_some(())
     })
     .expect("web's NEGs");
     c.wait_for("solo's NEGs hold only its pod's node", WAIT, || {
-        let members: BTreeSet<String> = negs(&c, "solo")?.values().flatten().cloned().collect();
+        let members: BTreeSet<String> = c.negs("solo").ok()?.values().flatten().cloned().collect();
         (members == BTreeSet::from([solo_node.clone()])).then_some(())
     })
     .expect("solo's NEGs");

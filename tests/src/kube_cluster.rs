@@ -589,12 +589,35 @@ impl Drop for KubeCluster {
 
 /// A dual-stack LoadBalancer Service manifest: port 80 to `target` of the
 /// pods with label `app: <app>` (an app no pod has: no endpoints), with
-/// `externalTrafficPolicy` `policy` (`Cluster` or `Local`).
+/// `externalTrafficPolicy` `policy` (`Cluster` or `Local`). External: no
+/// load-balancer type annotation (P7).
 pub fn lb_service(name: &str, app: &str, policy: &str, target: &str) -> String {
+    service_manifest(name, "{}", app, policy, target)
+}
+
+/// [`lb_service`] for an internal load balancer
+/// (`networking.gke.io/load-balancer-type: Internal`, P7).
+pub fn internal_lb_service(name: &str, app: &str, policy: &str, target: &str) -> String {
+    service_manifest(
+        name,
+        "{networking.gke.io/load-balancer-type: Internal}",
+        app,
+        policy,
+        target,
+    )
+}
+
+fn service_manifest(
+    name: &str,
+    annotations: &str,
+    app: &str,
+    policy: &str,
+    target: &str,
+) -> String {
     format!(
         "apiVersion: v1
 kind: Service
-metadata: {{name: {name}}}
+metadata: {{name: {name}, annotations: {annotations}}}
 spec:
   type: LoadBalancer
   externalTrafficPolicy: {policy}

@@ -24,29 +24,10 @@ use std::path::Path;
 use std::thread;
 use std::time::Duration;
 
-use sluice_tests::kube_cluster::{KubeCluster, KubeClusterSpec};
+use sluice_tests::kube_cluster::{internal_lb_service, KubeCluster, KubeClusterSpec};
 use sluice_tests::{tcp_request, whoami_bin, Engine, Family, TcpConn, TcpOutcome, Traffic};
 
 const WAIT: Duration = Duration::from_secs(90);
-
-/// An internal dual-stack LoadBalancer Service.
-fn internal_service(name: &str, app: &str, policy: &str) -> String {
-    format!(
-        "apiVersion: v1
-kind: Service
-metadata:
-  name: {name}
-  annotations: {{networking.gke.io/load-balancer-type: Internal}}
-spec:
-  type: LoadBalancer
-  externalTrafficPolicy: {policy}
-  ipFamilyPolicy: RequireDualStack
-  ipFamilies: [IPv4, IPv6]
-  selector: {{app: {app}}}
-  ports: [{{name: http, port: 80, targetPort: 8080}}]
-"
-    )
-}
 
 /// A Deployment of who-am-I pods that keep serving 8 s after SIGTERM (a
 /// `preStop` sleep's effect): longer than the `Local` health check needs
@@ -126,9 +107,9 @@ fn walk_through(tag: &str, engine: Engine) {
     let whoami = whoami_bin().expect("sluice-whoami (cargo build -p sluice-tests --bins)");
     let manifest = [
         deployment("web", 4, &whoami),
-        internal_service("web", "web", "Cluster"),
+        internal_lb_service("web", "web", "Cluster", "8080"),
         deployment("solo", 1, &whoami),
-        internal_service("solo", "solo", "Local"),
+        internal_lb_service("solo", "solo", "Local", "8080"),
     ]
     .join("---\n");
     c.apply(&manifest).expect("apply");

@@ -17,6 +17,7 @@ use sluice_tests::{
 mod bad_state;
 mod health;
 mod kube;
+mod lb;
 
 /// Requests per VIP, family and entry node.
 const REQUESTS: usize = 10;
@@ -63,6 +64,7 @@ pub fn run(opts: LabOpts) -> Result<()> {
         let bins = kube::Bins {
             agent,
             controller: crate::bench::build_bin("sluice-controller", "sluice-controller", false)?,
+            lb: crate::bench::build_bin("sluice-lb", "sluice-lb", false)?,
             whoami: crate::bench::build_bin("sluice-tests", "sluice-whoami", false)?,
         };
         crate::kubectl::install()?;

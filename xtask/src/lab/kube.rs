@@ -2,9 +2,13 @@
 //! (embedded store) runs in a control namespace; a node pool of four nodes
 //! in two zones comes from the `netns` provider, each node a namespace
 //! running a real `sluice-agent` that registers itself; the demo is applied
-//! with the real kubectl. Then: the traffic table, `kubectl get
-//! nodes,pods -o wide`, a drain under traffic, a node killed outright.
-//! Every line that can be checked is, and the lab fails if one fails.
+//! with the real kubectl, with L4 subsetting on. `sluice-lb` runs in a
+//! namespace of its own between the client and the nodes (configured from
+//! the API's load-balancer objects) and the client reaches every VIP only
+//! through it. Then: the groups (`kubectl get l4lb,hc,neg,ig`), the traffic
+//! table, the spread over the nodes, a drain and a node killed outright,
+//! each under traffic. Every line that can be checked is, and the lab fails
+//! if one fails.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -12,81 +16,110 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use sluice_tests::kube_cluster::{lb_service, KubeCluster, KubeClusterSpec, PodView};
-use sluice_tests::{tcp_request, Engine, Family, TcpOutcome, Traffic};
+use sluice_tests::kube_cluster::{
+    internal_lb_service, lb_service, KubeCluster, KubeClusterSpec, PodView,
+};
+use sluice_tests::{tcp_request, Engine, Family, TcpConn, TcpOutcome, Traffic};
+
+use super::lb;
 
 use crate::signals::interrupted;
 
 /// Requests per VIP, family and entry node.
 const REQUESTS: usize = 6;
 /// Every wait is bounded.
-const WAIT: Duration = Duration::from_secs(60);
+pub(super) const WAIT: Duration = Duration::from_secs(60);
 
-/// The demo: a Deployment of 4 who-am-I pods spread over the zones, a
-/// `Cluster` and a `Local` LoadBalancer Service, one with no endpoints, and
-/// a PDB. The pods tolerate an unreachable node for 5 s (the default is
-/// 300 s) so that the killed node's pods move within the lab's minutes.
+/// The demo: a Deployment of 4 who-am-I pods spread over the zones and one
+/// of a single pod, internal LoadBalancer Services (`Cluster` and `Local`
+/// over the 4, `Local` over the single one), an external one with no
+/// endpoints, and a PDB. The pods keep serving 8 s after SIGTERM (a
+/// `preStop` sleep's effect), longer than a `Local` health check takes to
+/// turn a node away (2 × 3 s), and tolerate an unreachable node for 5 s
+/// (the default is 300 s) so that the killed node's pods move within the
+/// lab's minutes.
 fn demo_manifest(whoami: &Path) -> String {
-    format!(
-        r#"apiVersion: apps/v1
+    let deployment = |name: &str, replicas: usize| {
+        format!(
+            r#"apiVersion: apps/v1
 kind: Deployment
-metadata: {{name: web}}
+metadata: {{name: {name}}}
 spec:
-  replicas: 4
-  selector: {{matchLabels: {{app: web}}}}
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
   strategy: {{rollingUpdate: {{maxSurge: 1, maxUnavailable: 0}}}}
   template:
-    metadata: {{labels: {{app: web}}}}
+    metadata: {{labels: {{app: {name}}}}}
     spec:
-      terminationGracePeriodSeconds: 5
+      terminationGracePeriodSeconds: 12
       topologySpreadConstraints:
-      - {{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: web}}}}}}
-      - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {{matchLabels: {{app: web}}}}}}
+      - {{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: {name}}}}}}}
+      - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {{matchLabels: {{app: {name}}}}}}}
       tolerations:
       - {{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 5}}
       - {{key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 5}}
       containers:
       - name: whoami
-        command: [{whoami}, --tcp, "8080"]
+        command: [{whoami}, --tcp, "8080", --serve-after-term, "8"]
         ports: [{{containerPort: 8080, name: http}}]
         resources: {{requests: {{cpu: 100m, memory: 32Mi}}}}
         readinessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1, failureThreshold: 1}}
----
-{}---
-{}---
-{}---
-apiVersion: policy/v1
+"#,
+            whoami = whoami.display()
+        )
+    };
+    [
+        deployment("web", 4),
+        deployment("solo", 1),
+        // The Cluster one names the container's port, the others its number.
+        internal_lb_service("web", "web", "Cluster", "http"),
+        internal_lb_service("web-local", "web", "Local", "8080"),
+        internal_lb_service("solo", "solo", "Local", "8080"),
+        lb_service("empty", "nothing", "Cluster", "8080"),
+        "apiVersion: policy/v1
 kind: PodDisruptionBudget
-metadata: {{name: web}}
+metadata: {name: web}
 spec:
   minAvailable: 3
-  selector: {{matchLabels: {{app: web}}}}
-"#,
-        // The Cluster one names the container's port, the others its number.
-        lb_service("web", "web", "Cluster", "http"),
-        lb_service("web-local", "web", "Local", "8080"),
-        lb_service("empty", "nothing", "Cluster", "8080"),
-        whoami = whoami.display()
-    )
+  selector: {matchLabels: {app: web}}
+"
+        .to_string(),
+    ]
+    .join("---\n")
 }
 
+/// L4 subsetting on, before any Service exists (N5: only load balancers
+/// made after it use NEGs).
+const SUBSETTING_ON: &str = "apiVersion: sluice.dev/v1
+kind: Cluster
+metadata: {name: default}
+spec:
+  networkConfig: {enableL4ilbSubsetting: true}
+";
+
 /// The Services and their VIP numbers (198.18.100.n, fd00:18:100::n).
-const SERVICES: [(&str, u8); 3] = [("web", 1), ("web-local", 2), ("empty", 3)];
+const SERVICES: [(&str, u8); 4] = [("web", 1), ("web-local", 2), ("solo", 3), ("empty", 4)];
+
+/// `web`'s health check, overridden on its HealthCheck object: quicker
+/// than GKE's 8 s × 3 for the lab's minutes.
+const WEB_CHECK_INTERVAL_S: u64 = 4;
+const WEB_UNHEALTHY_THRESHOLD: u64 = 2;
 
 pub struct Bins {
     pub agent: PathBuf,
     pub controller: PathBuf,
+    pub lb: PathBuf,
     pub whoami: PathBuf,
 }
 
 /// Counts checks; a failed one is printed and counted, never hidden.
 #[derive(Default)]
-struct Checks {
+pub(super) struct Checks {
     failed: usize,
 }
 
 impl Checks {
-    fn check(&mut self, ok: bool, what: &str) {
+    pub(super) fn check(&mut self, ok: bool, what: &str) {
         println!("  {:<4} {what}", if ok { "ok" } else { "FAIL" });
         if !ok {
             self.failed += 1;
@@ -105,8 +138,8 @@ pub fn run(bins: Bins, engine: Engine, keep: bool) -> Result<()> {
         "==> starting sluice-controller and a node pool of 4 nodes in 2 zones ({} datapath)",
         engine.as_str()
     );
-    let cluster = KubeCluster::start("lab", &spec)?;
-    let result = demo(&cluster, &bins);
+    let mut cluster = KubeCluster::start("lab", &spec)?;
+    let result = demo(&mut cluster, &bins, engine);
     match &result {
         Err(e) => {
             println!("==> the demo stopped: {e:#}");
@@ -156,7 +189,7 @@ pub fn run(bins: Bins, engine: Engine, keep: bool) -> Result<()> {
     Ok(())
 }
 
-fn demo(c: &KubeCluster, bins: &Bins) -> Result<usize> {
+fn demo(c: &mut KubeCluster, bins: &Bins, engine: Engine) -> Result<usize> {
     let mut checks = Checks::default();
     let nodes = c.nodes()?;
     for n in &nodes {
@@ -168,14 +201,18 @@ fn demo(c: &KubeCluster, bins: &Bins) -> Result<usize> {
             n.ready
         );
     }
-    println!("==> kubectl apply: Deployment web (4 replicas), Services web (Cluster), web-local (Local), empty, PDB web");
+    println!("==> kubectl apply: Cluster default with L4 subsetting on");
+    print_indented(&c.apply(SUBSETTING_ON)?);
+    println!("==> kubectl apply: Deployments web (4 replicas) and solo (1), internal Services web (Cluster), web-local and solo (Local), external empty, PDB web");
     print_indented(&c.apply(&demo_manifest(&bins.whoami))?);
     for (svc, vip) in SERVICES {
         c.set_vips(svc, vip)?;
     }
-    let pods = c.wait_for("4 web pods Ready", WAIT, || {
+    let pods = c.wait_for("4 web pods and the solo pod Ready", WAIT, || {
         let p = c.pods("app=web").ok()?;
-        (p.iter().filter(|p| p.ready && !p.deleting).count() == 4).then_some(p)
+        let solo = c.pods("app=solo").ok()?;
+        let ready = |p: &[PodView]| p.iter().filter(|p| p.ready && !p.deleting).count();
+        (ready(&p) == 4 && ready(&solo) == 1).then_some(p)
     })?;
     let outside = addresses_outside_pod_cidrs(c, &pods)?;
     checks.check(
@@ -190,14 +227,22 @@ fn demo(c: &KubeCluster, bins: &Bins) -> Result<usize> {
         by_zone.values().all(|n| *n == 2),
         &format!("spread over the zones: {by_zone:?}"),
     );
+    let patch = format!(
+        r#"{{"spec":{{"checkIntervalSec":{WEB_CHECK_INTERVAL_S},"unhealthyThreshold":{WEB_UNHEALTHY_THRESHOLD}}}}}"#
+    );
+    println!("==> kubectl patch healthcheck web -p '{patch}' (the override on the Sluice object)");
+    c.kubectl(&["patch", "healthcheck", "web", "--type=merge", "-p", &patch])?;
 
-    // The client enters through the first node, as until the load
-    // balancer issue it routes the VIPs through one node it picks.
-    let entry = nodes.first().ok_or_else(|| anyhow!("no nodes"))?.clone();
-    let (v4, v6) = c.node_addrs(&entry.name)?;
-    c.route_vips_via(&v4, &v6)?;
+    println!(
+        "==> starting sluice-lb ({} engine) between the client and the nodes; the client routes the VIPs through it",
+        lb_engine_word(engine)
+    );
+    c.start_load_balancer(engine, Some(&bins.lb))?;
+    lb::groups(c, &nodes, &mut checks)?;
     wait_endpoints(c, "web", 4)?;
-    traffic_table(c, &entry.name, &v4, &v6, &mut checks)?;
+    lb::wait_healthy(c, "web", 4)?;
+    traffic_table(c, &mut checks)?;
+    lb::spread(c, &mut checks)?;
 
     println!("==> kubectl get nodes,pods -o wide");
     print_indented(&c.kubectl(&["get", "nodes,pods", "-o", "wide"])?);
@@ -205,15 +250,22 @@ fn demo(c: &KubeCluster, bins: &Bins) -> Result<usize> {
     if interrupted() {
         bail!("interrupted");
     }
-    drain(c, &entry.name, &mut checks)?;
+    drain(c, &mut checks)?;
     if interrupted() {
         bail!("interrupted");
     }
-    kill_node(c, &entry.name, &mut checks)?;
+    kill_node(c, &mut checks)?;
     Ok(checks.failed)
 }
 
-fn print_indented(text: &str) {
+fn lb_engine_word(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Emulated => "emulated",
+        Engine::Kernel | Engine::Auto => "kernel",
+    }
+}
+
+pub(super) fn print_indented(text: &str) {
     for l in text.lines() {
         println!("    {l}");
     }
@@ -329,26 +381,29 @@ fn vip(f: Family, n: u8) -> SocketAddr {
     SocketAddr::new(f.vip(n), 80)
 }
 
-fn traffic_table(
-    c: &KubeCluster,
-    entry: &str,
-    v4: &str,
-    v6: &str,
-    checks: &mut Checks,
-) -> Result<()> {
-    let pods = c.pods("app=web")?;
+fn traffic_table(c: &KubeCluster, checks: &mut Checks) -> Result<()> {
+    let pods: Vec<PodView> = [c.pods("app=web")?, c.pods("app=solo")?].concat();
     let node_of: BTreeMap<String, String> = pods
         .iter()
         .map(|p| (p.name.clone(), p.node.clone()))
         .collect();
-    let local_here = pods.iter().any(|p| p.node == entry && p.ready);
-    println!("==> {REQUESTS} TCP requests per VIP and family, entering at {entry}");
+    // The node addresses a pod may see for a Cluster Service: the node the
+    // load balancer chose SNATs to its own.
+    let mut node_ips: BTreeMap<IpAddr, String> = BTreeMap::new();
+    for n in c.nodes()? {
+        if let Ok((v4, v6)) = c.node_addrs(&n.name) {
+            node_ips.insert(v4.parse()?, n.name.clone());
+            node_ips.insert(v6.parse()?, n.name.clone());
+        }
+    }
+    println!("==> {REQUESTS} TCP requests per VIP and family, through the load balancer");
     println!(
         "  {:<10} {:<5} {:<26} {:<22} {:<26} CHECK",
         "SERVICE", "FAM", "ANSWERED BY", "POD SAW SOURCE", "CLIENT SAW REPLY FROM"
     );
     let mut rows: BTreeMap<(String, String, String, String, String, bool), usize> = BTreeMap::new();
     for (svc, n) in SERVICES {
+        let local = svc == "web-local" || svc == "solo";
         for f in Family::BOTH {
             let dst = vip(f, n);
             for _ in 0..REQUESTS {
@@ -360,30 +415,27 @@ fn traffic_table(
                     (TcpOutcome::Reply { reply, peer }, _) => {
                         let node = node_of.get(&reply.pod).cloned().unwrap_or_default();
                         let src = reply.peer.ip();
-                        let want_src: IpAddr = if svc == "web-local" {
-                            f.client_ip()
+                        // Local keeps the client's address (P4); Cluster
+                        // SNATs at the node the load balancer chose (P3).
+                        let src_ok = if local {
+                            src == f.client_ip()
                         } else {
-                            match f {
-                                Family::V4 => v4.parse()?,
-                                Family::V6 => v6.parse()?,
-                            }
+                            node_ips.contains_key(&src)
                         };
-                        let ok = svc != "empty"
-                            && src == want_src
-                            && *peer == dst
-                            && (svc != "web-local" || node == entry);
+                        let saw = match node_ips.get(&src) {
+                            Some(n) => format!("{src} ({})", short_node(n)),
+                            None => src.to_string(),
+                        };
+                        let ok = svc != "empty" && src_ok && *peer == dst;
                         (
                             format!("{} ({})", reply.pod, short_node(&node)),
-                            src.to_string(),
+                            saw,
                             peer.to_string(),
                             ok,
                         )
                     }
                     (other, _) => (format!("{other:?}"), "-".into(), "-".into(), false),
                 };
-                // Local with no local endpoint at the entry: nothing to
-                // answer with, which Local means (H2); not a failure.
-                let ok = ok || (svc == "web-local" && !local_here);
                 *rows
                     .entry((
                         svc.to_string(),
@@ -408,10 +460,10 @@ fn traffic_table(
         }
     }
     println!(
-        "  Cluster: the pod sees the entry node's address (SNAT); Local: the client's address;"
+        "  Cluster: the pod sees the address of the node the load balancer chose (SNAT); Local: the client's;"
     );
     println!(
-        "  every reply comes from the VIP (direct server return); `empty` answers with a reset."
+        "  every reply comes from the VIP, straight from the node (direct server return); `empty` answers with a reset."
     );
     Ok(())
 }
@@ -420,50 +472,84 @@ fn short_node(n: &str) -> String {
     n.rsplit('-').next().unwrap_or(n).to_string()
 }
 
-/// A node other than the entry that runs web pods, and those pods.
-fn node_with_web_pods(c: &KubeCluster, entry: &str) -> Result<(String, Vec<String>)> {
-    let pods = c.pods("app=web")?;
-    let victim = pods
-        .iter()
-        .filter(|p| !p.deleting)
-        .map(|p| p.node.clone())
-        .find(|n| n != entry)
-        .ok_or_else(|| anyhow!("no web pod off the entry node"))?;
-    let names = pods
-        .iter()
-        .filter(|p| p.node == victim)
-        .map(|p| p.name.clone())
-        .collect();
-    Ok((victim, names))
+/// The node of the single `solo` pod (ready, not being deleted).
+fn solo_node(c: &KubeCluster) -> Option<String> {
+    let pods = c.pods("app=solo").ok()?;
+    let live: Vec<&PodView> = pods.iter().filter(|p| p.ready && !p.deleting).collect();
+    (live.len() == 1).then(|| live[0].node.clone())
 }
 
-/// Drain a node other than the entry, with a client looping over the
-/// `Cluster` VIP the whole time.
-fn drain(c: &KubeCluster, entry: &str, checks: &mut Checks) -> Result<()> {
-    let (victim, moving) = node_with_web_pods(c, entry)?;
+/// Drain the node of `solo`'s pod (a `Local` Service's only serving node)
+/// with clients looping over the `web` and `solo` VIPs and a connection to
+/// `solo` held open: endpoints turn terminating, the node's `Local` check
+/// fails, the load balancer stops sending it new connections after its
+/// threshold, and until then the node answers from the terminating pod.
+fn drain(c: &KubeCluster, checks: &mut Checks) -> Result<()> {
+    let victim = solo_node(c).ok_or_else(|| anyhow!("no ready solo pod"))?;
     println!(
-        "==> kubectl drain {victim} (pods {moving:?}) with a client looping over the Cluster VIP"
+        "==> kubectl drain {victim} (solo's node) with clients looping over the web and solo VIPs and a connection to solo held open"
     );
-    let traffic = Traffic::start(c.client(), vip(Family::V4, 1));
+    let mut held = match TcpConn::connect(c.client(), vip(Family::V4, 3))? {
+        Ok(conn) => conn,
+        Err(o) => bail!("could not open the held connection: {o:?}"),
+    };
+    let web = Traffic::start(c.client(), vip(Family::V4, 1));
+    let solo = Traffic::start(c.client(), vip(Family::V4, 3));
     let t = Instant::now();
-    let out = c.kubectl(&[
-        "drain",
-        &victim,
-        "--ignore-daemonsets",
-        "--delete-emptydir-data",
-        "--timeout=60s",
-    ]);
+    let (out, unhealthy_after, held_ok, held_failed) = std::thread::scope(|s| {
+        let drainer = s.spawn(|| {
+            c.kubectl(&[
+                "drain",
+                &victim,
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--timeout=90s",
+            ])
+        });
+        let (mut unhealthy_after, mut held_ok, mut held_failed) = (None, 0, 0);
+        // The held connection talks until the load balancer has turned
+        // the node away (a second more), then is closed by the client:
+        // an established connection finishing its work. Bounded.
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            let unhealthy = lb::healthy(c, "solo").get(&victim).copied() == Some(0.0);
+            if unhealthy && unhealthy_after.is_none() {
+                unhealthy_after = Some(t.elapsed());
+            }
+            let done_talking =
+                unhealthy_after.is_some_and(|u| t.elapsed() > u + Duration::from_secs(1));
+            if !done_talking {
+                match held.request() {
+                    Ok(_) => held_ok += 1,
+                    Err(_) => held_failed += 1,
+                }
+            }
+            if done_talking && drainer.is_finished() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let out = drainer
+            .join()
+            .unwrap_or_else(|_| Err(anyhow!("the drain thread panicked")));
+        (out, unhealthy_after, held_ok, held_failed)
+    });
+    drop(held);
     let drained = out.is_ok();
     if let Ok(o) = &out {
         print_indented(o);
     }
+    let moved = c.wait_for("solo Ready on another node", WAIT, || {
+        solo_node(c).filter(|n| *n != victim)
+    });
     let settled = c.wait_for("4 web pods Ready off the drained node", WAIT, || {
         let p = c.pods("app=web").ok()?;
         let live: Vec<&PodView> = p.iter().filter(|p| !p.deleting).collect();
         (live.len() == 4 && live.iter().all(|p| p.ready && p.node != victim)).then_some(())
     });
     let _ = wait_endpoints(c, "web", 4);
-    let (ok, failed, errors) = traffic.finish();
+    let (web_ok, web_failed, web_errors) = web.finish();
+    let (solo_ok, solo_failed, solo_errors) = solo.finish();
     checks.check(
         drained,
         &format!(
@@ -473,35 +559,101 @@ fn drain(c: &KubeCluster, entry: &str, checks: &mut Checks) -> Result<()> {
         ),
     );
     checks.check(
-        settled.is_ok(),
-        "the drained node's pods replaced on other nodes, 4 Ready",
+        moved.is_ok() && settled.is_ok(),
+        &format!(
+            "solo and the drained node's web pods replaced on other nodes{}",
+            moved
+                .map(|n| format!(" (solo now on {n})"))
+                .unwrap_or_default()
+        ),
     );
+    checks.check(
+        unhealthy_after.is_some(),
+        &format!(
+            "the load balancer turned {victim} away for solo (Local check: every 3 s, unhealthy after 2) {} after the drain began",
+            unhealthy_after.map_or("never".to_string(), |d| format!("{:.1} s", d.as_secs_f64()))
+        ),
+    );
+    checks.check(
+        held_ok > 0 && held_failed == 0,
+        &format!("the connection held open answered {held_ok} requests until the client closed it, {held_failed} failed"),
+    );
+    for (name, ok, failed, errors) in [
+        ("web (Cluster)", web_ok, web_failed, web_errors),
+        ("solo (Local)", solo_ok, solo_failed, solo_errors),
+    ] {
+        checks.check(
+            failed == 0 && ok > 0,
+            &format!(
+                "the {name} VIP answered {ok} new connections during the drain, {failed} failed {}",
+                errors.first().cloned().unwrap_or_default()
+            ),
+        );
+    }
     let nodes = c.nodes()?;
     checks.check(
         nodes.iter().any(|n| n.name == victim && n.unschedulable),
         &format!("{victim} cordoned (spec.unschedulable)"),
     );
-    checks.check(
-        failed == 0 && ok > 0,
-        &format!(
-            "the Cluster VIP answered {ok} requests during the drain, {failed} failed {}",
-            errors.first().cloned().unwrap_or_default()
-        ),
-    );
     c.kubectl(&["uncordon", &victim])?;
     Ok(())
 }
 
-/// Kill a node's namespace outright (its agent with SIGKILL): the
-/// controller sees the Lease expire, marks the node, evicts its pods after
-/// their toleration; the Deployment replaces them, the pool the node.
-fn kill_node(c: &KubeCluster, entry: &str, checks: &mut Checks) -> Result<()> {
-    let (victim, lost) = node_with_web_pods(c, entry)?;
+/// Kill a node running a web pod outright (its agent with SIGKILL, its
+/// namespace deleted) with a client looping over the `web` VIP: the load
+/// balancer turns it away after its threshold of failed probes and new
+/// connections recover; the controller sees the Lease expire, evicts its
+/// pods after their toleration; the Deployment replaces them, the pool the
+/// node.
+fn kill_node(c: &KubeCluster, checks: &mut Checks) -> Result<()> {
+    let pods = c.pods("app=web")?;
+    let solo = solo_node(c).unwrap_or_default();
+    let victim = pods
+        .iter()
+        .filter(|p| !p.deleting && p.node != solo)
+        .map(|p| p.node.clone())
+        .next()
+        .ok_or_else(|| anyhow!("no web pod off solo's node"))?;
+    let lost: Vec<&str> = pods
+        .iter()
+        .filter(|p| p.node == victim)
+        .map(|p| p.name.as_str())
+        .collect();
     println!(
-        "==> killing node {victim} outright (namespace deleted, agent SIGKILLed; pods {lost:?})"
+        "==> killing node {victim} outright (namespace deleted, agent SIGKILLed; pods {lost:?}) with a client looping over the web VIP"
     );
+    let traffic = Traffic::start(c.client(), vip(Family::V4, 1));
+    std::thread::sleep(Duration::from_secs(1));
     let t = Instant::now();
     c.kill_node(&victim).context("killing the node")?;
+    let out = c.wait_for(
+        &format!("{victim} unhealthy at the load balancer"),
+        WAIT,
+        || (lb::healthy(c, "web").get(&victim).copied() != Some(1.0)).then(|| t.elapsed()),
+    );
+    // Bound: the probes in flight when it died, its threshold of failures
+    // (each at most the timeout late), one more interval for the phase.
+    let interval = Duration::from_secs(WEB_CHECK_INTERVAL_S);
+    let bound = interval * (WEB_UNHEALTHY_THRESHOLD as u32 + 1) + Duration::from_secs(2);
+    checks.check(
+        out.as_ref().is_ok_and(|d| *d <= bound),
+        &format!(
+            "the load balancer turned {victim} away for web (every {WEB_CHECK_INTERVAL_S} s, unhealthy after {WEB_UNHEALTHY_THRESHOLD}) after {}",
+            out.as_ref().map_or("never".to_string(), |d| format!("{:.1} s (bound {:.0} s)", d.as_secs_f64(), bound.as_secs_f64()))
+        ),
+    );
+    // Connections started after that succeed; a few seconds of them.
+    std::thread::sleep(Duration::from_secs(4));
+    let last = traffic.last_failure();
+    let (ok, failed, _) = traffic.finish();
+    let recovered = last.map(|l| l.saturating_duration_since(t));
+    checks.check(
+        ok > 0 && recovered.is_none_or(|r| r <= bound),
+        &format!(
+            "new connections through the web VIP: {ok} answered, {failed} failed (sent to {victim} or to its pod before it was turned away), the last started {} after the kill",
+            recovered.map_or("never".to_string(), |r| format!("{:.1} s", r.as_secs_f64()))
+        ),
+    );
     let unknown = c.wait_for(&format!("{victim} Ready=Unknown"), WAIT, || {
         let n = c.nodes().ok()?;
         n.iter()
@@ -546,8 +698,8 @@ fn kill_node(c: &KubeCluster, entry: &str, checks: &mut Checks) -> Result<()> {
             t.elapsed().as_secs_f64()
         ),
     );
-    println!("==> kubectl get nodes,pods -o wide");
-    print_indented(&c.kubectl(&["get", "nodes,pods", "-o", "wide"])?);
+    println!("==> kubectl get nodes,pods,neg -o wide");
+    print_indented(&c.kubectl(&["get", "nodes,pods,neg", "-o", "wide"])?);
     Ok(())
 }
 

@@ -163,11 +163,11 @@ fn lb_config() -> String {
         "services:
 - name: bench/vip
   frontends:
-  - {{address: {VIP}, port: {IPERF_PORT}, protocol: TCP}}
-  - {{address: {VIP}, port: {IPERF_PORT}, protocol: UDP}}
-  healthCheck: {{port: {HEALTH_PORT}, path: /healthz, intervalSeconds: 1, timeoutSeconds: 1, healthyThreshold: 1, unhealthyThreshold: 3}}
+  - {{ipAddress: {VIP}, port: {IPERF_PORT}, protocol: TCP}}
+  - {{ipAddress: {VIP}, port: {IPERF_PORT}, protocol: UDP}}
+  healthCheck: {{port: {HEALTH_PORT}, requestPath: /healthz, checkIntervalSec: 1, timeoutSec: 1, healthyThreshold: 1, unhealthyThreshold: 3}}
   backends:
-  - {{node: server, address: {SERVER_IP}}}
+  - {{node: server, ipAddress: {SERVER_IP}}}
 "
     )
 }

@@ -33,7 +33,7 @@ const COUNTERS_EVERY: Duration = Duration::from_secs(1);
 const APPLY_RETRY: Duration = Duration::from_secs(1);
 
 /// Where the configuration comes from.
-enum Source {
+pub enum Source {
     File(LbConfig),
     Api {
         rx: watch::Receiver<Option<LbConfig>>,
@@ -41,7 +41,9 @@ enum Source {
     },
 }
 
-async fn open_source(args: &Args) -> Result<Source> {
+/// The source the flags name: the file read and checked, or the API's
+/// watchers started.
+pub async fn open_source(args: &Args) -> Result<Source> {
     if let Some(path) = &args.config {
         let cfg = config::file::load(path)?;
         info!(file = %path.display(), services = cfg.services.len(), "configuration read");
@@ -66,7 +68,7 @@ fn start_engine(args: &Args) -> Result<Box<dyn LbEngine>> {
 }
 
 /// A probe's result, back from its task.
-struct Result_ {
+struct ProbeDone {
     key: ProbeKey,
     seq: u64,
     outcome: probe::Outcome,
@@ -79,40 +81,47 @@ pub async fn run(args: Args) -> Result<()> {
     let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
     let source = open_source(&args).await?;
     let listener = metrics::bind(args.metrics_bind_address).await?;
-    let mut engine = start_engine(&args)?;
+    let engine = start_engine(&args)?;
     info!(engine = engine.kind(), interface = %args.interface, "engine started");
+    info!(address = %args.metrics_bind_address, "serving /metrics");
+    let stop = async {
+        tokio::select! {
+            _ = term.recv() => info!("SIGTERM: shutting down"),
+            _ = int.recv() => info!("SIGINT: shutting down"),
+        }
+    };
+    run_with(&args.interface, source, listener, engine, stop).await
+}
+
+/// Serves `source` with `engine`, probing from this thread's namespace and
+/// reading `iface`'s neighbours, `/metrics` on `listener`, until `stop`
+/// completes; then shuts the engine down.
+pub async fn run_with(
+    iface: &str,
+    source: Source,
+    listener: tokio::net::TcpListener,
+    mut engine: Box<dyn LbEngine>,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<()> {
     let shared: Shared = Arc::new(Mutex::new(Snapshot {
         engine: engine.kind().to_string(),
         ..Snapshot::default()
     }));
     let server = tokio::spawn(metrics::serve(listener, shared.clone()));
-    info!(address = %args.metrics_bind_address, "serving /metrics");
-
-    let result = serve(
-        &args,
-        source,
-        engine.as_mut(),
-        &shared,
-        (&mut term, &mut int),
-    )
-    .await;
+    let result = serve(iface, source, engine.as_mut(), &shared, stop).await;
     server.abort();
     let shut = engine.shutdown().context("shutting the engine down");
     result.and(shut)
 }
 
-type Signals<'a> = (
-    &'a mut tokio::signal::unix::Signal,
-    &'a mut tokio::signal::unix::Signal,
-);
-
 async fn serve(
-    args: &Args,
+    iface: &str,
     source: Source,
     engine: &mut dyn LbEngine,
     shared: &Shared,
-    (term, int): Signals<'_>,
+    stop: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
+    tokio::pin!(stop);
     let epoch = Instant::now();
     let now = || epoch.elapsed();
     let mut control = Control::new(Ids::default());
@@ -123,12 +132,12 @@ async fn serve(
         }
         Source::Api { rx, tasks } => (Some(rx), tasks),
     };
-    let (tx, mut results) = mpsc::unbounded_channel::<Result_>();
+    let (tx, mut results) = mpsc::unbounded_channel::<ProbeDone>();
     let mut neigh: Option<tokio::task::JoinHandle<Result<neighbours::Macs>>> = None;
     let mut next_neigh = epoch;
     let mut next_counters = epoch;
     let mut retry: Option<Instant> = None;
-    let iface = args.interface.clone();
+    let iface = iface.to_string();
     loop {
         // Start what is due.
         for p in control.due(now()) {
@@ -136,7 +145,7 @@ async fn serve(
             let addr = SocketAddr::new(IpAddr::V4(p.key.address), p.key.port);
             tokio::spawn(async move {
                 let outcome = probe::probe(addr, &p.key.path, p.key.timeout).await;
-                let _ = tx.send(Result_ {
+                let _ = tx.send(ProbeDone {
                     key: p.key,
                     seq: p.seq,
                     outcome,
@@ -170,8 +179,7 @@ async fn serve(
             wake = wake.min(t);
         }
         tokio::select! {
-            _ = term.recv() => { info!("SIGTERM: shutting down"); break; }
-            _ = int.recv() => { info!("SIGINT: shutting down"); break; }
+            _ = &mut stop => break,
             Some(r) = results.recv() => {
                 if !r.outcome.healthy() {
                     debug!(address = %r.key.address, port = r.key.port, outcome = %r.outcome, "probe failed");

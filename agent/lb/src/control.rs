@@ -27,12 +27,18 @@ pub struct Control {
     applied: Option<LbDesired>,
     /// Backends reported as left out, so each is logged once while it lasts.
     left_out: BTreeSet<(String, String)>,
+    /// Something the desired state depends on changed since it was last
+    /// built: a probe result that changes no verdict (most of them) costs
+    /// no build.
+    dirty: bool,
 }
 
 impl Control {
     pub fn new(ids: Ids) -> Control {
         Control {
             ids,
+            // The engine gets a first state, empty as it may be.
+            dirty: true,
             ..Control::default()
         }
     }
@@ -53,19 +59,20 @@ impl Control {
             warn!(service = %s, node = %n, "no backend id left; the backend is not served");
         }
         self.config = config;
+        self.dirty = true;
     }
 
     /// Probes to start at `now` (and verdicts the timed-out ones changed).
     pub fn due(&mut self, now: Duration) -> Vec<ProbeStart> {
         let (starts, changes) = self.board.due(now);
-        log_changes(&changes);
+        self.changed(&changes);
         starts
     }
 
     /// A probe's result.
     pub fn report(&mut self, key: &ProbeKey, seq: u64, success: bool, now: Duration) {
         let changes = self.board.report(key, seq, success, now);
-        log_changes(&changes);
+        self.changed(&changes);
     }
 
     pub fn next_wakeup(&self) -> Option<Duration> {
@@ -74,7 +81,22 @@ impl Control {
 
     /// The neighbour table as read now.
     pub fn set_macs(&mut self, macs: Macs) {
-        self.macs = macs;
+        if macs != self.macs {
+            self.macs = macs;
+            self.dirty = true;
+        }
+    }
+
+    /// Whether [`Control::pending`] will build (and `/metrics` be refreshed).
+    pub fn dirty(&self) -> bool {
+        self.dirty
+    }
+
+    fn changed(&mut self, changes: &[Change]) {
+        for c in changes {
+            info!(service = %c.service, node = %c.node, to = c.transition.as_str(), "health changed");
+        }
+        self.dirty |= !changes.is_empty();
     }
 
     /// Whether some configured backend still has no MAC.
@@ -86,6 +108,10 @@ impl Control {
 
     /// The desired state, if it differs from what the engine holds.
     pub fn pending(&mut self) -> Option<LbDesired> {
+        if !self.dirty {
+            return None;
+        }
+        self.dirty = false;
         let board = &self.board;
         let built = build(
             &self.config,
@@ -117,6 +143,7 @@ impl Control {
     /// next [`Control::pending`]).
     pub fn applied(&mut self, desired: LbDesired, ok: bool) {
         self.applied = ok.then_some(desired);
+        self.dirty |= !ok;
     }
 
     /// Fills the configuration and health parts of `m`.
@@ -140,11 +167,5 @@ impl Control {
             .transitions()
             .map(|(s, n, t, v)| (s.to_string(), n.to_string(), t.as_str(), v))
             .collect();
-    }
-}
-
-fn log_changes(changes: &[Change]) {
-    for c in changes {
-        info!(service = %c.service, node = %c.node, to = c.transition.as_str(), "health changed");
     }
 }

@@ -250,6 +250,9 @@ fn apply(
         return;
     }
     *retry = None;
+    if !control.dirty() {
+        return;
+    }
     if let Some(desired) = control.pending() {
         let ok = match engine.apply(&desired) {
             Ok(()) => true,

@@ -139,6 +139,14 @@ fn the_engine_is_handed_a_state_only_when_it_changed() {
     }
     let healthy = c.pending().expect("verdicts changed");
     assert!(healthy.services[0].backends.iter().any(|b| b.healthy));
+    c.applied(healthy, true);
+    // More successes change no verdict: nothing to hand over.
+    let again = c.due(Duration::from_secs(4));
+    assert!(!again.is_empty());
+    for p in &again {
+        c.report(&p.key, p.seq, true, Duration::from_secs(4));
+    }
+    assert!(c.pending().is_none());
 }
 
 #[test]

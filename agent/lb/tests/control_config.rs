@@ -82,6 +82,21 @@ fn file_errors_name_the_field() {
         )),
         "services[0].frontends[1].ipAddress"
     );
+    for vip in [
+        "0.0.0.0",
+        "127.0.0.1",
+        "224.0.0.1",
+        "255.255.255.255",
+        "\"::\"",
+    ] {
+        assert_eq!(
+            refused(&format!(
+                "{base}  - {{ipAddress: {vip}, port: 81, protocol: TCP}}\n"
+            )),
+            "services[0].frontends[1].ipAddress",
+            "{vip}"
+        );
+    }
     assert_eq!(
         refused(&format!("{base}  healthCheck: {{timeoutSec: 9}}\n")),
         "services[0].healthCheck.timeoutSec"

@@ -182,10 +182,19 @@ fn check_path(p: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks a frontend's port (the address and protocol are typed).
+/// Checks a frontend: a port, and a VIP clients can send to (unicast,
+/// not unspecified or loopback). The protocol is typed.
 pub fn check_frontend(at: &str, f: &Frontend) -> Result<(), FieldError> {
     if f.port == 0 {
         return Err(FieldError::new(format!("{at}.port"), "must be 1-65535"));
+    }
+    let a = f.address;
+    let broadcast = matches!(a, std::net::IpAddr::V4(v4) if v4.is_broadcast());
+    if a.is_unspecified() || a.is_loopback() || a.is_multicast() || broadcast {
+        return Err(FieldError::new(
+            format!("{at}.ipAddress"),
+            format!("{a} is not a unicast address"),
+        ));
     }
     Ok(())
 }

@@ -8,6 +8,28 @@
 //! - [`desired`]: what the engines carry out (frontends, backends, health).
 //! - [`engine`]: the packet path, as a TC program (kernel) or in user space
 //!   (emulated), both running `sluice_datapath::lb`.
+//!
+//! The control side, GKE's internal passthrough Network Load Balancer's
+//! behaviour:
+//!
+//! - [`config`]: what to serve, from the API's `sluice.dev/v1` objects or a
+//!   file, as one pure [`config::LbConfig`].
+//! - [`health`]: GCE-style health checks (thresholds, timeouts, shared and
+//!   phased probes) and the HTTP probe.
+//! - [`neighbours`]: backends' MACs from the namespace's neighbour table.
+//! - [`ids`]: stable backend ids.
+//! - [`build`]: configuration + verdicts + MACs + ids → [`desired::LbDesired`].
+//! - [`metrics`]: the `/metrics` endpoint.
+//! - [`cli`], [`run`]: the flags and the process's loop.
 
+pub mod build;
+pub mod cli;
+pub mod config;
+pub mod control;
 pub mod desired;
 pub mod engine;
+pub mod health;
+pub mod ids;
+pub mod metrics;
+pub mod neighbours;
+pub mod run;

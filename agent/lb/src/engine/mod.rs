@@ -27,3 +27,19 @@ pub trait LbEngine: Send {
     /// Detach and remove everything the engine made.
     fn shutdown(self: Box<Self>) -> anyhow::Result<()>;
 }
+
+/// The kernel engine on `iface` (the packet program from `object`, or the
+/// engine's default). Placeholder until the engines are merged.
+pub fn start_kernel(
+    iface: &str,
+    object: Option<&std::path::Path>,
+) -> anyhow::Result<Box<dyn LbEngine>> {
+    let _ = object;
+    anyhow::bail!("the kernel load-balancer engine on {iface}: not merged yet")
+}
+
+/// The emulated engine on `iface`. Placeholder until the engines are
+/// merged.
+pub fn start_emulated(iface: &str) -> anyhow::Result<Box<dyn LbEngine>> {
+    anyhow::bail!("the emulated load-balancer engine on {iface}: not merged yet")
+}

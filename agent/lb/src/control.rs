@@ -1,0 +1,171 @@
+//! The control side's state between events, without I/O: the
+//! configuration, the health board, the ids and the MACs, and what was
+//! last handed to the engine. `run.rs` feeds it events (a new
+//! configuration, a probe's result, the neighbour table, the time) and
+//! carries out what it asks (probes to start, a state to apply).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use crate::build::{build, LeftOut};
+use crate::config::LbConfig;
+use crate::desired::LbDesired;
+use crate::health::{Board, Change, ProbeKey, ProbeStart};
+use crate::ids::Ids;
+use crate::metrics::{BackendSample, Snapshot};
+use crate::neighbours::Macs;
+
+#[derive(Debug, Default)]
+pub struct Control {
+    config: LbConfig,
+    board: Board,
+    ids: Ids,
+    macs: Macs,
+    /// What the engine holds (`None`: nothing yet, or the last apply failed).
+    applied: Option<LbDesired>,
+    /// Backends reported as left out, so each is logged once while it lasts.
+    left_out: BTreeSet<(String, String)>,
+    /// Something the desired state depends on changed since it was last
+    /// built: a probe result that changes no verdict (most of them) costs
+    /// no build.
+    dirty: bool,
+}
+
+impl Control {
+    pub fn new(ids: Ids) -> Control {
+        Control {
+            ids,
+            // The engine gets a first state, empty as it may be.
+            dirty: true,
+            ..Control::default()
+        }
+    }
+
+    pub fn config(&self) -> &LbConfig {
+        &self.config
+    }
+
+    /// A new configuration at `now`.
+    pub fn set_config(&mut self, config: LbConfig, now: Duration) {
+        self.board.sync(&config, now);
+        let unserved = self.ids.sync(
+            config
+                .backends()
+                .map(|(s, b)| (s.name.as_str(), b.node.as_str())),
+        );
+        for (s, n) in unserved {
+            warn!(service = %s, node = %n, "no backend id left; the backend is not served");
+        }
+        self.config = config;
+        self.dirty = true;
+    }
+
+    /// Probes to start at `now` (and verdicts the timed-out ones changed).
+    pub fn due(&mut self, now: Duration) -> Vec<ProbeStart> {
+        let (starts, changes) = self.board.due(now);
+        self.changed(&changes);
+        starts
+    }
+
+    /// A probe's result.
+    pub fn report(&mut self, key: &ProbeKey, seq: u64, success: bool, now: Duration) {
+        let changes = self.board.report(key, seq, success, now);
+        self.changed(&changes);
+    }
+
+    pub fn next_wakeup(&self) -> Option<Duration> {
+        self.board.next_wakeup()
+    }
+
+    /// The neighbour table as read now.
+    pub fn set_macs(&mut self, macs: Macs) {
+        if macs != self.macs {
+            self.macs = macs;
+            self.dirty = true;
+        }
+    }
+
+    /// Whether [`Control::pending`] will build (and `/metrics` be refreshed).
+    pub fn dirty(&self) -> bool {
+        self.dirty
+    }
+
+    fn changed(&mut self, changes: &[Change]) {
+        for c in changes {
+            info!(service = %c.service, node = %c.node, to = c.transition.as_str(), "health changed");
+        }
+        self.dirty |= !changes.is_empty();
+    }
+
+    /// Whether some configured backend still has no MAC.
+    pub fn unresolved(&self) -> bool {
+        self.config
+            .backends()
+            .any(|(_, b)| !self.macs.contains_key(&std::net::IpAddr::V4(b.address)))
+    }
+
+    /// The desired state, if it differs from what the engine holds.
+    pub fn pending(&mut self) -> Option<LbDesired> {
+        if !self.dirty {
+            return None;
+        }
+        self.dirty = false;
+        let board = &self.board;
+        let built = build(
+            &self.config,
+            |s, n| board.healthy(s, n),
+            &self.macs,
+            &self.ids,
+        );
+        let now: BTreeSet<(String, String)> = built
+            .left_out
+            .iter()
+            .map(|(s, n, _)| (s.clone(), n.clone()))
+            .collect();
+        for (s, n, why) in &built.left_out {
+            if !self.left_out.contains(&(s.clone(), n.clone())) {
+                match why {
+                    LeftOut::NoMac { address } => info!(
+                        service = %s, node = %n, %address,
+                        "backend left out until its MAC is resolved"
+                    ),
+                    LeftOut::NoId => warn!(service = %s, node = %n, "backend left out: no id"),
+                }
+            }
+        }
+        self.left_out = now;
+        (self.applied.as_ref() != Some(&built.desired)).then_some(built.desired)
+    }
+
+    /// The engine took `desired` (`false`: it refused it; asked again at the
+    /// next [`Control::pending`]).
+    pub fn applied(&mut self, desired: LbDesired, ok: bool) {
+        self.applied = ok.then_some(desired);
+        self.dirty |= !ok;
+    }
+
+    /// Fills the configuration and health parts of `m`.
+    pub fn fill(&self, m: &mut Snapshot) {
+        m.services = self.config.services.len() as u64;
+        m.backends = self
+            .config
+            .backends()
+            .map(|(s, b)| BackendSample {
+                service: s.name.clone(),
+                node: b.node.clone(),
+                healthy: self.board.healthy(&s.name, &b.node),
+                id: self
+                    .ids
+                    .get(&s.name, &b.node)
+                    .filter(|_| !self.left_out.contains(&(s.name.clone(), b.node.clone()))),
+            })
+            .collect();
+        m.transitions = self
+            .board
+            .transitions()
+            .map(|(s, n, t, v)| (s.to_string(), n.to_string(), t.as_str(), v))
+            .collect();
+    }
+}

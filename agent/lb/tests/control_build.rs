@@ -1,0 +1,203 @@
+//! The desired state built from configuration, verdicts, MACs and ids; the
+//! control state handing it over only when it changed; `/metrics`.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use sluice_lb::build::{build, LeftOut};
+use sluice_lb::config::file::parse;
+use sluice_lb::config::LbConfig;
+use sluice_lb::control::Control;
+use sluice_lb::ids::Ids;
+use sluice_lb::metrics::{render, BackendSample, Snapshot};
+use sluice_lb::neighbours::Macs;
+
+const CONFIG: &str = r#"
+services:
+- name: ns/web
+  frontends: [{ipAddress: 198.19.0.10, port: 80, protocol: TCP}]
+  healthCheck: {healthyThreshold: 1, unhealthyThreshold: 2, checkIntervalSec: 2}
+  backends:
+  - {node: a, ipAddress: 198.18.0.2}
+  - {node: b, ipAddress: 198.18.0.3}
+  - {node: c, ipAddress: 198.18.0.4}
+"#;
+
+fn config() -> LbConfig {
+    parse(CONFIG).expect("valid")
+}
+
+fn ip(last: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(198, 18, 0, last))
+}
+
+fn macs(lasts: &[u8]) -> Macs {
+    lasts.iter().map(|&l| (ip(l), [2, 0, 0, 0, 0, l])).collect()
+}
+
+fn ids_for(cfg: &LbConfig) -> Ids {
+    let mut ids = Ids::default();
+    ids.sync(
+        cfg.backends()
+            .map(|(s, b)| (s.name.as_str(), b.node.as_str())),
+    );
+    ids
+}
+
+#[test]
+fn with_none_healthy_every_resolved_backend_is_listed_unhealthy() {
+    // spec: H5 — the verdicts steer; with none healthy the engine sends to all.
+    let cfg = config();
+    let built = build(&cfg, |_, _| false, &macs(&[2, 3, 4]), &ids_for(&cfg));
+    let web = &built.desired.services[0];
+    assert_eq!(web.backends.len(), 3);
+    assert!(web.backends.iter().all(|b| !b.healthy));
+    assert_eq!(web.frontends, cfg.services[0].frontends);
+    assert!(built.left_out.is_empty());
+    assert_eq!(web.backends[0].mac, [2, 0, 0, 0, 0, 2]);
+}
+
+#[test]
+fn a_backend_without_a_mac_is_left_out_until_resolved() {
+    let cfg = config();
+    let ids = ids_for(&cfg);
+    let built = build(&cfg, |_, n| n != "b", &macs(&[2, 4]), &ids);
+    let nodes: Vec<(&str, bool)> = built.desired.services[0]
+        .backends
+        .iter()
+        .map(|b| (b.node.as_str(), b.healthy))
+        .collect();
+    assert_eq!(nodes, [("a", true), ("c", true)]);
+    assert_eq!(
+        built.left_out,
+        vec![(
+            "ns/web".to_string(),
+            "b".to_string(),
+            LeftOut::NoMac { address: ip(3) }
+        )]
+    );
+    // Resolved: b joins with the id it had all along.
+    let later = build(&cfg, |_, _| true, &macs(&[2, 3, 4]), &ids);
+    let b = later.desired.services[0]
+        .backends
+        .iter()
+        .find(|b| b.node == "b")
+        .expect("b is in");
+    assert_eq!(Some(b.id), ids.get("ns/web", "b"));
+}
+
+#[test]
+fn ids_survive_a_reconfiguration_and_a_removed_backend_s_id_is_not_handed_on() {
+    let cfg = config();
+    let mut ids = ids_for(&cfg);
+    let before: Vec<u32> = ["a", "b", "c"]
+        .iter()
+        .filter_map(|n| ids.get("ns/web", n))
+        .collect();
+    // b leaves, d arrives.
+    let next = parse(&CONFIG.replace(
+        "node: b, ipAddress: 198.18.0.3",
+        "node: d, ipAddress: 198.18.0.5",
+    ))
+    .expect("valid");
+    ids.sync(
+        next.backends()
+            .map(|(s, b)| (s.name.as_str(), b.node.as_str())),
+    );
+    assert_eq!(ids.get("ns/web", "a"), Some(before[0]));
+    assert_eq!(ids.get("ns/web", "c"), Some(before[2]));
+    assert!(ids.get("ns/web", "b").is_none());
+    let d = ids.get("ns/web", "d").expect("d has an id");
+    assert!(!before.contains(&d), "b's id {} went to d", before[1]);
+}
+
+#[test]
+fn the_engine_is_handed_a_state_only_when_it_changed() {
+    let mut c = Control::new(Ids::default());
+    c.set_config(config(), Duration::ZERO);
+    c.set_macs(macs(&[2, 3, 4]));
+    let first = c.pending().expect("a first state");
+    c.applied(first.clone(), true);
+    assert!(c.pending().is_none(), "nothing changed");
+    // The same configuration again: still nothing to hand over.
+    c.set_config(config(), Duration::from_secs(1));
+    assert!(c.pending().is_none());
+    // A refused apply is asked for again.
+    c.set_macs(macs(&[2, 3]));
+    let second = c.pending().expect("c left out");
+    assert_eq!(second.services[0].backends.len(), 2);
+    c.applied(second.clone(), false);
+    assert_eq!(c.pending(), Some(second));
+    // A probe's success changes a verdict, and so the state.
+    c.applied(first.clone(), true);
+    c.set_macs(macs(&[2, 3, 4]));
+    assert!(c.pending().is_none());
+    let starts = c.due(Duration::from_secs(2));
+    assert!(!starts.is_empty(), "every phase is within the 2 s interval");
+    for p in &starts {
+        c.report(&p.key, p.seq, true, Duration::from_secs(2));
+    }
+    let healthy = c.pending().expect("verdicts changed");
+    assert!(healthy.services[0].backends.iter().any(|b| b.healthy));
+    c.applied(healthy, true);
+    // More successes change no verdict: nothing to hand over.
+    let again = c.due(Duration::from_secs(4));
+    assert!(!again.is_empty());
+    for p in &again {
+        c.report(&p.key, p.seq, true, Duration::from_secs(4));
+    }
+    assert!(c.pending().is_none());
+}
+
+#[test]
+fn metrics_render_every_family_with_escaped_labels() {
+    let mut m = Snapshot {
+        engine: "emulated".into(),
+        services: 1,
+        flows: 7,
+        applies_ok: 2,
+        ..Snapshot::default()
+    };
+    m.backends = vec![
+        BackendSample {
+            service: "ns/we\"b".into(),
+            node: "a".into(),
+            healthy: true,
+            id: Some(4),
+        },
+        BackendSample {
+            service: "ns/we\"b".into(),
+            node: "b".into(),
+            healthy: false,
+            id: None,
+        },
+    ];
+    m.packets.insert(4, 1234);
+    m.transitions = vec![("ns/we\"b".into(), "a".into(), "healthy", 3)];
+    let text = render(&m);
+    for line in [
+        "sluice_lb_engine_info{engine=\"emulated\"} 1",
+        "sluice_lb_services 1",
+        "sluice_lb_backend_healthy{service=\"ns/we\\\"b\",node=\"a\"} 1",
+        "sluice_lb_backend_healthy{service=\"ns/we\\\"b\",node=\"b\"} 0",
+        "sluice_lb_backend_packets_total{service=\"ns/we\\\"b\",node=\"a\"} 1234",
+        "sluice_lb_backends_unresolved 1",
+        "sluice_lb_health_transitions_total{service=\"ns/we\\\"b\",node=\"a\",to=\"healthy\"} 3",
+        "sluice_lb_flows 7",
+        "sluice_lb_applies_total{result=\"ok\"} 2",
+        "# TYPE sluice_lb_backend_packets_total counter",
+        "# TYPE sluice_lb_flows gauge",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+    // No packet sample for a backend the engine does not hold.
+    assert!(!text.contains("sluice_lb_backend_packets_total{service=\"ns/we\\\"b\",node=\"b\"}"));
+    // Every sample line is `name{labels} value` or `name value`.
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let value = l.rsplit(' ').next().unwrap_or("");
+        assert!(value.parse::<f64>().is_ok(), "{l}");
+    }
+}

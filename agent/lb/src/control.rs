@@ -12,6 +12,7 @@ use tracing::{info, warn};
 use crate::build::{build, LeftOut};
 use crate::config::LbConfig;
 use crate::desired::LbDesired;
+use crate::draining::Draining;
 use crate::health::{Board, Change, ProbeKey, ProbeStart};
 use crate::ids::Ids;
 use crate::metrics::{BackendSample, Snapshot};
@@ -19,7 +20,13 @@ use crate::neighbours::Macs;
 
 #[derive(Debug, Default)]
 pub struct Control {
+    /// As the source gives it.
     config: LbConfig,
+    /// Backends that left a Service, kept unhealthy while they drain.
+    draining: Draining,
+    /// `config` with the draining backends: what is probed, given ids and
+    /// built.
+    effective: LbConfig,
     board: Board,
     ids: Ids,
     macs: Macs,
@@ -49,21 +56,33 @@ impl Control {
 
     /// A new configuration at `now`.
     pub fn set_config(&mut self, config: LbConfig, now: Duration) {
-        self.board.sync(&config, now);
+        self.draining.update(&self.config, &config, now);
+        self.config = config;
+        self.resync(now);
+    }
+
+    /// Probes, ids and the desired state follow the configuration plus
+    /// the backends still draining.
+    fn resync(&mut self, now: Duration) {
+        let effective = self.draining.extend(&self.config);
+        self.board.sync(&effective, now);
         let unserved = self.ids.sync(
-            config
+            effective
                 .backends()
                 .map(|(s, b)| (s.name.as_str(), b.node.as_str())),
         );
         for (s, n) in unserved {
             warn!(service = %s, node = %n, "no backend id left; the backend is not served");
         }
-        self.config = config;
+        self.effective = effective;
         self.dirty = true;
     }
 
     /// Probes to start at `now` (and verdicts the timed-out ones changed).
     pub fn due(&mut self, now: Duration) -> Vec<ProbeStart> {
+        if self.draining.expire(now) {
+            self.resync(now);
+        }
         let (starts, changes) = self.board.due(now);
         self.changed(&changes);
         starts
@@ -76,7 +95,10 @@ impl Control {
     }
 
     pub fn next_wakeup(&self) -> Option<Duration> {
-        self.board.next_wakeup()
+        match (self.board.next_wakeup(), self.draining.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The neighbour table as read now.
@@ -101,7 +123,7 @@ impl Control {
 
     /// Whether some configured backend still has no MAC.
     pub fn unresolved(&self) -> bool {
-        self.config
+        self.effective
             .backends()
             .any(|(_, b)| !self.macs.contains_key(&std::net::IpAddr::V4(b.address)))
     }
@@ -112,10 +134,10 @@ impl Control {
             return None;
         }
         self.dirty = false;
-        let board = &self.board;
+        let (board, draining) = (&self.board, &self.draining);
         let built = build(
-            &self.config,
-            |s, n| board.healthy(s, n),
+            &self.effective,
+            |s, n| board.healthy(s, n) && !draining.is_draining(s, n),
             &self.macs,
             &self.ids,
         );
@@ -150,12 +172,13 @@ impl Control {
     pub fn fill(&self, m: &mut Snapshot) {
         m.services = self.config.services.len() as u64;
         m.backends = self
-            .config
+            .effective
             .backends()
             .map(|(s, b)| BackendSample {
                 service: s.name.clone(),
                 node: b.node.clone(),
-                healthy: self.board.healthy(&s.name, &b.node),
+                healthy: self.board.healthy(&s.name, &b.node)
+                    && !self.draining.is_draining(&s.name, &b.node),
                 id: self
                     .ids
                     .get(&s.name, &b.node)

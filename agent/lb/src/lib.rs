@@ -27,6 +27,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod desired;
+pub mod draining;
 pub mod engine;
 pub mod health;
 pub mod ids;

@@ -201,3 +201,55 @@ fn metrics_render_every_family_with_escaped_labels() {
         assert!(value.parse::<f64>().is_ok(), "{l}");
     }
 }
+
+// spec: H4 — a node leaving a Service's groups (its pod terminating, a
+// Local check's node taken out of the NEG) keeps its established flows for
+// GKE's 30 s of connection draining: it stays in the engine's state,
+// unhealthy (no new connections), with its id, then goes.
+#[test]
+fn a_backend_leaving_the_configuration_drains_before_it_goes() {
+    let mut c = Control::new(Ids::default());
+    c.set_config(config(), Duration::ZERO);
+    c.set_macs(macs(&[2, 3, 4]));
+    let t = Duration::from_secs(2);
+    for p in c.due(t) {
+        c.report(&p.key, p.seq, true, t);
+    }
+    let before = c.pending().expect("a state");
+    let b_id = before.services[0]
+        .backends
+        .iter()
+        .find(|x| x.node == "b")
+        .map(|x| x.id)
+        .expect("b served");
+    assert!(before.services[0].backends.iter().all(|x| x.healthy));
+    c.applied(before, true);
+
+    let mut less = config();
+    less.services[0].backends.retain(|b| b.node != "b");
+    let removed_at = Duration::from_secs(3);
+    c.set_config(less, removed_at);
+    let draining = c.pending().expect("b turned unhealthy");
+    let b = draining.services[0]
+        .backends
+        .iter()
+        .find(|x| x.node == "b")
+        .expect("b still in the state while it drains");
+    assert!(!b.healthy, "no new connections to a draining backend");
+    assert_eq!(b.id, b_id, "its flows still name it");
+    assert!(draining.services[0]
+        .backends
+        .iter()
+        .filter(|x| x.node != "b")
+        .all(|x| x.healthy));
+    c.applied(draining, true);
+    assert!(
+        c.next_wakeup()
+            .is_some_and(|w| w <= removed_at + sluice_lb::draining::CONNECTION_DRAINING),
+        "woken when the draining ends"
+    );
+    let end = removed_at + sluice_lb::draining::CONNECTION_DRAINING;
+    c.due(end);
+    let after = c.pending().expect("b gone");
+    assert!(after.services[0].backends.iter().all(|x| x.node != "b"));
+}

@@ -7,6 +7,7 @@ pub mod engine;
 pub mod health;
 pub mod mem;
 pub mod metrics;
+pub mod metrics_server;
 pub mod netlink;
 pub mod pods;
 pub mod register;

@@ -5,17 +5,12 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
-use tracing::{debug, warn};
 
-use crate::health::budget::{classify_accept_error, AcceptError, Budget, Phase, Ticket};
-use crate::health::http::{parse_head, write_response, ConnHeader, Head, Response, CT_TEXT};
-use crate::health::time::{http_date, unix_secs};
-use crate::health::{Deadline, HealthCounters, ListenerCounters, ListenerKind, ShedReason};
+use crate::health::budget::AcceptError;
+use crate::health::{Deadline, HealthCounters, ListenerCounters, ShedReason};
 
 /// kube-proxy's metrics port.
 pub const DEFAULT_METRICS_PORT: u16 = 10249;
@@ -310,19 +305,8 @@ fn render_health_connections(o: &mut String, h: &HealthCounters) {
     }
 }
 
-const MAX_HEAD: usize = 8192;
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// At most this many `/metrics` connections at once: scrapers are few and
-/// quick. Without a cap, anyone reaching the port (0.0.0.0 by default, as
-/// scrapers need) could hold the agent's descriptors with idle sockets, and
-/// the health listeners' own budgets would not help them accept.
-const MAX_METRICS_CONNECTIONS: usize = 64;
-
-/// Serve `/metrics` on `addr` until the runtime stops. One request per
-/// connection: scrapers open a connection per scrape anyway. Connections
-/// have a budget like the health listeners' (the longest-waiting one is
-/// shed for a newcomer), and its counters are reported with theirs under
+/// Serve `/metrics` on `addr` until the runtime stops (see
+/// [`crate::metrics_server`]), its own connections counted under
 /// `listener="metrics"`.
 pub async fn serve(addr: SocketAddr, snapshot: Arc<Mutex<MetricsSnapshot>>) -> std::io::Result<()> {
     serve_on(TcpListener::bind(addr).await?, snapshot).await
@@ -333,130 +317,12 @@ pub async fn serve_on(
     listener: TcpListener,
     snapshot: Arc<Mutex<MetricsSnapshot>>,
 ) -> std::io::Result<()> {
-    let port = listener.local_addr()?.port();
-    let budget = Arc::new(Budget::on_tokio_clock(
-        ListenerKind::Metrics,
-        port,
-        MAX_METRICS_CONNECTIONS,
-        REQUEST_TIMEOUT,
-    ));
-    // Dropping the set aborts every connection with the server.
-    let mut conns = JoinSet::new();
-    loop {
-        let (sock, peer) = tokio::select! {
-            biased;
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    let kind = classify_accept_error(e.raw_os_error());
-                    budget.accept_failed(kind);
-                    if kind != AcceptError::ConnectionGone {
-                        warn!(error = %e, "metrics accept");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                    continue;
-                }
-            },
-        };
-        // `None` only when every connection is busy answering.
-        let Some(ticket) = budget.admit() else {
-            drop(sock);
-            continue;
-        };
-        let id = ticket.id();
-        let abort = conns.spawn(serve_one(
-            sock,
-            peer,
-            snapshot.clone(),
-            budget.clone(),
-            ticket,
-        ));
-        budget.attach(id, abort);
-    }
-}
-
-/// One `/metrics` connection: a request within `REQUEST_TIMEOUT`, then the
-/// answer, then close.
-async fn serve_one(
-    mut sock: tokio::net::TcpStream,
-    peer: SocketAddr,
-    snapshot: Arc<Mutex<MetricsSnapshot>>,
-    budget: Arc<Budget>,
-    ticket: Ticket,
-) {
-    let mut buf = vec![0u8; MAX_HEAD];
-    let mut len = 0;
-    let read = tokio::time::timeout(REQUEST_TIMEOUT, async {
-        loop {
-            let n = sock.read(&mut buf[len..]).await?;
-            if n == 0 {
-                return Ok::<_, std::io::Error>(None);
-            }
-            if len == 0 {
-                ticket.set_phase(Phase::Partial);
-            }
-            len += n;
-            match parse_head(&buf[..len]) {
-                Head::Partial if len < MAX_HEAD => continue,
-                Head::Partial => return Ok(Some((431, false, false))),
-                Head::Reject(r) => return Ok(Some((r.status(), false, false))),
-                Head::Request(h) => {
-                    let path = h.target.split('?').next().unwrap_or("");
-                    let status = if path == "/metrics" { 200 } else { 404 };
-                    return Ok(Some((status, h.http10, h.method != "HEAD")));
-                }
-            }
-        }
-    })
-    .await;
-    let (status, http10, send_body) = match read {
-        Ok(Ok(Some(r))) => r,
-        Err(_) => {
-            ticket.timed_out(Deadline::Head);
-            debug!(%peer, "metrics request timed out");
-            return;
-        }
-        _ => {
-            debug!(%peer, "metrics request dropped");
-            return;
-        }
-    };
-    ticket.set_phase(Phase::Answering);
-    let body = if status == 200 {
+    crate::metrics_server::serve(listener, move |own: ListenerCounters| {
         let mut m = snapshot.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        m.health.listeners.push(budget.counters());
+        m.health.listeners.push(own);
         render(&m)
-    } else {
-        "404 page not found\n".to_string()
-    };
-    let mut out = Vec::with_capacity(body.len() + 256);
-    let date = http_date(unix_secs(SystemTime::now()));
-    write_response(
-        &mut out,
-        http10,
-        &Response {
-            status,
-            content_type: Some(if status == 200 {
-                "text/plain; version=0.0.4; charset=utf-8"
-            } else {
-                CT_TEXT
-            }),
-            nosniff: true,
-            weight: None,
-            location: None,
-            body: body.as_bytes(),
-            send_body,
-            conn: ConnHeader::Close,
-        },
-        &date,
-    );
-    if tokio::time::timeout(REQUEST_TIMEOUT, sock.write_all(&out))
-        .await
-        .is_err()
-    {
-        ticket.timed_out(Deadline::Write);
-    }
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -540,7 +406,7 @@ mod tests {
             Arc::new(Mutex::new(MetricsSnapshot::default())),
         ));
         let mut idle = Vec::new();
-        for _ in 0..(MAX_METRICS_CONNECTIONS * 3) {
+        for _ in 0..(crate::metrics_server::MAX_CONNECTIONS * 3) {
             idle.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
         }
         let mut scrape = tokio::net::TcpStream::connect(addr).await.expect("connect");
@@ -549,10 +415,13 @@ mod tests {
             .await
             .expect("write");
         let mut out = String::new();
-        tokio::time::timeout(REQUEST_TIMEOUT, scrape.read_to_string(&mut out))
-            .await
-            .expect("answered in time")
-            .expect("read");
+        tokio::time::timeout(
+            crate::metrics_server::REQUEST_TIMEOUT,
+            scrape.read_to_string(&mut out),
+        )
+        .await
+        .expect("answered in time")
+        .expect("read");
         assert!(out.starts_with("HTTP/1.1 200"), "{out}");
         let shed: u64 = out
             .lines()
@@ -564,7 +433,10 @@ mod tests {
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no metrics shed counter in:\n{out}"));
-        assert!(shed >= (MAX_METRICS_CONNECTIONS * 2) as u64, "shed {shed}");
+        assert!(
+            shed >= (crate::metrics_server::MAX_CONNECTIONS * 2) as u64,
+            "shed {shed}"
+        );
         server.abort();
     }
 }

@@ -1,5 +1,5 @@
 //! `/metrics` in the Prometheus text format. Rendering is pure; the server
-//! uses the agent's bounded HTTP reader and writer and its connection
+//! is the agent's (`sluice_agent::metrics_server`), with its connection
 //! budget, so idle sockets cannot pile up (64 at most, the longest-waiting
 //! one shed for a newcomer, 5 s for the one request).
 //!
@@ -11,17 +11,10 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
-use tracing::warn;
 
-use sluice_agent::health::budget::{classify_accept_error, AcceptError, Budget, Phase, Ticket};
-use sluice_agent::health::http::{parse_head, write_response, ConnHeader, Head, Response, CT_TEXT};
-use sluice_agent::health::time::{http_date, unix_secs};
-use sluice_agent::health::{Deadline, ListenerCounters, ListenerKind};
+use sluice_agent::health::ListenerCounters;
 
 use crate::desired::BackendId;
 
@@ -179,115 +172,15 @@ pub fn render(m: &Snapshot) -> String {
     o
 }
 
-const MAX_HEAD: usize = 8192;
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-const MAX_CONNECTIONS: usize = 64;
-
-/// Serves `/metrics` on `listener` until the task is dropped.
+/// Serves `/metrics` on `listener` until the task is dropped, with the
+/// agent's server (its connection budget included).
 pub async fn serve(listener: TcpListener, snapshot: Shared) -> std::io::Result<()> {
-    let port = listener.local_addr()?.port();
-    let budget = Arc::new(Budget::on_tokio_clock(
-        ListenerKind::Metrics,
-        port,
-        MAX_CONNECTIONS,
-        REQUEST_TIMEOUT,
-    ));
-    let mut conns = JoinSet::new();
-    loop {
-        let (sock, _peer) = tokio::select! {
-            biased;
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    let kind = classify_accept_error(e.raw_os_error());
-                    budget.accept_failed(kind);
-                    if kind != AcceptError::ConnectionGone {
-                        warn!(error = %e, "metrics accept");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                    continue;
-                }
-            },
-        };
-        let Some(ticket) = budget.admit() else {
-            continue;
-        };
-        let id = ticket.id();
-        let abort = conns.spawn(answer(sock, snapshot.clone(), budget.clone(), ticket));
-        budget.attach(id, abort);
-    }
-}
-
-/// One request, its answer, close.
-async fn answer(
-    mut sock: tokio::net::TcpStream,
-    snapshot: Shared,
-    budget: Arc<Budget>,
-    ticket: Ticket,
-) {
-    let mut buf = vec![0u8; MAX_HEAD];
-    let mut len = 0;
-    let head = tokio::time::timeout(REQUEST_TIMEOUT, async {
-        loop {
-            let n = sock.read(&mut buf[len..]).await.ok()?;
-            if n == 0 {
-                return None;
-            }
-            ticket.set_phase(Phase::Partial);
-            len += n;
-            match parse_head(&buf[..len]) {
-                Head::Partial if len < MAX_HEAD => continue,
-                Head::Partial => return Some((431, false, false)),
-                Head::Reject(r) => return Some((r.status(), false, false)),
-                Head::Request(h) => {
-                    let path = h.target.split('?').next().unwrap_or("");
-                    let status = if path == "/metrics" { 200 } else { 404 };
-                    return Some((status, h.http10, h.method != "HEAD"));
-                }
-            }
-        }
-    })
-    .await;
-    let (status, http10, send_body) = match head {
-        Ok(Some(r)) => r,
-        Ok(None) => return,
-        Err(_) => {
-            ticket.timed_out(Deadline::Head);
-            return;
-        }
-    };
-    ticket.set_phase(Phase::Answering);
-    let body = if status == 200 {
+    sluice_agent::metrics_server::serve(listener, move |own| {
         let mut m = snapshot.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        m.listener = Some(budget.counters());
+        m.listener = Some(own);
         render(&m)
-    } else {
-        "404 page not found\n".to_string()
-    };
-    let mut out = Vec::with_capacity(body.len() + 256);
-    let date = http_date(unix_secs(SystemTime::now()));
-    let response = Response {
-        status,
-        content_type: Some(if status == 200 {
-            "text/plain; version=0.0.4; charset=utf-8"
-        } else {
-            CT_TEXT
-        }),
-        nosniff: true,
-        weight: None,
-        location: None,
-        body: body.as_bytes(),
-        send_body,
-        conn: ConnHeader::Close,
-    };
-    write_response(&mut out, http10, &response, &date);
-    if tokio::time::timeout(REQUEST_TIMEOUT, sock.write_all(&out))
-        .await
-        .is_err()
-    {
-        ticket.timed_out(Deadline::Write);
-    }
+    })
+    .await
 }
 
 /// Binds `addr` (errors name it).

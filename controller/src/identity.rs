@@ -1,4 +1,4 @@
-//! Who a request is: the two identities the API server knows, and the
+//! Who a request is: the three identities the API server knows, and the
 //! static token file that maps bearer tokens to them (kube-apiserver's
 //! `--token-auth-file` format: `token,user,uid,"group1,group2"`).
 
@@ -10,6 +10,10 @@ pub const ADMIN_GROUP: &str = "system:masters";
 pub const NODES_GROUP: &str = "system:nodes";
 /// User names of nodes: `system:node:<node name>`.
 pub const NODE_USER_PREFIX: &str = "system:node:";
+/// The L4 load balancer (`sluice-lb`): reads its objects, writes nothing.
+pub const LOAD_BALANCER_USER: &str = "system:sluice:load-balancer";
+/// Its group in the token file (it needs none; the user name decides).
+pub const LOAD_BALANCER_GROUP: &str = "system:sluice:load-balancers";
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Identity {
@@ -18,6 +22,10 @@ pub enum Identity {
     /// May read what its node needs and write only its own Node, Lease and
     /// its pods' status (NodeRestriction).
     Node { name: String },
+    /// `system:sluice:load-balancer`: may get, list and watch the L4
+    /// load-balancer objects (`sluice.dev` l4loadbalancers, healthchecks,
+    /// networkendpointgroups, instancegroups) and nothing else.
+    LoadBalancer,
 }
 
 impl Identity {
@@ -25,6 +33,7 @@ impl Identity {
         match self {
             Identity::Admin { user } => user.clone(),
             Identity::Node { name } => format!("{NODE_USER_PREFIX}{name}"),
+            Identity::LoadBalancer => LOAD_BALANCER_USER.to_string(),
         }
     }
 
@@ -32,6 +41,7 @@ impl Identity {
         match self {
             Identity::Admin { .. } => ADMIN_GROUP,
             Identity::Node { .. } => NODES_GROUP,
+            Identity::LoadBalancer => LOAD_BALANCER_GROUP,
         }
     }
 }
@@ -66,8 +76,10 @@ pub fn render(entries: &[TokenEntry]) -> String {
 }
 
 /// Parse the token file; every line must name a user the server knows
-/// (`system:node:<name>` in `system:nodes`, or any user in
-/// `system:masters`), and no token may appear twice.
+/// (`system:node:<name>` in `system:nodes`, any user in `system:masters`,
+/// or `system:sluice:load-balancer`), and no token may appear twice. A
+/// file without the load balancer's line (written by an older `init`)
+/// still parses.
 pub fn parse(text: &str) -> Result<Vec<TokenEntry>, TokenFileError> {
     let mut out: Vec<TokenEntry> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -106,9 +118,12 @@ pub fn parse(text: &str) -> Result<Vec<TokenEntry>, TokenFileError> {
                     ))
                 })?;
             Identity::Node { name: name.into() }
+        } else if user == LOAD_BALANCER_USER {
+            Identity::LoadBalancer
         } else {
             return Err(err(&format!(
-                "groups {groups:?} give no access: expected {ADMIN_GROUP} or {NODES_GROUP}"
+                "groups {groups:?} give no access: expected {ADMIN_GROUP} or {NODES_GROUP} \
+                 (or the user {LOAD_BALANCER_USER})"
             )));
         };
         out.push(TokenEntry {
@@ -158,9 +173,17 @@ mod tests {
                     name: "node-1".into(),
                 },
             },
+            TokenEntry {
+                token: "c".repeat(32),
+                identity: Identity::LoadBalancer,
+            },
         ];
         let text = render(&entries);
         assert!(text.contains("system:node:node-1"), "{text}");
+        assert!(text.contains("system:sluice:load-balancer,"), "{text}");
+        // An older file, without the load balancer, still parses.
+        let older: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
+        assert_eq!(parse(&older), Ok(entries[..2].to_vec()));
         assert_eq!(parse(&text), Ok(entries));
     }
 

@@ -5,6 +5,7 @@
 //! <dir>/apiserver.crt apiserver.key   the API server's serving certificate
 //! <dir>/tokens.csv                    bearer tokens → identities (admin, nodes)
 //! <dir>/admin.kubeconfig              for kubectl
+//! <dir>/load-balancer.kubeconfig      for sluice-lb (reads its four kinds)
 //! <dir>/nodes/<node>.kubeconfig       one per node, for its agent
 //! ```
 //!
@@ -98,6 +99,7 @@ fn plan(opts: &InitOptions) -> Vec<(PathBuf, bool)> {
         (PathBuf::from("apiserver.key"), true),
         (PathBuf::from("tokens.csv"), true),
         (PathBuf::from("admin.kubeconfig"), true),
+        (PathBuf::from("load-balancer.kubeconfig"), true),
     ];
     for n in &opts.nodes {
         files.push((Path::new("nodes").join(format!("{n}.kubeconfig")), true));
@@ -156,6 +158,11 @@ pub fn run(opts: &InitOptions) -> Result<Vec<PathBuf>, InitError> {
             user: "admin".into(),
         },
     }];
+    // In `plan`'s order: admin, the load balancer, then the nodes.
+    entries.push(TokenEntry {
+        token: token()?,
+        identity: Identity::LoadBalancer,
+    });
     for n in &opts.nodes {
         entries.push(TokenEntry {
             token: token()?,

@@ -107,6 +107,7 @@ fn init_writes_a_ca_a_server_certificate_tokens_and_kubeconfigs() {
         ("apiserver.key", 0o600),
         ("tokens.csv", 0o600),
         ("admin.kubeconfig", 0o600),
+        ("load-balancer.kubeconfig", 0o600),
         ("nodes/node-1.kubeconfig", 0o600),
         ("nodes/node-2.kubeconfig", 0o600),
     ] {
@@ -125,17 +126,20 @@ fn init_writes_a_ca_a_server_certificate_tokens_and_kubeconfigs() {
         &fs::read_to_string(d.0.join("tokens.csv")).expect("tokens"),
     )
     .expect("valid token file");
-    assert_eq!(tokens.len(), 3);
+    assert_eq!(tokens.len(), 4);
     let admin = yaml(&d.0.join("admin.kubeconfig"));
     assert_eq!(
         admin["clusters"][0]["cluster"]["server"],
         "https://198.18.0.1:6443"
     );
     assert_eq!(admin["users"][0]["user"]["token"], tokens[0].token.as_str());
+    let lb = yaml(&d.0.join("load-balancer.kubeconfig"));
+    assert_eq!(lb["users"][0]["name"], "system:sluice:load-balancer");
+    assert_eq!(lb["users"][0]["user"]["token"], tokens[1].token.as_str());
     let node2 = yaml(&d.0.join("nodes/node-2.kubeconfig"));
     assert_eq!(node2["users"][0]["name"], "system:node:node-2");
-    assert_eq!(node2["users"][0]["user"]["token"], tokens[2].token.as_str());
-    assert_ne!(tokens[1].token, tokens[2].token);
+    assert_eq!(node2["users"][0]["user"]["token"], tokens[3].token.as_str());
+    assert_ne!(tokens[2].token, tokens[3].token);
 }
 
 #[test]

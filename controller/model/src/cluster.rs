@@ -17,6 +17,7 @@ sluice_kind! {
         spec: ClusterSpec,
         status: ClusterStatus,
         plural: "clusters",
+        scope: Cluster,
         validate: crate::validation::validate_cluster,
     }
 }
@@ -35,6 +36,14 @@ pub struct ClusterSpec {
 }
 
 impl ClusterSpec {
+    /// `networkConfig.enableL4ilbSubsetting`, absent read as off.
+    pub fn l4ilb_subsetting(&self) -> bool {
+        self.network_config
+            .as_ref()
+            .and_then(|n| n.enable_l4ilb_subsetting)
+            .unwrap_or(false)
+    }
+
     /// Enrolled in a release channel (anything but absent or `UNSPECIFIED`).
     pub fn on_release_channel(&self) -> bool {
         self.release_channel
@@ -158,4 +167,10 @@ pub struct ClusterStatus {
     pub current_master_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_message: Option<String>,
+    /// When `spec.networkConfig.enableL4ilbSubsetting` was first turned on,
+    /// set by the API server as it admits that write and kept from then on
+    /// (N5: only internal LBs created after it use NEGs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::openapi::date_time")]
+    pub l4ilb_subsetting_enabled_since: Option<Time>,
 }

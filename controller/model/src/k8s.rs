@@ -13,7 +13,9 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 pub use k8s_openapi::jiff;
-pub use k8s_openapi::{ClusterResourceScope, ListableResource, Metadata, Resource};
+pub use k8s_openapi::{
+    ClusterResourceScope, ListableResource, Metadata, NamespaceResourceScope, Resource,
+};
 
 /// `events.k8s.io/v1` Events (what `kubectl events` reads); [`Event`] is the
 /// core `v1` one that `kubectl describe` lists.

@@ -1,13 +1,14 @@
-//! What the three `sluice.dev/v1` kinds have in common: they are Kubernetes
+//! What the `sluice.dev/v1` kinds have in common: they are Kubernetes
 //! objects (`apiVersion`, `kind`, `metadata`, `spec`, `status`), cluster
-//! scoped, usable by kube-rs through `k8s-openapi`'s `Resource` and
-//! `Metadata`, and each can validate itself.
+//! scoped or namespaced, usable by kube-rs through `k8s-openapi`'s
+//! `Resource` and `Metadata` (so `Api::all` or `Api::namespaced` works as
+//! for the built-in kinds), and each can validate itself.
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::k8s::{ClusterResourceScope, ListableResource, Metadata, ObjectMeta, Resource};
+use crate::k8s::{ListableResource, Metadata, ObjectMeta, Resource};
 use crate::validation::FieldErrors;
 
 /// The API group of Sluice's own kinds.
@@ -17,15 +18,17 @@ pub const VERSION: &str = "v1";
 /// `GROUP/VERSION`, the `apiVersion` they carry.
 pub const API_VERSION: &str = "sluice.dev/v1";
 
-/// A `sluice.dev/v1` kind.
+/// A `sluice.dev/v1` kind, of either scope: `Resource::Scope` is
+/// `ClusterResourceScope` or `NamespaceResourceScope`, and [`NAMESPACED`]
+/// says which without naming the type (for tables and tests).
+///
+/// [`NAMESPACED`]: SluiceKind::NAMESPACED
 pub trait SluiceKind:
-    Resource<Scope = ClusterResourceScope>
-    + ListableResource
-    + Metadata<Ty = ObjectMeta>
-    + Serialize
-    + DeserializeOwned
-    + JsonSchema
+    Resource + ListableResource + Metadata<Ty = ObjectMeta> + Serialize + DeserializeOwned + JsonSchema
 {
+    /// Whether objects of the kind live in a namespace.
+    const NAMESPACED: bool;
+
     /// The `apiVersion` and `kind` this value carries, which a decoder
     /// compares with [`Resource::API_VERSION`] and [`Resource::KIND`].
     fn type_meta(&self) -> (&str, &str);
@@ -36,8 +39,10 @@ pub trait SluiceKind:
 
 /// One kind: the Kubernetes object envelope (`apiVersion`, `kind`,
 /// `metadata`, `spec`, `status`) around its spec and status types, and the
-/// trait impls that make it a [`SluiceKind`]. Written once here so the three
-/// kinds cannot drift apart in how they are encoded.
+/// trait impls that make it a [`SluiceKind`]. Written once here so the
+/// kinds cannot drift apart in how they are encoded. `scope` is `Cluster`
+/// or `Namespace` (`k8s-openapi`'s `ClusterResourceScope` or
+/// `NamespaceResourceScope`).
 macro_rules! sluice_kind {
     (
         $(#[$doc:meta])*
@@ -45,6 +50,7 @@ macro_rules! sluice_kind {
             spec: $spec:ty,
             status: $status:ty,
             plural: $plural:literal,
+            scope: $scope:ident,
             validate: $validate:path $(,)?
         }
     ) => {
@@ -88,7 +94,7 @@ macro_rules! sluice_kind {
             const KIND: &'static str = stringify!($ty);
             const VERSION: &'static str = $crate::kind::VERSION;
             const URL_PATH_SEGMENT: &'static str = $plural;
-            type Scope = $crate::k8s::ClusterResourceScope;
+            type Scope = $crate::kind::sluice_scope!($scope);
         }
 
         impl $crate::k8s::ListableResource for $ty {
@@ -108,6 +114,8 @@ macro_rules! sluice_kind {
         }
 
         impl $crate::kind::SluiceKind for $ty {
+            const NAMESPACED: bool = $crate::kind::sluice_namespaced!($scope);
+
             fn type_meta(&self) -> (&str, &str) {
                 (&self.api_version, &self.kind)
             }
@@ -119,4 +127,24 @@ macro_rules! sluice_kind {
     };
 }
 
-pub(crate) use sluice_kind;
+/// The `k8s-openapi` scope type of a `scope:` word.
+macro_rules! sluice_scope {
+    (Cluster) => {
+        $crate::k8s::ClusterResourceScope
+    };
+    (Namespace) => {
+        $crate::k8s::NamespaceResourceScope
+    };
+}
+
+/// Whether a `scope:` word is namespaced.
+macro_rules! sluice_namespaced {
+    (Cluster) => {
+        false
+    };
+    (Namespace) => {
+        true
+    };
+}
+
+pub(crate) use {sluice_kind, sluice_namespaced, sluice_scope};

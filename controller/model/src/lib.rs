@@ -4,7 +4,9 @@
 //!   crate of the workspace builds against the same Kubernetes version;
 //! - Sluice's own kinds in `sluice.dev/v1` — [`node_pool::NodePool`],
 //!   [`cluster::Cluster`], [`operation::Operation`] — spelled with GKE's field
-//!   names, so a user reads them like the GKE API;
+//!   names, so a user reads them like the GKE API; and the L4 load
+//!   balancer's objects ([`load_balancer`]: `L4LoadBalancer`,
+//!   `HealthCheck`, `NetworkEndpointGroup`, `InstanceGroup`);
 //! - [`decode`]: strict decoding that names the unknown or mistyped field;
 //! - [`validation`]: the rules a spec must satisfy on its own, each error
 //!   naming its field path;
@@ -21,6 +23,7 @@ pub mod decode;
 pub mod duration;
 pub mod k8s;
 pub mod kind;
+pub mod load_balancer;
 pub mod node_pool;
 pub mod openapi;
 pub mod operation;

@@ -17,6 +17,7 @@ sluice_kind! {
         spec: NodePoolSpec,
         status: NodePoolStatus,
         plural: "nodepools",
+        scope: Cluster,
         validate: crate::validation::validate_node_pool,
     }
 }

@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 
 use crate::cluster::Cluster;
 use crate::kind::{SluiceKind, GROUP, VERSION};
+use crate::load_balancer::{HealthCheck, InstanceGroup, L4LoadBalancer, NetworkEndpointGroup};
 use crate::node_pool::NodePool;
 use crate::operation::Operation;
 
@@ -59,6 +60,10 @@ pub fn components() -> Map<String, Value> {
     let mut all = fragment::<NodePool>();
     all.extend(fragment::<Cluster>());
     all.extend(fragment::<Operation>());
+    all.extend(fragment::<L4LoadBalancer>());
+    all.extend(fragment::<HealthCheck>());
+    all.extend(fragment::<NetworkEndpointGroup>());
+    all.extend(fragment::<InstanceGroup>());
     all
 }
 

@@ -15,6 +15,7 @@ sluice_kind! {
         spec: OperationSpec,
         status: OperationStatus,
         plural: "operations",
+        scope: Cluster,
         validate: crate::validation::validate_operation,
     }
 }

@@ -1,7 +1,9 @@
 //! Who may do what: an admin everything; a node (`system:node:<name>`)
 //! what Kubernetes' Node authorizer and NodeRestriction admission let a
 //! kubelet do — read, and write only its own Node, its own Lease and the
-//! status of pods bound to it (plus Events, which kubelets report).
+//! status of pods bound to it (plus Events, which kubelets report); the
+//! load balancer (`system:sluice:load-balancer`) only reads its four
+//! `sluice.dev` kinds.
 
 use axum::http::Method;
 use serde_json::Value;
@@ -44,6 +46,7 @@ pub fn decide(who: &Identity, verb: &str, t: &Target) -> Decision {
     let node = match who {
         Identity::Admin { .. } => return Decision::Allow,
         Identity::Node { name } => name,
+        Identity::LoadBalancer => return load_balancer(verb, t),
     };
     if matches!(verb, "get" | "list" | "watch") {
         return Decision::Allow;
@@ -76,6 +79,28 @@ pub fn decide(who: &Identity, verb: &str, t: &Target) -> Decision {
         }
         ("", "events") if verb == "create" || verb == "patch" => Decision::Allow,
         _ => Decision::Deny,
+    }
+}
+
+/// The kinds `sluice-lb` reads, by resource name (group `sluice.dev`).
+pub const LOAD_BALANCER_READS: [&str; 4] = [
+    "l4loadbalancers",
+    "healthchecks",
+    "networkendpointgroups",
+    "instancegroups",
+];
+
+/// The load balancer: get, list and watch of its four kinds (their status
+/// subresources included), nothing else.
+fn load_balancer(verb: &str, t: &Target) -> Decision {
+    let r = t.resource;
+    if r.group == "sluice.dev"
+        && LOAD_BALANCER_READS.contains(&r.name)
+        && matches!(verb, "get" | "list" | "watch")
+    {
+        Decision::Allow
+    } else {
+        Decision::Deny
     }
 }
 
@@ -253,5 +278,33 @@ mod tests {
             user: "admin".into(),
         };
         assert_eq!(d(&admin, "delete", "/api/v1/nodes/node-1"), Decision::Allow);
+    }
+
+    #[test]
+    fn the_load_balancer_reads_its_four_kinds_and_nothing_else() {
+        let lb = Identity::LoadBalancer;
+        for path in [
+            "/apis/sluice.dev/v1/namespaces/default/l4loadbalancers/web",
+            "/apis/sluice.dev/v1/l4loadbalancers",
+            "/apis/sluice.dev/v1/namespaces/default/healthchecks",
+            "/apis/sluice.dev/v1/namespaces/default/networkendpointgroups/web.zone-a",
+            "/apis/sluice.dev/v1/instancegroups/zone-a",
+        ] {
+            for verb in ["get", "list", "watch"] {
+                assert_eq!(d(&lb, verb, path), Decision::Allow, "{verb} {path}");
+            }
+            for verb in ["create", "update", "patch", "delete"] {
+                assert_eq!(d(&lb, verb, path), Decision::Deny, "{verb} {path}");
+            }
+        }
+        for path in [
+            "/api/v1/nodes",
+            "/api/v1/namespaces/default/services",
+            "/api/v1/namespaces/default/pods",
+            "/apis/sluice.dev/v1/clusters",
+            "/apis/sluice.dev/v1/nodepools",
+        ] {
+            assert_eq!(d(&lb, "list", path), Decision::Deny, "{path}");
+        }
     }
 }

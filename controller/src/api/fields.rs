@@ -21,6 +21,9 @@ use sluice_model::decode::{
 };
 use sluice_model::k8s;
 use sluice_model::kind::SluiceKind;
+use sluice_model::load_balancer::{
+    HealthCheck, InstanceGroup, L4LoadBalancer, NetworkEndpointGroup,
+};
 use sluice_model::node_pool::NodePool;
 use sluice_model::operation::Operation;
 use sluice_model::policy::disruption::{Budget, Selector, UnhealthyPodEvictionPolicy};
@@ -180,6 +183,12 @@ fn decoded(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Unknown, Ap
         ("sluice.dev", "Cluster") => return check_kind::<Cluster>(t, obj, mode),
         ("sluice.dev", "NodePool") => return check_kind::<NodePool>(t, obj, mode),
         ("sluice.dev", "Operation") => return check_kind::<Operation>(t, obj, mode),
+        ("sluice.dev", "L4LoadBalancer") => return check_kind::<L4LoadBalancer>(t, obj, mode),
+        ("sluice.dev", "HealthCheck") => return check_kind::<HealthCheck>(t, obj, mode),
+        ("sluice.dev", "NetworkEndpointGroup") => {
+            return check_kind::<NetworkEndpointGroup>(t, obj, mode)
+        }
+        ("sluice.dev", "InstanceGroup") => return check_kind::<InstanceGroup>(t, obj, mode),
         // Every kind served has its type above; a new one without is
         // stored as sent.
         _ => Ok(Unknown::default()),

@@ -30,6 +30,7 @@ pub mod services;
 pub mod status;
 pub mod stored;
 pub mod strategic;
+pub mod subsetting;
 pub mod table;
 pub mod watch;
 pub mod write;

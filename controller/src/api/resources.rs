@@ -183,6 +183,53 @@ pub const RESOURCES: &[Resource] = &[
         &["op"],
     ),
     status("sluice.dev", "operations/status", "Operation", false),
+    // The L4 load balancer's objects (issue 11), written by the loop in
+    // `loops/loadbalancers.rs`, read by `sluice-lb`.
+    res(
+        "sluice.dev",
+        "l4loadbalancers",
+        "l4loadbalancer",
+        "L4LoadBalancer",
+        true,
+        &["l4lb"],
+    ),
+    status(
+        "sluice.dev",
+        "l4loadbalancers/status",
+        "L4LoadBalancer",
+        true,
+    ),
+    res(
+        "sluice.dev",
+        "healthchecks",
+        "healthcheck",
+        "HealthCheck",
+        true,
+        &["hc"],
+    ),
+    status("sluice.dev", "healthchecks/status", "HealthCheck", true),
+    res(
+        "sluice.dev",
+        "networkendpointgroups",
+        "networkendpointgroup",
+        "NetworkEndpointGroup",
+        true,
+        &["neg"],
+    ),
+    res(
+        "sluice.dev",
+        "instancegroups",
+        "instancegroup",
+        "InstanceGroup",
+        false,
+        &["ig"],
+    ),
+    status(
+        "sluice.dev",
+        "instancegroups/status",
+        "InstanceGroup",
+        false,
+    ),
 ];
 
 /// The groups other than core, in discovery order, each once.

@@ -25,7 +25,7 @@ use super::objects::{
 };
 use super::path::Target;
 use super::status::ApiError;
-use super::{defaults, deletion, fields, patch, services, strategic};
+use super::{defaults, deletion, fields, patch, services, strategic, subsetting};
 
 /// Services are written with their allocations (`services.rs`).
 fn is_service(t: &Target) -> bool {
@@ -89,6 +89,7 @@ pub(super) async fn create(
     )?;
     let mut obj = obj;
     let unknown = fields::check(t, &mut obj, mode)?;
+    subsetting::admit(t, None, &mut obj, &crate::clock::now_rfc3339())?;
     defaults::apply(t.resource.kind, &mut obj, true);
     let name = obj
         .pointer("/metadata/name")
@@ -163,6 +164,10 @@ pub fn updated(
     }
     let mut merged = meta::prepare_update(t, old, Value::Object(merged))?;
     let unknown = fields::check(t, &mut merged, mode)?;
+    // The writer's time when there is one (the time its managedFields
+    // record), so one write reads the clock once.
+    let now = track.map_or_else(crate::clock::now_rfc3339, |w| w.now.clone());
+    subsetting::admit(t, Some(old), &mut merged, &now)?;
     defaults::apply(t.resource.kind, &mut merged, false);
     if let Some(w) = track {
         let req = apply::Request::new(t, status_only, w);

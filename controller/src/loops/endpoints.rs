@@ -28,6 +28,15 @@ fn selects(selector: &BTreeMap<String, String>, pod: &Pod) -> bool {
 /// The label that ties a slice to its Service.
 const SERVICE_NAME: &str = "kubernetes.io/service-name";
 
+/// The Service a slice belongs to (its label), if it names one.
+pub fn service_of(slice: &EndpointSlice) -> Option<Key> {
+    let svc = slice.metadata.labels.as_ref()?.get(SERVICE_NAME)?;
+    Some((
+        slice.metadata.namespace.clone().unwrap_or_default(),
+        svc.clone(),
+    ))
+}
+
 /// The label whose value each endpoint on the node carries as its zone.
 const ZONE: &str = "topology.kubernetes.io/zone";
 
@@ -135,12 +144,7 @@ impl EndpointSlices {
     /// A slice changed by someone else (or deleted) is put back.
     pub fn on_slice(&self, change: &Change<EndpointSlice>, queue: &Queue) {
         match change {
-            Change::Applied(s) | Change::Deleted(s) => {
-                let ns = s.metadata.namespace.clone().unwrap_or_default();
-                if let Some(svc) = s.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME)) {
-                    queue.add((ns, svc.clone()));
-                }
-            }
+            Change::Applied(s) | Change::Deleted(s) => queue.add_all(service_of(s)),
             Change::Relisted => queue.add_all(self.services.keys()),
         }
     }

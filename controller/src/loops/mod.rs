@@ -11,12 +11,15 @@
 //! - ReplicaSets and Deployments (`sluice_workloads`): [`workloads`];
 //! - EndpointSlices of Services, node lifecycle, pod CIDRs
 //!   (`sluice_lifecycle`): [`endpoints`], [`nodes`];
-//! - the scheduler (`sluice_scheduler`): [`scheduling`].
+//! - the scheduler (`sluice_scheduler`): [`scheduling`];
+//! - the L4 load balancers' objects (`sluice_subsetting`):
+//!   [`loadbalancers`].
 
 pub mod client;
 pub mod compact;
 pub mod endpoints;
 pub mod informer;
+pub mod loadbalancers;
 pub mod nodes;
 pub mod pools;
 pub mod queue;
@@ -33,6 +36,9 @@ use sluice_lifecycle::pod_cidrs::Allocator;
 use sluice_model::k8s::jiff::SignedDuration;
 use sluice_model::k8s::{
     Deployment, EndpointSlice, Lease, Node, ObjectMeta, Pod, ReplicaSet, Service,
+};
+use sluice_model::load_balancer::{
+    HealthCheck, InstanceGroup, L4LoadBalancer, NetworkEndpointGroup,
 };
 use sluice_nodepools::sim::SimProvider;
 use tokio::sync::broadcast::error::RecvError;
@@ -205,6 +211,31 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         wc.clone(),
         &mut tasks,
     );
+    let clusters = Informer::start(
+        Api::<sluice_model::cluster::Cluster>::all(client.clone()),
+        wc.clone(),
+        &mut tasks,
+    );
+    let lbs = Informer::start(
+        Api::<L4LoadBalancer>::all(client.clone()),
+        wc.clone(),
+        &mut tasks,
+    );
+    let hcs = Informer::start(
+        Api::<HealthCheck>::all(client.clone()),
+        wc.clone(),
+        &mut tasks,
+    );
+    let negs = Informer::start(
+        Api::<NetworkEndpointGroup>::all(client.clone()),
+        wc.clone(),
+        &mut tasks,
+    );
+    let groups = Informer::start(
+        Api::<InstanceGroup>::all(client.clone()),
+        wc.clone(),
+        &mut tasks,
+    );
     let leases = Informer::start(
         Api::<Lease>::namespaced(
             client.clone(),
@@ -280,6 +311,64 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         let e = e.clone();
         async move { e.reconcile(k).await }
     }));
+
+    let lb = Arc::new(loadbalancers::LoadBalancers {
+        client: client.clone(),
+        services: services.clone(),
+        nodes: nodes.clone(),
+        slices: slices.clone(),
+        clusters: clusters.clone(),
+        lbs: lbs.clone(),
+        hcs: hcs.clone(),
+        negs: negs.clone(),
+        groups: groups.clone(),
+        facts: Default::default(),
+    });
+    let q = Queue::new();
+    let l = lb.clone();
+    follow(&mut tasks, &services, q.clone(), move |c, q| {
+        l.on_service(c, q)
+    });
+    let l = lb.clone();
+    follow(&mut tasks, &nodes, q.clone(), move |c, q| l.on_node(c, q));
+    let l = lb.clone();
+    follow(&mut tasks, &slices, q.clone(), move |c, q| l.on_slice(c, q));
+    let l = lb.clone();
+    follow(&mut tasks, &clusters, q.clone(), move |c, q| {
+        l.on_cluster(c, q)
+    });
+    let l = lb.clone();
+    follow(&mut tasks, &lbs, q.clone(), move |c, q| l.on_lb(c, q));
+    let l = lb.clone();
+    follow(&mut tasks, &hcs, q.clone(), move |c, q| {
+        l.on_owned(c, q, |h| h.metadata.name.clone().unwrap_or_default())
+    });
+    let l = lb.clone();
+    follow(&mut tasks, &negs, q.clone(), move |c, q| {
+        l.on_owned(c, q, |n| n.spec.service.clone())
+    });
+    let l = lb.clone();
+    follow(&mut tasks, &groups, q.clone(), move |c, q| l.on_group(c, q));
+    let l = lb.clone();
+    tasks.spawn(async move {
+        // A decision needs every input: a Node missing from a cache still
+        // filling would drop out of a NEG, a NEG missing would be made
+        // again.
+        l.services.ready().await;
+        l.nodes.ready().await;
+        l.slices.ready().await;
+        l.clusters.ready().await;
+        l.lbs.ready().await;
+        l.hcs.ready().await;
+        l.negs.ready().await;
+        l.groups.ready().await;
+        q.add_all(l.all_keys());
+        q.work("loadbalancer", move |k| {
+            let l = l.clone();
+            async move { l.reconcile(k).await }
+        })
+        .await
+    });
 
     let life = Arc::new(nodes::Lifecycle {
         client: client.clone(),
@@ -382,6 +471,7 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
                 sim,
                 pools: pools_inf.clone(),
                 nodes: nodes.clone(),
+                addresses: Default::default(),
             };
             tasks.spawn(kubelets.run());
         }

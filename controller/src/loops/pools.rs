@@ -11,9 +11,11 @@
 //! deleted, which is what real agents and the node lifecycle would do.
 
 use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::NodeAddress;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
@@ -169,6 +171,54 @@ pub struct SimKubelets {
     pub sim: Arc<SimProvider>,
     pub pools: Arc<Informer<NodePool>>,
     pub nodes: Arc<Informer<Node>>,
+    /// The InternalIP given to each simulated node, kept so a node whose
+    /// registration is not in the cache yet is not given another.
+    pub addresses: std::sync::Mutex<std::collections::HashMap<String, Ipv4Addr>>,
+}
+
+/// Where simulated nodes' InternalIPs come from (4 096 addresses in the
+/// test range): a real node reports one, and the load balancers (issue
+/// 11) send to it. Nothing is sent to a simulated node.
+pub const SIM_NODE_ADDRESSES: (Ipv4Addr, u32) = (Ipv4Addr::new(198, 19, 240, 0), 4096);
+
+/// The lowest address of `range` after its network address that `used`
+/// does not hold; `None` when all are taken.
+pub fn next_free(used: &BTreeSet<Ipv4Addr>, range: (Ipv4Addr, u32)) -> Option<Ipv4Addr> {
+    let base = u32::from(range.0);
+    (1..range.1.saturating_sub(1))
+        .map(|i| Ipv4Addr::from(base.saturating_add(i)))
+        .find(|a| !used.contains(a))
+}
+
+impl SimKubelets {
+    /// The InternalIP for the simulated node `name`: the one it was given
+    /// before, else the lowest free one (none when the range is full: the
+    /// node registers without, and is no load-balancer backend).
+    fn address_for(&self, name: &str, used: &mut BTreeSet<Ipv4Addr>) -> Option<Ipv4Addr> {
+        let mut given = self.addresses.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = given.get(name) {
+            return Some(*a);
+        }
+        let a = next_free(used, SIM_NODE_ADDRESSES)?;
+        used.insert(a);
+        given.insert(name.to_string(), a);
+        Some(a)
+    }
+
+    /// Every InternalIP the cached Nodes and this file's memory hold.
+    fn used_addresses(&self) -> BTreeSet<Ipv4Addr> {
+        let mut used: BTreeSet<Ipv4Addr> = self
+            .nodes
+            .all()
+            .iter()
+            .filter_map(|n| n.status.as_ref()?.addresses.clone())
+            .flatten()
+            .filter_map(|a| a.address.parse().ok())
+            .collect();
+        let given = self.addresses.lock().unwrap_or_else(|p| p.into_inner());
+        used.extend(given.values().copied());
+        used
+    }
 }
 
 /// The label of the Nodes the simulated kubelets registered.
@@ -235,6 +285,7 @@ impl SimKubelets {
         };
         let mut running = BTreeSet::new();
         let mut work = Vec::new();
+        let mut used = self.used_addresses();
         for pool in self.pools.all() {
             let name = pool.metadata.name.clone().unwrap_or_default();
             let missing = |n: &str| self.nodes.get("", n).is_none();
@@ -246,6 +297,14 @@ impl SimKubelets {
                             .labels
                             .get_or_insert_with(Default::default)
                             .insert(SIMULATED_LABEL.into(), "true".into());
+                        if let (Some(a), Some(status)) =
+                            (self.address_for(&n, &mut used), node.status.as_mut())
+                        {
+                            status.addresses = Some(vec![NodeAddress {
+                                type_: "InternalIP".into(),
+                                address: a.to_string(),
+                            }]);
+                        }
                         work.push((Some(node), n));
                     }
                     None if renew => work.push((None, n)),
@@ -330,6 +389,24 @@ mod tests {
             "status": {"conditions": [{"type": "Ready", "status": ready}]}
         }))
         .expect("node")
+    }
+
+    #[test]
+    fn simulated_nodes_get_the_lowest_free_address() {
+        let range = (Ipv4Addr::new(198, 19, 240, 0), 4);
+        let mut used = BTreeSet::new();
+        assert_eq!(
+            next_free(&used, range),
+            Some(Ipv4Addr::new(198, 19, 240, 1))
+        );
+        used.insert(Ipv4Addr::new(198, 19, 240, 1));
+        assert_eq!(
+            next_free(&used, range),
+            Some(Ipv4Addr::new(198, 19, 240, 2))
+        );
+        used.insert(Ipv4Addr::new(198, 19, 240, 2));
+        // The network and broadcast addresses are never given.
+        assert_eq!(next_free(&used, range), None);
     }
 
     #[test]

@@ -243,6 +243,7 @@ impl Server {
     pub fn kubeconfig(&self, who: &str) -> PathBuf {
         match who {
             "admin" => self.dir.join("admin.kubeconfig"),
+            "load-balancer" => self.dir.join("load-balancer.kubeconfig"),
             node => self.dir.join("nodes").join(format!("{node}.kubeconfig")),
         }
     }

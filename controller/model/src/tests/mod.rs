@@ -3,6 +3,7 @@
 //! path.
 
 mod cluster;
+mod load_balancer;
 mod node_pool;
 mod openapi;
 mod operation;

@@ -10,6 +10,7 @@
 //! end of life" (it needs the release calendar).
 
 mod cluster;
+mod load_balancer;
 mod node_pool;
 mod operation;
 
@@ -19,6 +20,10 @@ use crate::duration::Duration;
 use crate::k8s::Quantity;
 
 pub use cluster::validate_cluster;
+pub use load_balancer::{
+    health_check_overrides, validate_health_check, validate_instance_group,
+    validate_l4_load_balancer, validate_network_endpoint_group,
+};
 pub use node_pool::validate_node_pool;
 pub use operation::validate_operation;
 

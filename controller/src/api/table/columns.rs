@@ -9,6 +9,8 @@ use sluice_model::k8s::jiff::Timestamp;
 
 use super::{age, pod};
 
+mod load_balancers;
+
 /// One cell of a row.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cell {
@@ -339,6 +341,9 @@ pub type Cells = fn(&Value, Timestamp) -> Vec<Cell>;
 
 /// The columns of `kind`, and how its rows are made.
 pub fn for_kind(kind: &str) -> (Vec<Column>, Cells) {
+    if let Some(found) = load_balancers::for_kind(kind) {
+        return found;
+    }
     match kind {
         "Pod" => (
             vec![
@@ -584,7 +589,7 @@ mod tests {
         "2026-11-23T12:00:00Z".parse().unwrap()
     }
 
-    fn strs(kind: &str, obj: Value) -> Vec<String> {
+    pub(super) fn strs(kind: &str, obj: Value) -> Vec<String> {
         let (cols, cells) = for_kind(kind);
         let c = cells(&obj, now());
         assert_eq!(c.len(), cols.len(), "{kind}: one cell per column");
@@ -612,6 +617,10 @@ mod tests {
             "NodePool",
             "Cluster",
             "Operation",
+            "L4LoadBalancer",
+            "HealthCheck",
+            "NetworkEndpointGroup",
+            "InstanceGroup",
             "Whatever",
         ] {
             strs(kind, json!({}));

@@ -17,6 +17,9 @@ use anyhow::{bail, Context, Result};
 pub const TARGET: &str = "bpfel-unknown-none";
 /// The `[[bin]]` of `ebpf/programs`: the ELF object the agent loads.
 pub const OBJECT_NAME: &str = "sluice";
+/// The other `[[bin]]`: the load balancer's object (`sluice-lb` loads it),
+/// built by the same `cargo build` next to the agent's.
+pub const LB_OBJECT_NAME: &str = "sluice-lb";
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BuildEbpfOpts {
@@ -31,6 +34,7 @@ pub struct BuildEbpfOpts {
 pub fn run(opts: BuildEbpfOpts) -> Result<()> {
     let obj = build_with(opts.release, &opts.rest)?;
     println!("{}", obj.display());
+    println!("{}", obj.with_file_name(LB_OBJECT_NAME).display());
     Ok(())
 }
 
@@ -112,8 +116,10 @@ fn build_with(release: bool, extra: &[String]) -> Result<PathBuf> {
         bail!("building ebpf/programs for {TARGET} failed with {status}");
     }
     let obj = object_path(release);
-    if !obj.exists() {
-        bail!("the build succeeded but {} is missing", obj.display());
+    for o in [obj.clone(), obj.with_file_name(LB_OBJECT_NAME)] {
+        if !o.exists() {
+            bail!("the build succeeded but {} is missing", o.display());
+        }
     }
     Ok(obj)
 }

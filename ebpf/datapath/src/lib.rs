@@ -19,6 +19,7 @@
 pub mod conntrack;
 pub mod csum;
 pub mod env;
+pub mod lb;
 pub mod maps;
 pub mod nat;
 pub mod parse;

@@ -1,7 +1,24 @@
+// NOTE TO THE ENGINE HELPER (from the lead; delete this note in your first commit):
+// your prompt lost its last part. Read /tmp/house.md now and follow it: build with
+// CARGO_TARGET_DIR=/work/target-lbdp and `nice -n 10 cargo ... -j 1`, commit early and
+// often on wip-lbdp, run fmt/clippy/duplicates before commits, and finish and report by
+// ~06:35 UTC with what works, what is tested, what is missing.
 //! The engines: the same `sluice_datapath::lb` decision as a TC program on
 //! the load balancer's interface (kernel) or in user space (emulated).
+//!
+//! - [`tables`]: [`LbDesired`] laid out as the program's tables, once, for
+//!   both engines;
+//! - [`kernel`]: the TC program, attached to the interface's ingress;
+//! - [`emulated`]: a relay owning the wire, the kernel given a TAP.
+
+pub mod emulated;
+pub mod kernel;
+mod sys;
+pub mod tables;
 
 use std::collections::BTreeMap;
+
+use sluice_datapath::lb::{LbEvent, LbVerdict};
 
 use crate::desired::{BackendId, LbDesired};
 
@@ -12,6 +29,21 @@ pub struct LbCounters {
     pub packets_per_backend: BTreeMap<BackendId, u64>,
     /// Live entries in the flow table.
     pub flows: u64,
+    /// Frames by what happened to them (`sluice_datapath::lb::LbEvent`
+    /// names, `lb_new_flow`, `lb_no_backend`, …) and by verdict
+    /// (`lb_pass`, `lb_drop`, `lb_tx`); the emulated engine adds
+    /// `lb_relay_errors`.
+    pub events: BTreeMap<&'static str, u64>,
+}
+
+/// Every event and verdict counter by name, from a reader by index
+/// (events first, then verdicts: the kernel's per-CPU array layout).
+pub(crate) fn event_map(count: impl Fn(usize) -> u64) -> BTreeMap<&'static str, u64> {
+    let events = LbEvent::ALL.iter().map(|e| (e.name(), count(e.index())));
+    let verdicts = LbVerdict::KINDS
+        .iter()
+        .map(|v| (v.name(), count(v.counter_index() as usize)));
+    events.chain(verdicts).collect()
 }
 
 /// A load-balancer engine attached to one interface (one-armed: frames come
@@ -28,18 +60,20 @@ pub trait LbEngine: Send {
     fn shutdown(self: Box<Self>) -> anyhow::Result<()>;
 }
 
-/// The kernel engine on `iface` (the packet program from `object`, or the
-/// engine's default). Placeholder until the engines are merged.
+/// Start the kernel engine on `iface` in the calling thread's network
+/// namespace: load the BPF object (`object`, else
+/// [`kernel::default_object`]) and attach it to the interface's TC
+/// ingress. Nothing is delivered until the first [`LbEngine::apply`].
 pub fn start_kernel(
     iface: &str,
     object: Option<&std::path::Path>,
 ) -> anyhow::Result<Box<dyn LbEngine>> {
-    let _ = object;
-    anyhow::bail!("the kernel load-balancer engine on {iface}: not merged yet")
+    Ok(Box::new(kernel::KernelEngine::start(iface, object)?))
 }
 
-/// The emulated engine on `iface`. Placeholder until the engines are
-/// merged.
+/// Start the emulated engine on `iface` in the calling thread's network
+/// namespace: the link moves into a private namespace the relay owns and
+/// a TAP with its name, MAC, addresses and routes takes its place.
 pub fn start_emulated(iface: &str) -> anyhow::Result<Box<dyn LbEngine>> {
-    anyhow::bail!("the emulated load-balancer engine on {iface}: not merged yet")
+    Ok(Box::new(emulated::EmulatedEngine::start(iface)?))
 }

@@ -1,0 +1,202 @@
+//! The Linux packet I/O the emulated engine's relay uses: a TAP and an
+//! `AF_PACKET` socket that both carry a virtio-net header in front of
+//! every frame, and an eventfd. Each constructor acts in the calling
+//! thread's network namespace.
+//!
+//! The header is what lets the relay pass frames through untouched: the
+//! program only rewrites the two MAC addresses, so a TCP super-frame (GRO,
+//! TSO) or a frame whose checksum the sender left to offload keeps a valid
+//! description, and the kernel segments or completes it where it is sent,
+//! as it would for a frame a TC program redirected.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use anyhow::{bail, Context, Result};
+
+/// `struct virtio_net_hdr`: what `PACKET_VNET_HDR` and `IFF_VNET_HDR`
+/// put in front of each frame (the TAP's default header size).
+pub const VNET_HDR_LEN: usize = 10;
+
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+const IFF_TAP: libc::c_short = 0x0002;
+const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const TUN_F_CSUM: libc::c_ulong = 0x01;
+const TUN_F_TSO4: libc::c_ulong = 0x02;
+const TUN_F_TSO6: libc::c_ulong = 0x04;
+
+const SOL_PACKET: libc::c_int = 263;
+const PACKET_VNET_HDR: libc::c_int = 15;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const ETH_P_ALL: u16 = 0x0003;
+
+#[repr(C)]
+struct IfReqFlags {
+    name: [u8; 16],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+fn ifname_bytes(name: &str) -> Result<[u8; 16]> {
+    let b = name.as_bytes();
+    if b.is_empty() || b.len() > 15 || b.contains(&0) {
+        bail!("bad interface name {name:?} (1 to 15 bytes)");
+    }
+    let mut out = [0u8; 16];
+    out[..b.len()].copy_from_slice(b);
+    Ok(out)
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A TAP named `name` with virtio-net headers, non-blocking. Checksum and
+/// TSO offloads are on where the kernel allows (what the stack sends may
+/// arrive as a super-frame; the wire socket takes it as it is). It
+/// disappears when the fd closes.
+pub fn open_tap(name: &str) -> Result<OwnedFd> {
+    let mut req = IfReqFlags {
+        name: ifname_bytes(name)?,
+        flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR,
+        _pad: [0; 22],
+    };
+    // SAFETY: plain syscalls on a fd we own; `req` outlives the ioctl.
+    unsafe {
+        let fd = cvt(libc::open(
+            c"/dev/net/tun".as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        ))
+        .context("opening /dev/net/tun")?;
+        let fd = OwnedFd::from_raw_fd(fd);
+        cvt(libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req))
+            .with_context(|| format!("creating TAP {name} (TUNSETIFF)"))?;
+        if let Err(e) = cvt(libc::ioctl(
+            fd.as_raw_fd(),
+            TUNSETOFFLOAD,
+            TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6,
+        )) {
+            tracing::debug!(error = %e, "TUNSETOFFLOAD");
+        }
+        Ok(fd)
+    }
+}
+
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: pointer and length describe a live c_int.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+/// An `AF_PACKET` raw socket on link `ifname`: every frame the link
+/// receives, with a virtio-net header in front, never our own
+/// transmissions. Non-blocking.
+pub fn open_packet_socket(ifname: &str) -> Result<OwnedFd> {
+    let ifindex = sluice_agent::netlink::link_index(ifname)?;
+    // SAFETY: plain syscalls; every pointer refers to a live local.
+    unsafe {
+        // Protocol 0: receive nothing until bound to the one link.
+        let fd = cvt(libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        ))
+        .context("creating an AF_PACKET socket")?;
+        let fd = OwnedFd::from_raw_fd(fd);
+        let raw = fd.as_raw_fd();
+        setsockopt_int(raw, SOL_PACKET, PACKET_VNET_HDR, 1).context("PACKET_VNET_HDR")?;
+        setsockopt_int(raw, SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            .context("PACKET_IGNORE_OUTGOING")?;
+        for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+            if let Err(e) = setsockopt_int(raw, libc::SOL_SOCKET, opt, 8 << 20) {
+                tracing::debug!(error = %e, opt, "socket buffer size");
+            }
+        }
+        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = ETH_P_ALL.to_be();
+        sll.sll_ifindex = ifindex as i32;
+        cvt(libc::bind(
+            raw,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        ))
+        .with_context(|| format!("binding the AF_PACKET socket to {ifname}"))?;
+        Ok(fd)
+    }
+}
+
+pub fn eventfd() -> Result<OwnedFd> {
+    // SAFETY: plain syscall.
+    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })
+        .context("creating an eventfd")?;
+    // SAFETY: a fresh fd we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub fn eventfd_signal(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64.
+    unsafe {
+        libc::write(fd, (&one as *const u64).cast(), 8);
+    }
+}
+
+pub fn eventfd_drain(fd: RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a live u64.
+    unsafe {
+        libc::read(fd, (&mut v as *mut u64).cast(), 8);
+    }
+}
+
+/// Non-blocking read of one header and frame; `Ok(None)` when nothing is
+/// queued. A socket read reports the real length even when it exceeded
+/// `buf` (`MSG_TRUNC`).
+pub fn read_frame(fd: RawFd, buf: &mut [u8], socket: bool) -> io::Result<Option<usize>> {
+    // SAFETY: reads at most buf.len() bytes into buf.
+    let r = unsafe {
+        if socket {
+            libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_TRUNC)
+        } else {
+            libc::read(fd, buf.as_mut_ptr().cast(), buf.len())
+        }
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(Some(r as usize))
+}
+
+/// Non-blocking write of one header and frame.
+pub fn write_frame(fd: RawFd, frame: &[u8]) -> io::Result<()> {
+    // SAFETY: writes frame.len() bytes from frame.
+    let r = unsafe { libc::write(fd, frame.as_ptr().cast(), frame.len()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

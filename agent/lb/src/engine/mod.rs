@@ -1,8 +1,3 @@
-// NOTE TO THE ENGINE HELPER (from the lead; delete this note in your first commit):
-// your prompt lost its last part. Read /tmp/house.md now and follow it: build with
-// CARGO_TARGET_DIR=/work/target-lbdp and `nice -n 10 cargo ... -j 1`, commit early and
-// often on wip-lbdp, run fmt/clippy/duplicates before commits, and finish and report by
-// ~06:35 UTC with what works, what is tested, what is missing.
 //! The engines: the same `sluice_datapath::lb` decision as a TC program on
 //! the load balancer's interface (kernel) or in user space (emulated).
 //!

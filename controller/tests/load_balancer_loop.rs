@@ -393,12 +393,23 @@ fn load_balancers_on_300_nodes(backend: Backend) {
             r#"{"spec":{"initialNodeCount":260}}"#,
         ],
     );
-    let warned = wait_for(Duration::from_secs(120), "old warned of zone-a", || {
+    wait_for(
+        Duration::from_secs(120),
+        "zone-a's 259 eligible nodes",
+        || {
+            c.lb("old")
+                .and_then(|l| l.status)
+                .filter(|s| s.warnings.iter().any(|w| w.contains("259 nodes")))
+        },
+    );
+    // One Event for the zone, however many nodes joined it one by one.
+    let warned = wait_for(LONG, "old warned of zone-a", || {
         let e = c.warning_events("old", "TooManyBackends");
         (!e.is_empty()).then_some(e)
     });
+    assert_eq!(warned.len(), 1, "{warned:?}");
     assert!(
-        warned[0].contains("zone-a") && warned[0].contains("259 nodes"),
+        warned[0].contains("zone zone-a") && warned[0].contains("more than 250"),
         "{warned:?}"
     );
     let g = c.groups();

@@ -271,6 +271,13 @@ fn without_subsetting_the_shared_instance_groups_hold_every_eligible_node() {
     // 258 in zone-a: warned on the Service.
     assert_eq!(p.events.len(), 1);
     assert!(p.events[0].message.contains("258 nodes"), "{:?}", p.events);
+    // One more node there: the status says so, no second Event.
+    let mut more = nodes.clone();
+    more.push(node("zone-a-extra", "zone-a", 400));
+    let p = s.decide(Some(&svc), &more, &[], Subsetting::default(), at(200));
+    assert!(p.events.is_empty(), "{:?}", p.events);
+    let warned = &s.lb().status.as_ref().expect("status").warnings;
+    assert!(warned[0].contains("259 nodes"), "{warned:?}");
 
     let groups = plan_groups(&nodes, true, &[]);
     let a = groups

@@ -420,9 +420,34 @@ fn load_balancers_on_300_nodes(backend: Backend) {
     // The NEGs of web did not move for the new nodes (quotas unchanged).
     assert_eq!(c.negs("web"), after);
 
-    // A Service deleted, and one that stops being a LoadBalancer: their
+    // N3: more than 250 nodes with a serving pod: 250 of them, and a
+    // warning in the status and as an Event.
+    let f = write(s, "wide.yaml", &internal_service("wide", "Local"));
+    ok(s, "admin", &["apply", "-f", &f]);
+    let mut slice = String::from(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: wide-1, namespace: default, labels: {kubernetes.io/service-name: wide}}\naddressType: IPv4\nports: [{port: 80}]\nendpoints:\n",
+    );
+    for (i, n) in nodes.iter().take(270).enumerate() {
+        slice.push_str(&format!(
+            "  - {{addresses: [198.18.{}.{}], nodeName: {}, conditions: {{ready: true}}}}\n",
+            201 + i / 250,
+            i % 250 + 1,
+            name_of(n)
+        ));
+    }
+    let f = write(s, "wide-slice.yaml", &slice);
+    ok(s, "admin", &["apply", "-f", &f]);
+    let warned = wait_for(LONG, "wide warned of its serving nodes", || {
+        let e = c.warning_events("wide", "TooManyBackends");
+        (!e.is_empty()).then_some(e)
+    });
+    assert!(warned[0].contains("at most 250"), "{warned:?}");
+    let total: usize = c.negs("wide").values().map(|(_, m)| m.len()).sum();
+    assert_eq!(total, 250);
+
     // objects go; no LB uses instance groups any more: they go too.
     ok(s, "admin", &["delete", "svc", "local"]);
+    ok(s, "admin", &["delete", "svc", "wide"]);
     ok(
         s,
         "admin",
@@ -439,6 +464,7 @@ fn load_balancers_on_300_nodes(backend: Backend) {
         (c.lb("local").is_none()
             && c.hc("local").is_none()
             && c.negs("local").is_empty()
+            && c.negs("wide").is_empty()
             && c.lb("old").is_none()
             && c.hc("old").is_none()
             && c.groups().is_empty())

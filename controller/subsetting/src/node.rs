@@ -23,6 +23,9 @@ pub struct Node {
     pub exclude_label: bool,
     /// Has a `deletionTimestamp`.
     pub deleting: bool,
+    /// Is being drained (Sluice's `sluice.dev/drain` annotation): its pods
+    /// are leaving, so new connections should not be sent to it.
+    pub draining: bool,
 }
 
 /// Why a node is left out of every group and subset.
@@ -31,6 +34,7 @@ pub enum Exclusion {
     ToBeDeletedByClusterAutoscaler,
     ExcludeFromLoadBalancersLabel,
     BeingDeleted,
+    BeingDrained,
 }
 
 impl Node {
@@ -42,6 +46,7 @@ impl Node {
             to_be_deleted: false,
             exclude_label: false,
             deleting: false,
+            draining: false,
         }
     }
 
@@ -53,6 +58,8 @@ impl Node {
             Some(Exclusion::ExcludeFromLoadBalancersLabel)
         } else if self.deleting {
             Some(Exclusion::BeingDeleted)
+        } else if self.draining {
+            Some(Exclusion::BeingDrained)
         } else {
             None
         }

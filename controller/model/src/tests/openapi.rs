@@ -5,7 +5,15 @@ use crate::openapi::{components, fragment};
 #[test]
 fn every_kind_carries_its_group_version_kind() {
     let all = components();
-    for kind in ["NodePool", "Cluster", "Operation"] {
+    for kind in [
+        "NodePool",
+        "Cluster",
+        "Operation",
+        "L4LoadBalancer",
+        "HealthCheck",
+        "NetworkEndpointGroup",
+        "InstanceGroup",
+    ] {
         let schema = &all[&format!("dev.sluice.v1.{kind}")];
         assert_eq!(
             schema["x-kubernetes-group-version-kind"],

@@ -11,6 +11,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use sluice_model::k8s::{EndpointSlice, Node, Service};
 use sluice_model::load_balancer::{ExternalTrafficPolicy, Frontend, Protocol};
+use sluice_model::policy::eviction::DRAIN_ANNOTATION;
 use sluice_subsetting::node::{EXCLUDE_LABEL, TO_BE_DELETED_TAINT};
 use sluice_subsetting::TrafficPolicy;
 
@@ -31,6 +32,9 @@ pub struct NodeFacts {
     pub to_be_deleted: bool,
     pub exclude_label: bool,
     pub deleting: bool,
+    /// Carries `sluice.dev/drain` (REFERENCE: nodes being drained are left
+    /// out of the groups).
+    pub draining: bool,
 }
 
 impl NodeFacts {
@@ -66,6 +70,11 @@ impl NodeFacts {
                 .is_some_and(|t| t.iter().any(|t| t.key == TO_BE_DELETED_TAINT)),
             exclude_label: labels.is_some_and(|l| l.contains_key(EXCLUDE_LABEL)),
             deleting: n.metadata.deletion_timestamp.is_some(),
+            draining: n
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(DRAIN_ANNOTATION)),
         }
     }
 
@@ -84,6 +93,7 @@ impl NodeFacts {
             to_be_deleted: self.to_be_deleted,
             exclude_label: self.exclude_label,
             deleting: self.deleting,
+            draining: self.draining,
         })
     }
 }

@@ -310,6 +310,13 @@ fn neg_writes(
     names
 }
 
+/// What a warning is about: the text before its first `": "` (`instance
+/// group of zone zone-a`, `Service shop/web`), every warning being
+/// written "<subject>: <what>".
+fn subject(warning: &str) -> &str {
+    warning.split_once(": ").map_or(warning, |(s, _)| s)
+}
+
 /// The status condition for annotations asking for another kind (P7).
 fn annotation_condition(
     requested: RequestedKind,
@@ -452,8 +459,16 @@ pub fn plan(inputs: &Inputs<'_>) -> Plan {
         warnings,
         members: Some(i64::try_from(members).unwrap_or(i64::MAX)),
     };
-    let known: &[String] = before.map_or(&[], |s| s.warnings.as_slice());
-    for w in status.warnings.iter().filter(|w| !known.contains(w)) {
+    // A warning is new when its subject is (a count that moves as nodes
+    // come is no news: one Event per zone, not one per node added).
+    let known: BTreeSet<&str> = before
+        .map(|s| s.warnings.iter().map(|w| subject(w)).collect())
+        .unwrap_or_default();
+    for w in status
+        .warnings
+        .iter()
+        .filter(|w| !known.contains(subject(w)))
+    {
         plan.events.push(Report {
             reason: TOO_MANY_BACKENDS,
             message: w.clone(),

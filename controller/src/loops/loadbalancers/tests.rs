@@ -27,6 +27,7 @@ fn node(name: &str, zone: &str, i: usize) -> NodeFacts {
         to_be_deleted: false,
         exclude_label: false,
         deleting: false,
+        draining: false,
     }
 }
 
@@ -271,6 +272,13 @@ fn without_subsetting_the_shared_instance_groups_hold_every_eligible_node() {
     // 258 in zone-a: warned on the Service.
     assert_eq!(p.events.len(), 1);
     assert!(p.events[0].message.contains("258 nodes"), "{:?}", p.events);
+    // One more node there: the status says so, no second Event.
+    let mut more = nodes.clone();
+    more.push(node("zone-a-extra", "zone-a", 400));
+    let p = s.decide(Some(&svc), &more, &[], Subsetting::default(), at(200));
+    assert!(p.events.is_empty(), "{:?}", p.events);
+    let warned = &s.lb().status.as_ref().expect("status").warnings;
+    assert!(warned[0].contains("259 nodes"), "{warned:?}");
 
     let groups = plan_groups(&nodes, true, &[]);
     let a = groups
@@ -427,10 +435,11 @@ fn excluded_nodes_and_nodes_without_an_address_are_no_endpoints() {
     nodes[2].deleting = true;
     nodes[3].ipv4 = None;
     nodes[4].zone = None;
+    nodes[5].draining = true;
     let s = Store::internal(&nodes);
     let all: BTreeSet<String> = s.members().into_values().flatten().collect();
-    assert_eq!(all.len(), 15);
-    for n in &nodes[..5] {
+    assert_eq!(all.len(), 14);
+    for n in &nodes[..6] {
         assert!(!all.contains(&n.name), "{}", n.name);
     }
 }
@@ -516,6 +525,7 @@ fn user_overrides_are_applied_to_the_effective_check() {
 fn node_facts_read_zone_addresses_and_exclusions() {
     let n: Node = serde_json::from_value(json!({
         "metadata": {"name": "n1", "deletionTimestamp": "2026-11-27T05:00:00Z",
+            "annotations": {"sluice.dev/drain": "NodeUpgrade"},
             "labels": {"topology.kubernetes.io/zone": "zone-a",
                        "node.kubernetes.io/exclude-from-external-load-balancers": ""}},
         "spec": {"taints": [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}]},
@@ -528,6 +538,6 @@ fn node_facts_read_zone_addresses_and_exclusions() {
     assert_eq!(f.zone.as_deref(), Some("zone-a"));
     assert_eq!(f.ipv4.as_deref(), Some("198.18.0.5"));
     assert_eq!(f.ipv6.as_deref(), Some("fd00::5"));
-    assert!(f.to_be_deleted && f.exclude_label && f.deleting);
+    assert!(f.to_be_deleted && f.exclude_label && f.deleting && f.draining);
     assert!(NodeFacts::of(&Node::default()).decision_node().is_none());
 }

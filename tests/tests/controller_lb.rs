@@ -128,13 +128,14 @@ fn walk_through(tag: &str, engine: Engine) {
     .expect("override web's health check");
     c.start_load_balancer(engine, None)
         .expect("the load balancer");
+    let c = &c;
     c.wait_for("4 web pods and the solo pod Ready", WAIT, || {
         let web = c.pods("app=web").ok()?;
         let ready = web.iter().filter(|p| p.ready && !p.deleting).count() == 4;
-        (ready && pod_node(&c, "solo").is_some()).then_some(())
+        (ready && pod_node(c, "solo").is_some()).then_some(())
     })
     .expect("pods Ready");
-    let solo_node = pod_node(&c, "solo").expect("solo's node");
+    let solo_node = pod_node(c, "solo").expect("solo's node");
 
     // 1. The groups. spec: N1 — one NEG per zone per internal Service;
     // N2 — with 4 nodes (≤ 25) every node backs the Cluster Service;
@@ -163,20 +164,20 @@ fn walk_through(tag: &str, engine: Engine) {
     let web = |f: Family| SocketAddr::new(f.vip(1), 80);
     let solo = |f: Family| SocketAddr::new(f.vip(2), 80);
     c.wait_for("every node healthy for web", WAIT, || {
-        let h = healthy(&c, "web");
+        let h = healthy(c, "web");
         (h.len() == 4 && h.values().all(|v| *v == 1.0)).then_some(())
     })
     .expect("web healthy");
     for f in Family::BOTH {
-        all_answered(&c, web(f), 40).expect("web answers");
-        all_answered(&c, solo(f), 10).expect("solo answers");
+        all_answered(c, web(f), 40).expect("web answers");
+        all_answered(c, solo(f), 10).expect("solo answers");
     }
-    let spread = packets(&c, "web");
+    let spread = packets(c, "web");
     assert!(
         spread.len() == 4 && spread.values().all(|p| *p > 0.0),
         "new connections spread over every node: {spread:?}"
     );
-    let solo_spread = packets(&c, "solo");
+    let solo_spread = packets(c, "solo");
     assert_eq!(
         solo_spread.keys().cloned().collect::<Vec<_>>(),
         vec![solo_node.clone()],
@@ -192,28 +193,37 @@ fn walk_through(tag: &str, engine: Engine) {
     held.request().expect("the held connection answers");
     let web_traffic = Traffic::start(c.client(), web(Family::V4));
     let solo_traffic = Traffic::start(c.client(), solo(Family::V4));
-    c.kubectl(&[
-        "drain",
-        &solo_node,
-        "--ignore-daemonsets",
-        "--delete-emptydir-data",
-        "--force",
-        "--timeout=90s",
-    ])
-    .expect("kubectl drain");
-    // The held connection keeps talking while its pod terminates.
-    for _ in 0..4 {
-        held.request()
-            .expect("an established connection finishes its work during the drain");
-        thread::sleep(Duration::from_millis(500));
-    }
+    // The drain runs while the held connection keeps talking: its pod
+    // serves 8 s after SIGTERM, and kubectl returns only once it is gone.
+    std::thread::scope(|s| {
+        let drainer = s.spawn(|| {
+            c.kubectl(&[
+                "drain",
+                &solo_node,
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--force",
+                "--timeout=90s",
+            ])
+        });
+        for _ in 0..8 {
+            held.request()
+                .expect("an established connection finishes its work during the drain");
+            thread::sleep(Duration::from_millis(500));
+        }
+        drainer
+            .join()
+            .expect("the drain thread")
+            .expect("kubectl drain");
+    });
+    drop(held);
     c.wait_for("solo Ready on another node", WAIT, || {
-        let n = pod_node(&c, "solo")?;
+        let n = pod_node(c, "solo")?;
         (n != solo_node).then_some(())
     })
     .expect("solo moved");
     c.wait_for("the drained node unhealthy for solo", WAIT, || {
-        (healthy(&c, "solo").get(&solo_node).copied().unwrap_or(0.0) == 0.0).then_some(())
+        (healthy(c, "solo").get(&solo_node).copied().unwrap_or(0.0) == 0.0).then_some(())
     })
     .expect("solo's old node out");
     // A few more requests through the new node before counting.
@@ -231,12 +241,12 @@ fn walk_through(tag: &str, engine: Engine) {
     // unhealthy threshold; after that none fail.
     let victim = nodes
         .iter()
-        .find(|n| **n != solo_node && pod_node(&c, "solo").as_deref() != Some(n.as_str()))
+        .find(|n| **n != solo_node && pod_node(c, "solo").as_deref() != Some(n.as_str()))
         .cloned()
         .expect("a node without solo");
     c.kill_node(&victim).expect("kill the node");
     c.wait_for(&format!("{victim} unhealthy for web"), WAIT, || {
-        (healthy(&c, "web").get(&victim).copied().unwrap_or(0.0) == 0.0).then_some(())
+        (healthy(c, "web").get(&victim).copied().unwrap_or(0.0) == 0.0).then_some(())
     })
     .expect("the dead node out of rotation");
     // The nodes' own maps must have dropped the dead node's pods too (the
@@ -250,8 +260,28 @@ fn walk_through(tag: &str, engine: Engine) {
         (live == 4).then_some(())
     })
     .expect("web rescheduled");
+    c.wait_for("web's EndpointSlices at 4 ready per family", WAIT, || {
+        let list = c
+            .get_json(&["endpointslices", "-l", "kubernetes.io/service-name=web"])
+            .ok()?;
+        let ready = |family: &str| {
+            list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|s| s["addressType"] == family)
+                .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+                .filter(|e| e["conditions"]["ready"] == true)
+                .map(|e| e["nodeName"] == victim.as_str())
+                .collect::<Vec<bool>>()
+        };
+        // 4 ready, none of them the dead node's.
+        let settled = |on: Vec<bool>| on.len() == 4 && !on.contains(&true);
+        (settled(ready("IPv4")) && settled(ready("IPv6"))).then_some(())
+    })
+    .expect("web's endpoints off the dead node");
     for f in Family::BOTH {
-        all_answered(&c, web(f), 40).expect("new connections recover once the node is out");
+        all_answered(c, web(f), 40).expect("new connections recover once the node is out");
     }
 }
 

@@ -262,7 +262,15 @@ fn to_frontend<M: Maps>(maps: &mut M, run: &mut Run) -> Step {
     let ct = &mut run.ct;
     ct.set_key(flow, CT_DIR_FORWARD);
     if conntrack::lookup(maps, ct, run.now) {
-        let reused = conntrack::is_pure_syn(flow) && ct.val.state != CT_STATE_SYN_SENT;
+        // A pure SYN on an established or closing flow, or on a flow still
+        // opening but with another initial sequence number, is a new
+        // connection reusing the tuple; only a retransmitted SYN (same
+        // number) keeps the endpoint chosen for the first. Without the
+        // second case, a connect that timed out against an endpoint that
+        // died stuck every later connect from the same port to it for the
+        // flow's whole SYN_SENT timeout.
+        let reused = conntrack::is_pure_syn(flow)
+            && (ct.val.state != CT_STATE_SYN_SENT || ct.val.syn_seq != flow.seq);
         if !reused {
             conntrack::touch(maps, ct, flow, run.now);
             return Step::Apply(Event::Established);
@@ -291,7 +299,7 @@ fn to_frontend<M: Maps>(maps: &mut M, run: &mut Run) -> Step {
     v.flags = 0;
     v._pad = [0; 2];
     v.svc_id = svc.id;
-    v._pad2 = 0;
+    v.syn_seq = if flow.is_tcp() { flow.seq } else { 0 };
     v.last_seen_ns = run.now;
     v.expires_ns = run
         .now

@@ -263,7 +263,11 @@ pub struct CtValue {
     pub flags: u8,
     pub _pad: [u8; 2],
     pub svc_id: u32,
-    pub _pad2: u32,
+    /// The sequence number of the SYN that opened a TCP flow (0 for UDP).
+    /// A SYN with another on a flow still in `SYN_SENT` is a new
+    /// connection from a reused port, not a retransmission: its first try
+    /// may have gone to an endpoint that has since died.
+    pub syn_seq: u32,
     pub last_seen_ns: u64,
     /// Monotonic time after which the entry counts as absent.
     pub expires_ns: u64,

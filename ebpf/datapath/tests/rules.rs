@@ -43,6 +43,7 @@ both!(
     ct_tcp_states,
     ct_expiry,
     ct_syn_retransmit_keeps_entry,
+    ct_new_syn_on_opening_flow_chooses_again,
     fragments,
     truncated_frames_pass_or_drop,
     vlan_tagged,
@@ -648,6 +649,53 @@ fn ct_syn_retransmit_keeps_entry(net: Net) {
     let b = decode(&out);
     assert_eq!((a.src, a.ports(), a.dst), (b.src, b.ports(), b.dst));
     assert_eq!(env.maps.ct_len(), 2);
+}
+
+// spec: P5 (a new connection goes to a serving endpoint: a client whose
+// connect timed out against an endpoint that then died, reconnecting from
+// the same port with a new initial sequence number, is not held to it)
+fn ct_new_syn_on_opening_flow_chooses_again(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1, 2, 3], &[]);
+    // Ports until the first try lands on pod 1, the one that will die.
+    let (sport, first) = (40000..40100)
+        .find_map(|p| {
+            let f = tcp(net, net.client(), p, net.vip(), PORT, &syn(1));
+            let d = decode(&env.run(&f, Hook::WireIngress).1);
+            (d.dst == net.pod(1)).then_some((p, f))
+        })
+        .expect("some port hashes to pod 1");
+    // Pod 1 dies before answering; the SYN is retransmitted: same entry.
+    env.set_services(&[spec(
+        svc_key(net.vip(), PORT, PROTO_TCP),
+        0,
+        vec![ep(net.pod(2), TARGET), ep(net.pod(3), TARGET)],
+        vec![],
+    )]);
+    env.clock.advance_s(1);
+    let (o, out) = env.run(&first, Hook::WireIngress);
+    assert_eq!(
+        o.event,
+        Event::Established,
+        "a retransmission keeps its flow"
+    );
+    assert_eq!(decode(&out).dst, net.pod(1));
+    // The client gives up and connects again from the same port: another
+    // initial sequence number, so a new connection, chosen among the live.
+    env.clock.advance_s(2);
+    let again = tcp(net, net.client(), sport, net.vip(), PORT, &syn(7919));
+    let (o, out) = env.run(&again, Hook::WireIngress);
+    assert_eq!(o.event, Event::NewFlow);
+    let d = decode(&out);
+    assert!(
+        d.dst == net.pod(2) || d.dst == net.pod(3),
+        "the new connection went to {:?}",
+        d.dst
+    );
+    // Its own retransmission now keeps the new endpoint.
+    env.clock.advance_s(1);
+    let (o, out) = env.run(&again, Hook::WireIngress);
+    assert_eq!(o.event, Event::Established);
+    assert_eq!(decode(&out).dst, d.dst);
 }
 
 // spec: P1 (fragments aimed at a VIP cannot be matched to a port)

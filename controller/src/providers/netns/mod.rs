@@ -74,6 +74,8 @@ struct Inner {
     cfg: NetnsConfig,
     creds: Credentials,
     nodes: Mutex<BTreeMap<String, Record>>,
+    /// One past the address index handed out last (see `plan::allocate`).
+    next_index: std::sync::atomic::AtomicU32,
     /// Every node made in this run: their logs stay until shutdown, for
     /// whoever looks into why a node failed.
     made: Mutex<BTreeSet<String>>,
@@ -112,6 +114,7 @@ impl NetnsProvider {
             cfg,
             creds,
             nodes: Mutex::new(BTreeMap::new()),
+            next_index: std::sync::atomic::AtomicU32::new(0),
             made: Mutex::new(BTreeSet::new()),
             closed: AtomicBool::new(false),
         };
@@ -169,8 +172,11 @@ impl Inner {
             }
         }
         let used: BTreeSet<u32> = nodes.values().map(|r| r.index).collect();
-        let index = plan::allocate(&self.cfg, &used)
+        let from = self.next_index.load(Ordering::SeqCst);
+        let index = plan::allocate(&self.cfg, &used, from)
             .ok_or_else(|| failed("no free address left in the configured prefixes"))?;
+        self.next_index
+            .store(index.saturating_add(1), Ordering::SeqCst);
         let names = plan::names(&self.cfg, &req.name);
         nodes.insert(
             req.name.clone(),

@@ -31,13 +31,22 @@ pub fn host_capacity(v4: Option<&Prefix<Ipv4Addr>>, v6: Option<&Prefix<Ipv6Addr>
     cap
 }
 
-/// The lowest free host index from `first_host` on, or `None` when the
-/// prefixes are full.
-pub fn allocate(cfg: &NetnsConfig, used: &BTreeSet<u32>) -> Option<u32> {
+/// The lowest free host index from `from` on (at least `first_host`),
+/// wrapping round to `first_host`, or `None` when the prefixes are full.
+///
+/// The caller passes one past the index it handed out last, so a freed
+/// address is given again only once the others have been, as a DHCP server
+/// does: a node replacing a dead one at once would otherwise take its
+/// addresses while the other nodes' neighbour entries still name the dead
+/// node's MAC.
+pub fn allocate(cfg: &NetnsConfig, used: &BTreeSet<u32>, from: u32) -> Option<u32> {
     let cap = host_capacity(cfg.ipv4.as_ref(), cfg.ipv6.as_ref());
-    (cfg.first_host..=u32::MAX)
+    let start = from.max(cfg.first_host);
+    let free = |i: &u32| !used.contains(i);
+    (start..=u32::MAX)
         .take_while(|i| u64::from(*i) <= cap)
-        .find(|i| !used.contains(i))
+        .find(free)
+        .or_else(|| (cfg.first_host..start).find(free))
 }
 
 /// A node's addresses, one per configured family, with the prefix
@@ -273,11 +282,24 @@ mod tests {
     fn indices_are_the_lowest_free_from_the_first_host() {
         let c = cfg(Some(("198.18.0.0", 24)), Some(("fd00:18::", 64)), 20);
         let mut used = BTreeSet::new();
-        assert_eq!(allocate(&c, &used), Some(20));
+        assert_eq!(allocate(&c, &used, 0), Some(20));
         used.extend([20, 21, 23]);
-        assert_eq!(allocate(&c, &used), Some(22));
+        assert_eq!(allocate(&c, &used, 0), Some(22));
         used.insert(22);
-        assert_eq!(allocate(&c, &used), Some(24));
+        assert_eq!(allocate(&c, &used, 0), Some(24));
+    }
+
+    #[test]
+    fn a_freed_index_comes_back_only_after_the_rest() {
+        // A /29 holds hosts 1..=6.
+        let c = cfg(Some(("198.18.0.8", 29)), None, 1);
+        // 1..=4 handed out, 3 freed: the next goes on from 5.
+        let used: BTreeSet<u32> = [1, 2, 4].into();
+        assert_eq!(allocate(&c, &used, 5), Some(5));
+        assert_eq!(allocate(&c, &[1, 2, 4, 5].into(), 6), Some(6));
+        // The end of the range wraps round to the lowest free.
+        assert_eq!(allocate(&c, &[1, 2, 4, 5, 6].into(), 7), Some(3));
+        assert_eq!(allocate(&c, &[1, 2, 3, 4, 5, 6].into(), 4), None);
     }
 
     #[test]
@@ -285,16 +307,16 @@ mod tests {
         // A /29 holds hosts 1..=6.
         let c = cfg(Some(("198.18.0.8", 29)), Some(("fd00:18::", 64)), 5);
         let used: BTreeSet<u32> = [5].into();
-        assert_eq!(allocate(&c, &used), Some(6));
+        assert_eq!(allocate(&c, &used, 0), Some(6));
         let used: BTreeSet<u32> = [5, 6].into();
         assert_eq!(
-            allocate(&c, &used),
+            allocate(&c, &used, 0),
             None,
             "the broadcast address is never a node's"
         );
         // An IPv6 /126 holds 1..=3.
         let c = cfg(None, Some(("fd00:18::", 126)), 3);
-        assert_eq!(allocate(&c, &[3].into()), None);
+        assert_eq!(allocate(&c, &[3].into(), 0), None);
         assert_eq!(host_capacity(None, c.ipv6.as_ref()), 3);
         // A short IPv6 prefix is bounded by u32 indices.
         let c = cfg(None, Some(("fd00::", 8)), 1);

@@ -104,15 +104,34 @@ pub fn make_network(cfg: &NetnsConfig, n: &NodeNames, addrs: &NodeAddrs) -> Resu
         let cidr = format!("{a}/{l}");
         ip(&["-n", ns, "-6", "addr", "add", &cidr, "dev", NIC, "nodad"])?;
     }
-    ip(&["-n", ns, "link", "set", NIC, "up"])?;
-    // Nodes are routers (pods behind them, as the test bed's nodes).
-    let mut keys = vec!["net.ipv4.ip_forward=1"];
+    // Nodes are routers (pods behind them, as the test bed's nodes). A
+    // node announces its addresses when its link comes up (gratuitous ARP,
+    // unsolicited neighbour advertisements): a replacement node may be
+    // given a dead node's addresses, and the other nodes' neighbour
+    // entries for them would otherwise point at the dead MAC until their
+    // own probes fail, seconds in which pod traffic routed via the new
+    // node is lost. `default` covers the TAP the emulated datapath puts in
+    // the link's place.
+    let mut keys = vec![
+        "net.ipv4.ip_forward=1",
+        "net.ipv4.conf.all.arp_notify=1",
+        "net.ipv4.conf.default.arp_notify=1",
+    ];
+    let nic_arp = format!("net.ipv4.conf.{NIC}.arp_notify=1");
+    let nic_nd = format!("net.ipv6.conf.{NIC}.ndisc_notify=1");
+    keys.push(&nic_arp);
     if addrs.v6.is_some() {
-        keys.push("net.ipv6.conf.all.forwarding=1");
+        keys.extend([
+            "net.ipv6.conf.all.forwarding=1",
+            "net.ipv6.conf.all.ndisc_notify=1",
+            "net.ipv6.conf.default.ndisc_notify=1",
+            nic_nd.as_str(),
+        ]);
     }
     let mut args = vec!["netns", "exec", ns, "sysctl", "-qw"];
     args.extend(keys);
     ip(&args)?;
+    ip(&["-n", ns, "link", "set", NIC, "up"])?;
     Ok(())
 }
 

@@ -19,7 +19,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use sluice_tests::kube_cluster::{
     internal_lb_service, lb_service, KubeCluster, KubeClusterSpec, PodView,
 };
-use sluice_tests::{tcp_request, Engine, Family, TcpConn, TcpOutcome, Traffic};
+use sluice_tests::{http_get, tcp_request, Engine, Family, TcpConn, TcpOutcome, Traffic};
 
 use super::lb;
 
@@ -493,9 +493,24 @@ fn drain(c: &KubeCluster, checks: &mut Checks) -> Result<()> {
         Ok(conn) => conn,
         Err(o) => bail!("could not open the held connection: {o:?}"),
     };
+    // The node's own `Local` check for solo, as the load balancer probes it.
+    let hc_port: u16 = c
+        .kubectl(&[
+            "get",
+            "service",
+            "solo",
+            "-o",
+            "jsonpath={.spec.healthCheckNodePort}",
+        ])?
+        .trim()
+        .parse()
+        .context("solo's healthCheckNodePort")?;
+    let (victim_v4, _) = c.node_addrs(&victim)?;
+    let hc_addr = SocketAddr::new(victim_v4.parse()?, hc_port);
     let web = Traffic::start(c.client(), vip(Family::V4, 1));
     let solo = Traffic::start(c.client(), vip(Family::V4, 3));
     let t = Instant::now();
+    let mut check_failed_after = None;
     let (out, unhealthy_after, held_ok, held_failed) = std::thread::scope(|s| {
         let drainer = s.spawn(|| {
             c.kubectl(&[
@@ -515,6 +530,11 @@ fn drain(c: &KubeCluster, checks: &mut Checks) -> Result<()> {
             let unhealthy = lb::healthy(c, "solo").get(&victim).copied() == Some(0.0);
             if unhealthy && unhealthy_after.is_none() {
                 unhealthy_after = Some(t.elapsed());
+            }
+            if check_failed_after.is_none()
+                && http_get(c.client(), hc_addr, "/healthz").is_ok_and(|a| a.status != 200)
+            {
+                check_failed_after = Some(t.elapsed());
             }
             let done_talking =
                 unhealthy_after.is_some_and(|u| t.elapsed() > u + Duration::from_secs(1));
@@ -567,11 +587,21 @@ fn drain(c: &KubeCluster, checks: &mut Checks) -> Result<()> {
                 .unwrap_or_default()
         ),
     );
+    let secs = |d: Option<Duration>| {
+        d.map_or("never".to_string(), |d| format!("{:.1} s", d.as_secs_f64()))
+    };
+    checks.check(
+        check_failed_after.is_some(),
+        &format!(
+            "{victim}'s Local health check for solo failed (its only pod terminating) {} after the drain began",
+            secs(check_failed_after)
+        ),
+    );
     checks.check(
         unhealthy_after.is_some(),
         &format!(
-            "the load balancer turned {victim} away for solo (Local check: every 3 s, unhealthy after 2) {} after the drain began",
-            unhealthy_after.map_or("never".to_string(), |d| format!("{:.1} s", d.as_secs_f64()))
+            "the load balancer stopped sending {victim} new solo connections {} after the drain began (out of solo's NEG once its pod terminated, established flows draining 30 s; else after 2 failed checks every 3 s)",
+            secs(unhealthy_after)
         ),
     );
     checks.check(

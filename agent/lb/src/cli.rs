@@ -14,6 +14,9 @@ pub enum EngineKind {
     Kernel,
     /// The same program in user space, on the interface's frames.
     Emulated,
+    /// The kernel engine if its program loads and attaches here, else the
+    /// emulated one (as the agent's `--datapath auto`).
+    Auto,
 }
 
 #[derive(Debug, Clone, Parser)]

@@ -64,6 +64,23 @@ fn start_engine(args: &Args) -> Result<Box<dyn LbEngine>> {
             .with_context(|| format!("starting the kernel engine on {}", args.interface)),
         EngineKind::Emulated => engine::start_emulated(&args.interface)
             .with_context(|| format!("starting the emulated engine on {}", args.interface)),
+        EngineKind::Auto => {
+            match engine::start_kernel(&args.interface, args.bpf_object.as_deref()) {
+                Ok(e) => {
+                    info!("auto: the kernel program loaded; using the kernel engine");
+                    Ok(e)
+                }
+                Err(e) => {
+                    warn!(
+                        reason = %format!("{e:#}"),
+                        "auto: the kernel engine is not available here; using the emulated engine"
+                    );
+                    engine::start_emulated(&args.interface).with_context(|| {
+                        format!("starting the emulated engine on {}", args.interface)
+                    })
+                }
+            }
+        }
     }
 }
 
@@ -80,8 +97,18 @@ pub async fn run(args: Args) -> Result<()> {
     let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
     let source = open_source(&args).await?;
-    let listener = metrics::bind(args.metrics_bind_address).await?;
+    // The engine first: after a SIGKILL the emulated engine gives the link
+    // (and with it the addresses `/metrics` may bind) back when it starts.
     let engine = start_engine(&args)?;
+    let listener = match metrics::bind(args.metrics_bind_address).await {
+        Ok(l) => l,
+        Err(e) => {
+            if let Err(s) = engine.shutdown() {
+                warn!(error = %format!("{s:#}"), "shutting the engine down");
+            }
+            return Err(e);
+        }
+    };
     info!(engine = engine.kind(), interface = %args.interface, "engine started");
     info!(address = %args.metrics_bind_address, "serving /metrics");
     let stop = async {

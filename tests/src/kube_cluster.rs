@@ -633,7 +633,8 @@ spec:
 fn lb_engine(engine: Engine) -> &'static str {
     match engine {
         Engine::Emulated => "emulated",
-        Engine::Kernel | Engine::Auto => "kernel",
+        Engine::Kernel => "kernel",
+        Engine::Auto => "auto",
     }
 }
 

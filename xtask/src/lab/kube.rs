@@ -261,7 +261,8 @@ fn demo(c: &mut KubeCluster, bins: &Bins, engine: Engine) -> Result<usize> {
 fn lb_engine_word(engine: Engine) -> &'static str {
     match engine {
         Engine::Emulated => "emulated",
-        Engine::Kernel | Engine::Auto => "kernel",
+        Engine::Kernel => "kernel",
+        Engine::Auto => "auto",
     }
 }
 

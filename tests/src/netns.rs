@@ -399,15 +399,32 @@ pub fn sweep_stale() -> usize {
         let Some(pid) = stale_owner(&name) else {
             continue;
         };
-        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if alive(pid) {
             continue;
         }
         kill_pids_in(&name);
         if ip(&["netns", "del", &name]).is_ok() {
             removed += 1;
         }
+        // An emulated engine's record of the link it took, for its next
+        // start to give back: with the namespace gone there is none.
+        if name.starts_with("sluice-") {
+            let _ = std::fs::remove_file(format!("/run/sluice/{name}.json"));
+        }
     }
     removed
+}
+
+/// Whether `pid` runs: a zombie (killed, not yet reaped by its parent) does
+/// not.
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // `pid (comm) S ...`: the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
 }
 
 /// The pid in a name `sl-<tag>-<pid>-<n>`.
@@ -432,7 +449,17 @@ fn stale_owner(name: &str) -> Option<u32> {
         Some((base, hash)) if hash.bytes().all(|b| b.is_ascii_hexdigit()) => base,
         _ => name,
     };
-    let rest = name.strip_prefix("sl-")?;
+    // The emulated engines' private namespaces, `sluice-w-<node>-<pid>-<n>`
+    // (an agent's) and `sluice-lbw-<pid>-<n>` (sluice-lb's), owned by the
+    // engine's process: a node killed outright leaves its agent's behind.
+    if let Some(rest) = name.strip_prefix("sluice-lbw-") {
+        let (pid, n) = rest.split_once('-')?;
+        n.parse::<u32>().ok()?;
+        return pid.parse::<u32>().ok();
+    }
+    let rest = name
+        .strip_prefix("sl-")
+        .or_else(|| name.strip_prefix("sluice-w-"))?;
     let mut parts = rest.rsplitn(3, '-');
     let n = parts.next()?;
     let pid = parts.next()?;
@@ -456,5 +483,12 @@ mod tests {
         assert_eq!(stale_owner("sl-tcp-n1-1234-7"), Some(1234));
         assert_eq!(stale_owner("sl-1234-7"), None);
         assert_eq!(stale_owner("other-1-2"), None);
+    }
+
+    #[test]
+    fn owner_parsed_from_an_engine_s_private_namespace() {
+        assert_eq!(stale_owner("sluice-w-pool-b-pqtt-22063-0"), Some(22063));
+        assert_eq!(stale_owner("sluice-lbw-5231-0"), Some(5231));
+        assert_eq!(stale_owner("sluice-lbw-x-0"), None);
     }
 }

@@ -241,6 +241,7 @@ fn demo(c: &mut KubeCluster, bins: &Bins, engine: Engine) -> Result<usize> {
     lb::groups(c, &nodes, &mut checks)?;
     wait_endpoints(c, "web", 4)?;
     lb::wait_healthy(c, "web", 4)?;
+    lb::first_answers(c, &[("web", 1), ("web-local", 2), ("solo", 3)])?;
     traffic_table(c, &mut checks)?;
     lb::spread(c, &mut checks)?;
 

@@ -82,12 +82,38 @@ pub(super) fn groups(c: &KubeCluster, nodes: &[NodeView], checks: &mut Checks) -
     Ok(())
 }
 
-/// Until the load balancer counts `n` healthy backends of `svc`.
+/// Until the load balancer counts `n` healthy backends of `svc` and has
+/// every backend's MAC (a backend without one is not in its engine yet).
 pub(super) fn wait_healthy(c: &KubeCluster, svc: &str, n: usize) -> Result<()> {
     c.wait_for(&format!("{n} healthy backends of {svc}"), WAIT, || {
         let h = healthy(c, svc);
-        (h.values().filter(|v| **v == 1.0).count() == n).then_some(())
+        let resolved = c
+            .lb_metrics()
+            .ok()?
+            .lines()
+            .any(|l| l == "sluice_lb_backends_unresolved 0");
+        (resolved && h.values().filter(|v| **v == 1.0).count() == n).then_some(())
     })
+}
+
+/// The first answer through each VIP and family, and how long it took:
+/// the first connection also resolves the neighbours on the way (client
+/// to load balancer, nodes to the client).
+pub(super) fn first_answers(c: &KubeCluster, vips: &[(&str, u8)]) -> Result<()> {
+    let t = std::time::Instant::now();
+    for (svc, n) in vips {
+        for f in Family::BOTH {
+            let vip = SocketAddr::new(f.vip(*n), 80);
+            c.wait_for(&format!("a first answer from {svc} ({vip})"), WAIT, || {
+                matches!(tcp_request(c.client(), vip), Ok(TcpOutcome::Reply { .. })).then_some(())
+            })?;
+        }
+    }
+    println!(
+        "==> a first answer through every VIP and family after {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// What the load balancer delivered to each node after the traffic table.

@@ -667,6 +667,52 @@ fn remove_kernel_engine_state(prefix: &str) {
     }
 }
 
+/// L4 ILB subsetting on for the cluster (`Cluster` `default`), to apply
+/// before any Service exists: only load balancers made after it use NEGs
+/// (N5).
+pub const SUBSETTING_ON: &str = "apiVersion: sluice.dev/v1
+kind: Cluster
+metadata: {name: default}
+spec:
+  networkConfig: {enableL4ilbSubsetting: true}
+";
+
+/// A Deployment of `replicas` who-am-I pods labelled `app: <name>`, port
+/// 8080 named `http`, spread over zones then hosts. They keep serving 8 s
+/// after SIGTERM (a `preStop` sleep's effect: longer than a `Local` health
+/// check takes to turn a node away, 2 failures × 3 s) and tolerate an
+/// unreachable or not-ready node for `tolerate_s` (the default is 300 s),
+/// so a killed node's pods move within a test's minutes.
+pub fn lingering_deployment(name: &str, replicas: usize, whoami: &Path, tolerate_s: u32) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  strategy: {{rollingUpdate: {{maxSurge: 1, maxUnavailable: 0}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      terminationGracePeriodSeconds: 12
+      topologySpreadConstraints:
+      - {{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: {name}}}}}}}
+      - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {{matchLabels: {{app: {name}}}}}}}
+      tolerations:
+      - {{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: {tolerate_s}}}
+      - {{key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: {tolerate_s}}}
+      containers:
+      - name: whoami
+        command: [{whoami}, --tcp, "8080", --serve-after-term, "8"]
+        ports: [{{containerPort: 8080, name: http}}]
+        resources: {{requests: {{cpu: 100m, memory: 32Mi}}}}
+        readinessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1, failureThreshold: 1}}
+"#,
+        whoami = whoami.display(),
+    )
+}
+
 /// `sluice-lb`'s `--engine` for the agents' engine choice.
 fn lb_engine(engine: Engine) -> &'static str {
     match engine {

@@ -20,51 +20,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::Path;
 use std::thread;
 use std::time::Duration;
 
-use sluice_tests::kube_cluster::{internal_lb_service, KubeCluster, KubeClusterSpec};
+use sluice_tests::kube_cluster::{
+    internal_lb_service, lingering_deployment, KubeCluster, KubeClusterSpec, SUBSETTING_ON,
+};
 use sluice_tests::{tcp_request, whoami_bin, Engine, Family, TcpConn, TcpOutcome, Traffic};
 
 const WAIT: Duration = Duration::from_secs(90);
-
-/// A Deployment of who-am-I pods that keep serving 8 s after SIGTERM (a
-/// `preStop` sleep's effect): longer than the `Local` health check needs
-/// to turn a node away (2 failures × 3 s).
-fn deployment(name: &str, replicas: usize, whoami: &Path) -> String {
-    format!(
-        r#"apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: {name}}}
-spec:
-  replicas: {replicas}
-  selector: {{matchLabels: {{app: {name}}}}}
-  strategy: {{rollingUpdate: {{maxSurge: 1, maxUnavailable: 0}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}}}
-    spec:
-      terminationGracePeriodSeconds: 12
-      topologySpreadConstraints:
-      - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: {name}}}}}}}
-      tolerations:
-      - {{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 2}}
-      - {{key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 2}}
-      containers:
-      - name: whoami
-        command: [{whoami}, --tcp, "8080", --serve-after-term, "8"]
-        readinessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1, failureThreshold: 1}}
-"#,
-        whoami = whoami.display(),
-    )
-}
-
-const SUBSETTING_ON: &str = "apiVersion: sluice.dev/v1
-kind: Cluster
-metadata: {name: default}
-spec:
-  networkConfig: {enableL4ilbSubsetting: true}
-";
 
 fn packets(c: &KubeCluster, svc: &str) -> BTreeMap<String, f64> {
     c.lb_per_node("sluice_lb_backend_packets_total", svc)
@@ -106,9 +70,9 @@ fn walk_through(tag: &str, engine: Engine) {
     c.apply(SUBSETTING_ON).expect("subsetting on");
     let whoami = whoami_bin().expect("sluice-whoami (cargo build -p sluice-tests --bins)");
     let manifest = [
-        deployment("web", 4, &whoami),
+        lingering_deployment("web", 4, &whoami, 2),
         internal_lb_service("web", "web", "Cluster", "8080"),
-        deployment("solo", 1, &whoami),
+        lingering_deployment("solo", 1, &whoami, 2),
         internal_lb_service("solo", "solo", "Local", "8080"),
     ]
     .join("---\n");

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use sluice_tests::kube_cluster::{
-    internal_lb_service, lb_service, KubeCluster, KubeClusterSpec, PodView,
+    internal_lb_service, lb_service, lingering_deployment, KubeCluster, KubeClusterSpec, PodView,
+    SUBSETTING_ON,
 };
 use sluice_tests::{http_get, tcp_request, Engine, Family, TcpConn, TcpOutcome, Traffic};
 
@@ -39,35 +40,7 @@ pub(super) const WAIT: Duration = Duration::from_secs(60);
 /// (the default is 300 s) so that the killed node's pods move within the
 /// lab's minutes.
 fn demo_manifest(whoami: &Path) -> String {
-    let deployment = |name: &str, replicas: usize| {
-        format!(
-            r#"apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: {name}}}
-spec:
-  replicas: {replicas}
-  selector: {{matchLabels: {{app: {name}}}}}
-  strategy: {{rollingUpdate: {{maxSurge: 1, maxUnavailable: 0}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}}}
-    spec:
-      terminationGracePeriodSeconds: 12
-      topologySpreadConstraints:
-      - {{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: {name}}}}}}}
-      - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {{matchLabels: {{app: {name}}}}}}}
-      tolerations:
-      - {{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 5}}
-      - {{key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 5}}
-      containers:
-      - name: whoami
-        command: [{whoami}, --tcp, "8080", --serve-after-term, "8"]
-        ports: [{{containerPort: 8080, name: http}}]
-        resources: {{requests: {{cpu: 100m, memory: 32Mi}}}}
-        readinessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1, failureThreshold: 1}}
-"#,
-            whoami = whoami.display()
-        )
-    };
+    let deployment = |name: &str, replicas: usize| lingering_deployment(name, replicas, whoami, 5);
     [
         deployment("web", 4),
         deployment("solo", 1),
@@ -87,15 +60,6 @@ spec:
     ]
     .join("---\n")
 }
-
-/// L4 subsetting on, before any Service exists (N5: only load balancers
-/// made after it use NEGs).
-const SUBSETTING_ON: &str = "apiVersion: sluice.dev/v1
-kind: Cluster
-metadata: {name: default}
-spec:
-  networkConfig: {enableL4ilbSubsetting: true}
-";
 
 /// The Services and their VIP numbers (198.18.100.n, fd00:18:100::n).
 const SERVICES: [(&str, u8); 4] = [("web", 1), ("web-local", 2), ("solo", 3), ("empty", 4)];

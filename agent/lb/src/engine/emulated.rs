@@ -45,9 +45,10 @@ use sluice_datapath::lb::maps::LbConfig;
 use sluice_datapath::lb::{process_lb, LbEvent, LbMaps, LbVerdict};
 use tracing::{debug, info, warn};
 
-use super::sys::{self, VNET_HDR_LEN};
 use super::{LbCounters, LbEngine};
 use crate::desired::LbDesired;
+use sluice_agent::engine::emulated::sys;
+use sluice_agent::engine::emulated::VNET_HDR_LEN;
 
 static ENGINE_SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -195,7 +196,7 @@ impl EmulatedEngine {
         let n = iface.clone();
         let tap = self
             .node
-            .run(move || sys::open_tap(&n))?
+            .run(move || sys::open_tap_vnet(&n))?
             .with_context(|| format!("creating the TAP {iface}"))?;
         let mtu = self.snapshot.mtu.to_string();
         self.node

@@ -8,7 +8,6 @@
 
 pub mod emulated;
 pub mod kernel;
-mod sys;
 pub mod tables;
 
 use std::collections::BTreeMap;

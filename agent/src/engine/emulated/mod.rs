@@ -19,7 +19,7 @@
 
 mod offload;
 mod relay;
-mod sys;
+pub mod sys;
 
 pub use offload::{complete_csum, segment_tcp, VnetHdr, VNET_HDR_LEN};
 

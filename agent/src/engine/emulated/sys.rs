@@ -8,8 +8,13 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use anyhow::{bail, Context, Result};
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const TUN_F_CSUM: libc::c_ulong = 0x01;
+const TUN_F_TSO4: libc::c_ulong = 0x02;
+const TUN_F_TSO6: libc::c_ulong = 0x04;
 
 const SOL_PACKET: libc::c_int = 263;
 const PACKET_VNET_HDR: libc::c_int = 15;
@@ -78,6 +83,38 @@ pub fn open_tap(name: &str) -> Result<OwnedFd> {
         let fd = OwnedFd::from_raw_fd(fd);
         cvt(libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req))
             .with_context(|| format!("creating TAP {name} (TUNSETIFF)"))?;
+        Ok(fd)
+    }
+}
+
+/// A TAP named `name` with virtio-net headers, non-blocking (what
+/// `sluice-lb`'s relay uses: it only rewrites MACs, so frames pass with
+/// their header untouched). Checksum and TSO offloads are on where the
+/// kernel allows: what the stack sends may arrive as a super-frame, and the
+/// wire socket takes it as it is. It disappears when the fd closes.
+pub fn open_tap_vnet(name: &str) -> Result<OwnedFd> {
+    let mut req = IfReqFlags {
+        name: ifname_bytes(name)?,
+        flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR,
+        _pad: [0; 22],
+    };
+    // SAFETY: plain syscalls on a fd we own; `req` outlives the ioctl.
+    unsafe {
+        let fd = cvt(libc::open(
+            c"/dev/net/tun".as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        ))
+        .context("opening /dev/net/tun")?;
+        let fd = OwnedFd::from_raw_fd(fd);
+        cvt(libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req))
+            .with_context(|| format!("creating TAP {name} (TUNSETIFF)"))?;
+        if let Err(e) = cvt(libc::ioctl(
+            fd.as_raw_fd(),
+            TUNSETOFFLOAD,
+            TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6,
+        )) {
+            tracing::debug!(error = %e, "TUNSETOFFLOAD");
+        }
         Ok(fd)
     }
 }

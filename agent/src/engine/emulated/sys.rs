@@ -68,23 +68,7 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
 /// A TAP (`IFF_TAP | IFF_NO_PI`, no offloads: the kernel hands us complete
 /// frames) named `name`, non-blocking. It disappears when the fd closes.
 pub fn open_tap(name: &str) -> Result<OwnedFd> {
-    let mut req = IfReqFlags {
-        name: ifname_bytes(name)?,
-        flags: IFF_TAP | IFF_NO_PI,
-        _pad: [0; 22],
-    };
-    // SAFETY: plain syscalls on a fd we own; `req` outlives the ioctl.
-    unsafe {
-        let fd = cvt(libc::open(
-            c"/dev/net/tun".as_ptr(),
-            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-        ))
-        .context("opening /dev/net/tun")?;
-        let fd = OwnedFd::from_raw_fd(fd);
-        cvt(libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req))
-            .with_context(|| format!("creating TAP {name} (TUNSETIFF)"))?;
-        Ok(fd)
-    }
+    tap(name, IFF_TAP | IFF_NO_PI)
 }
 
 /// A TAP named `name` with virtio-net headers, non-blocking (what
@@ -93,9 +77,25 @@ pub fn open_tap(name: &str) -> Result<OwnedFd> {
 /// kernel allows: what the stack sends may arrive as a super-frame, and the
 /// wire socket takes it as it is. It disappears when the fd closes.
 pub fn open_tap_vnet(name: &str) -> Result<OwnedFd> {
+    let fd = tap(name, IFF_TAP | IFF_NO_PI | IFF_VNET_HDR)?;
+    // SAFETY: an ioctl taking an integer on a fd we own.
+    let r = cvt(unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            TUNSETOFFLOAD,
+            TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6,
+        )
+    });
+    if let Err(e) = r {
+        tracing::debug!(error = %e, "TUNSETOFFLOAD");
+    }
+    Ok(fd)
+}
+
+fn tap(name: &str, flags: libc::c_short) -> Result<OwnedFd> {
     let mut req = IfReqFlags {
         name: ifname_bytes(name)?,
-        flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR,
+        flags,
         _pad: [0; 22],
     };
     // SAFETY: plain syscalls on a fd we own; `req` outlives the ioctl.
@@ -108,13 +108,6 @@ pub fn open_tap_vnet(name: &str) -> Result<OwnedFd> {
         let fd = OwnedFd::from_raw_fd(fd);
         cvt(libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req))
             .with_context(|| format!("creating TAP {name} (TUNSETIFF)"))?;
-        if let Err(e) = cvt(libc::ioctl(
-            fd.as_raw_fd(),
-            TUNSETOFFLOAD,
-            TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6,
-        )) {
-            tracing::debug!(error = %e, "TUNSETOFFLOAD");
-        }
         Ok(fd)
     }
 }

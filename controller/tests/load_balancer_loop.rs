@@ -412,8 +412,13 @@ fn load_balancers_on_300_nodes(backend: Backend) {
         warned[0].contains("zone zone-a") && warned[0].contains("more than 250"),
         "{warned:?}"
     );
-    let g = c.groups();
-    let warnings = &g["zone-a"].status.as_ref().expect("status").warnings;
+    // The groups are their own key in the loop: their status may land
+    // after the Service's, so wait for it rather than read it once.
+    let warnings = wait_for(LONG, "zone-a's group warned", || {
+        let g = c.groups();
+        let w = g["zone-a"].status.as_ref().map(|s| s.warnings.clone())?;
+        (!w.is_empty()).then_some(w)
+    });
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     let old = c.lb("old").expect("old");
     assert_eq!(old.status.as_ref().expect("status").warnings.len(), 1);

@@ -162,7 +162,16 @@ pub fn plan(inputs: &Inputs<'_>, now: Timestamp) -> Result<UpgradePlan, UpgradeE
     } else {
         None
     };
-    let not_started = matches!(prev_state, None | Some(OperationState::Pending));
+    // A status lost to a restart does not hide a start: a node carrying
+    // our mark says the upgrade is under way.
+    let any_marked = inputs.nodes.iter().any(|n| {
+        n.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::UPGRADING_ANNOTATION))
+            == Some(&op_name)
+    });
+    let not_started = matches!(prev_state, None | Some(OperationState::Pending)) && !any_marked;
 
     if not_started && (cancelled || !gate_open) {
         let (state, message) = if cancelled {
@@ -456,13 +465,6 @@ impl Pass<'_> {
                 now: self.now,
             };
             let step = window.step(&zone_members, &mut taken);
-            out.in_flight = zone_members
-                .iter()
-                .any(|m| m.counted && m.candidate && m.mark == Mark::Ours)
-                || step
-                    .actions
-                    .iter()
-                    .any(|a| matches!(a, Action::MarkUpgrading { .. }));
             out.warnings.extend(local_warnings(inputs, &step.draining));
             out.wake_at = step.wake_at;
             out.busy.extend(
@@ -492,6 +494,15 @@ impl Pass<'_> {
         }
         out.current = current;
         out.done = all_done && out.actions.is_empty();
+        // Mid-upgrade: a node marked by us still there (being deleted
+        // included), or marks being set or lifted now.
+        out.in_flight = members.iter().any(|m| m.mark == Mark::Ours)
+            || out.actions.iter().any(|a| {
+                matches!(
+                    a,
+                    Action::MarkUpgrading { .. } | Action::Unmark { .. } | Action::Uncordon { .. }
+                )
+            });
         out
     }
 

@@ -107,6 +107,8 @@ pub struct World {
     /// Largest number of instances per zone ever seen, and smallest.
     pub extremes: BTreeMap<String, (usize, usize)>,
     pub max_disrupted: usize,
+    /// Fewest serving nodes (Ready, schedulable, not draining) per zone.
+    pub min_serving: BTreeMap<String, usize>,
     pub max_parallel_drains: usize,
     pub last_plan: Option<UpgradePlan>,
 }
@@ -172,6 +174,7 @@ impl World {
             deleted: BTreeSet::new(),
             extremes: BTreeMap::new(),
             max_disrupted: 0,
+            min_serving: BTreeMap::new(),
             max_parallel_drains: 0,
             last_plan: None,
         };
@@ -456,6 +459,28 @@ impl World {
         c
     }
 
+    /// Serving nodes per zone: Ready, schedulable, not draining.
+    pub fn serving(&self) -> BTreeMap<String, usize> {
+        let mut c: BTreeMap<String, usize> = self.zones().into_iter().map(|z| (z, 0)).collect();
+        for s in self.sims.values() {
+            let Some(n) = self.nodes.get(&s.instance.name) else {
+                continue;
+            };
+            let cordoned = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false);
+            let draining = self
+                .annotation(&s.instance.name, DRAIN_ANNOTATION)
+                .is_some();
+            if s.instance.state != InstanceState::Deleting && !cordoned && !draining {
+                *c.entry(s.instance.zone.clone()).or_default() += 1;
+            }
+        }
+        c
+    }
+
     /// Nodes being replaced that are draining or drained, still there.
     pub fn disrupted_old(&self, old_version: &str) -> usize {
         self.sims
@@ -572,7 +597,7 @@ impl World {
         };
         let actions = p.actions[..n].to_vec();
         self.apply(&p, &actions, !cut);
-        self.check_after(&p);
+        self.check_after(&p, cut);
         self.reconcile(&p.held_zones);
         self.advance();
         self.last_plan = Some(p.clone());
@@ -580,7 +605,7 @@ impl World {
     }
 
     /// Rules that hold between passes.
-    fn check_after(&mut self, p: &UpgradePlan) {
+    fn check_after(&mut self, p: &UpgradePlan, cut: bool) {
         // spec: U1 — one zone at a time.
         let zones: BTreeSet<String> = self
             .marked()
@@ -595,7 +620,14 @@ impl World {
         );
         let disrupted = self.disrupted_old(OLD).max(self.disrupted_old(NEW));
         self.max_disrupted = self.max_disrupted.max(disrupted);
-        if p.status.status == Some(sluice_model::operation::OperationState::Cancelled) {
+        // spec: U1, U2 — serving nodes never drop below T − maxUnavailable
+        // on the upgrade's account (with U = 0 an old node is drained only
+        // once its surge node is Ready).
+        for (zone, serving) in self.serving() {
+            let e = self.min_serving.entry(zone).or_insert(serving);
+            *e = (*e).min(serving);
+        }
+        if !cut && p.status.status == Some(sluice_model::operation::OperationState::Cancelled) {
             self.assert_clean("after a cancel");
         }
     }

@@ -30,6 +30,10 @@ pub struct PodOnNode {
     pub name: String,
     /// Its `terminationGracePeriodSeconds` (Kubernetes' default: 30 s).
     pub grace: SignedDuration,
+    /// Why its eviction is held back, if the caller knows (the agent's
+    /// drain report: `PodDisruptionBudget default/web refuses its eviction`),
+    /// for the operation's `blocking` list.
+    pub held_by: Option<String>,
 }
 
 /// The drain a Node's annotations ask for.
@@ -148,6 +152,7 @@ mod tests {
         PodOnNode {
             name: "default/web-1".into(),
             grace: SignedDuration::from_secs(grace_secs),
+            held_by: None,
         }
     }
 

@@ -128,6 +128,11 @@ impl Window<'_> {
                     "node {}: draining, {left} pod(s) left{by}",
                     m.name()
                 ));
+                step.blocking.extend(pods.iter().filter_map(|p| {
+                    p.held_by
+                        .as_ref()
+                        .map(|why| format!("pod {} on node {}: {why}", p.name, m.name()))
+                }));
                 step.wake_at = min(step.wake_at, *deadline);
                 continue;
             }

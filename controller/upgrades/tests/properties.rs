@@ -93,7 +93,8 @@ fn check(case: Case) {
     let t = case.size;
     let (s, u) = (case.max_surge as usize, case.max_unavailable as usize);
     let mut w = World::new(
-        &vec![case.size; case.zones],
+        case.zones,
+        case.size,
         case.max_surge,
         case.max_unavailable,
         case.seed,

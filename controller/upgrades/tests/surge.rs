@@ -42,7 +42,7 @@ fn assert_upgraded(w: &World) {
 fn u3_example_five_nodes_max_surge_2_max_unavailable_1() {
     // spec: U3 — two upgraded nodes created, at most one old node disrupted
     // before they are Ready, at most three after; 4 to 7 nodes throughout.
-    let mut w = World::new(&[5], 2, 1, 7);
+    let mut w = World::new(1, 5, 2, 1, 7);
     calm(&mut w, 3, 2);
     // Drains held by a budget until forced: the surge nodes are Ready
     // long before, so the window fills.
@@ -71,7 +71,7 @@ fn u3_example_five_nodes_max_surge_2_max_unavailable_1() {
 #[test]
 fn u1_the_default_drains_an_old_node_only_once_its_surge_node_is_ready() {
     // spec: U1 — provision, wait until Ready, cordon, drain, delete.
-    let mut w = World::new(&[3], 1, 0, 3);
+    let mut w = World::new(1, 3, 1, 0, 3);
     calm(&mut w, 4, 1);
     w.op.spec.upgrade_settings = None;
     let first = w.pass(false).unwrap();
@@ -106,7 +106,7 @@ fn u1_the_default_drains_an_old_node_only_once_its_surge_node_is_ready() {
 fn u5_the_four_profiles_complete() {
     // spec: U5 — (1,0), (0,20), (20,0), (0,1).
     for (s, u) in [(1, 0), (0, 20), (20, 0), (0, 1)] {
-        let mut w = World::new(&[25, 25], s, u, 11);
+        let mut w = World::new(2, 25, s, u, 11);
         calm(&mut w, 2, 2);
         w.run_calm(3000);
         assert_upgraded(&w);
@@ -123,7 +123,7 @@ fn u5_the_four_profiles_complete() {
 #[test]
 fn u4_without_quota_no_surge_node_upgrade_starts_and_the_status_says_why() {
     // spec: U4
-    let mut w = World::new(&[3], 1, 0, 5);
+    let mut w = World::new(1, 3, 1, 0, 5);
     w.quota = Quota::Exhausted {
         message: "quota exhausted: CPUS (limit 12)".into(),
         retry_at: Some(w.now + SignedDuration::from_secs(3600)),
@@ -137,7 +137,7 @@ fn u4_without_quota_no_surge_node_upgrade_starts_and_the_status_says_why() {
         stage.blocking
     );
     // spec: U4 — maxUnavailable without surge needs no quota.
-    let mut w = World::new(&[3], 0, 1, 5);
+    let mut w = World::new(1, 3, 0, 1, 5);
     w.quota = Quota::Exhausted {
         message: "quota exhausted: CPUS (limit 12)".into(),
         retry_at: None,
@@ -152,7 +152,7 @@ fn u4_without_quota_no_surge_node_upgrade_starts_and_the_status_says_why() {
 #[test]
 fn u5_parallel_drains_behind_a_local_service_warn() {
     // spec: U5 — parallel drains do not work with externalTrafficPolicy: Local.
-    let mut w = World::new(&[4], 0, 2, 9);
+    let mut w = World::new(1, 4, 0, 2, 9);
     calm(&mut w, 2, 3);
     let nodes: Vec<String> = w.nodes.keys().cloned().collect();
     w.local_services = vec![LocalService {
@@ -170,7 +170,7 @@ fn u5_parallel_drains_behind_a_local_service_warn() {
         p.status.warnings
     );
     // One drain at a time gives no warning.
-    let mut w = World::new(&[4], 1, 0, 9);
+    let mut w = World::new(1, 4, 1, 0, 9);
     calm(&mut w, 2, 3);
     w.local_services = vec![LocalService {
         name: "default/web".into(),
@@ -185,7 +185,7 @@ fn u5_parallel_drains_behind_a_local_service_warn() {
 fn m3_a_closed_window_pauses_new_nodes_and_lets_started_ones_finish() {
     // spec: M3, M8 — a manual upgrade that recreates nodes waits for the
     // window; nodes mid-upgrade when it closes finish.
-    let mut w = World::new(&[4], 2, 0, 13);
+    let mut w = World::new(1, 4, 2, 0, 13);
     calm(&mut w, 2, 2);
     let first = w.pass(false).unwrap();
     assert_eq!(marks(&first), 2);
@@ -221,7 +221,7 @@ fn m3_a_closed_window_pauses_new_nodes_and_lets_started_ones_finish() {
 #[test]
 fn m1_an_automatic_upgrade_does_not_start_outside_the_window() {
     // spec: M1 — automatic upgrades start only while the gate is open.
-    let mut w = World::new(&[2], 1, 0, 1);
+    let mut w = World::new(1, 2, 1, 0, 1);
     w.op.spec.operation_type = OperationType::AutoUpgradeNodes;
     w.gate = Gate::Closed {
         reason: "exclusion holidays (NO_UPGRADES)".into(),
@@ -237,7 +237,7 @@ fn m1_an_automatic_upgrade_does_not_start_outside_the_window() {
 #[test]
 fn u6_cancel_lets_started_nodes_finish_and_resume_upgrades_the_rest() {
     // spec: U6
-    let mut w = World::new(&[5], 2, 0, 21);
+    let mut w = World::new(1, 5, 2, 0, 21);
     calm(&mut w, 2, 2);
     w.pass(false);
     w.op.spec.action = Some(OperationAction::Cancel);
@@ -261,7 +261,7 @@ fn u6_cancel_lets_started_nodes_finish_and_resume_upgrades_the_rest() {
 #[test]
 fn u6_rollback_restores_the_upgraded_nodes_and_not_after_completion() {
     // spec: U6
-    let mut w = World::new(&[4], 1, 1, 17);
+    let mut w = World::new(1, 4, 1, 1, 17);
     calm(&mut w, 2, 2);
     for _ in 0..6 {
         w.pass(false);
@@ -274,7 +274,7 @@ fn u6_rollback_restores_the_upgraded_nodes_and_not_after_completion() {
     assert_eq!(w.pool.spec.version.as_deref(), Some(OLD));
     w.assert_clean("after the rollback");
     // A completed upgrade cannot be rolled back.
-    let mut w = World::new(&[2], 1, 0, 17);
+    let mut w = World::new(1, 2, 1, 0, 17);
     calm(&mut w, 1, 1);
     w.run_calm(200);
     assert_upgraded(&w);
@@ -287,7 +287,7 @@ fn u6_rollback_restores_the_upgraded_nodes_and_not_after_completion() {
 #[test]
 fn u7_label_and_taint_changes_are_written_in_place_without_surge_or_window() {
     // spec: U7, M8 — no recreation, no surge, not gated for a manual change.
-    let mut w = World::new(&[3, 3], 1, 0, 2);
+    let mut w = World::new(2, 3, 1, 0, 2);
     w.op.spec.node_version = None;
     let mut c = w.pool.spec.config.clone();
     c.labels.insert("tier".into(), "web".into());
@@ -317,7 +317,7 @@ fn u7_label_and_taint_changes_are_written_in_place_without_surge_or_window() {
 #[test]
 fn a_config_change_recreates_and_tells_new_nodes_by_their_config_label() {
     // spec: U1 — a node config change recreates the nodes like a version change.
-    let mut w = World::new(&[3], 1, 0, 4);
+    let mut w = World::new(1, 3, 1, 0, 4);
     calm(&mut w, 2, 1);
     w.op.spec.node_version = None;
     w.op.spec.config = Some(world::config("8"));
@@ -345,11 +345,20 @@ fn a_config_change_recreates_and_tells_new_nodes_by_their_config_label() {
 #[test]
 fn e1_a_drain_that_never_ends_is_forced_after_the_caps() {
     // spec: E1, E6 — PDBs for up to 1 h, then the grace (30 s here).
-    let mut w = World::new(&[1], 0, 1, 8);
+    let mut w = World::new(1, 1, 0, 1, 8);
     calm(&mut w, 1, 1);
     w.weather.stuck_drain_percent = 100;
     w.pass(false);
     let drained_at = w.now - w.step;
+    // The refusing budget is named in the zone's blocking reasons.
+    let p = w.pass(false).unwrap();
+    let blocking = &p.status.progress.as_ref().unwrap().stages[0].blocking;
+    assert!(
+        blocking
+            .iter()
+            .any(|b| b.contains("PodDisruptionBudget default/web refuses its eviction")),
+        "{blocking:?}"
+    );
     let mut deleted_at = None;
     for _ in 0..200 {
         let p = w.pass(false).unwrap();
@@ -369,7 +378,7 @@ fn e1_a_drain_that_never_ends_is_forced_after_the_caps() {
 #[test]
 fn the_autoscaler_is_told_which_nodes_to_leave_alone() {
     // spec: U7 — the autoscaler does not touch nodes being upgraded.
-    let mut w = World::new(&[3], 1, 0, 6);
+    let mut w = World::new(1, 3, 1, 0, 6);
     let p = w.pass(false).unwrap();
     let marked = w.marked();
     assert_eq!(marked.len(), 1);
@@ -388,30 +397,30 @@ fn the_autoscaler_is_told_which_nodes_to_leave_alone() {
 
 #[test]
 fn bad_settings_and_links_are_errors_naming_the_field() {
-    let w = World::new(&[1], 0, 0, 1);
+    let w = World::new(1, 1, 0, 0, 1);
     let e = w.plan().unwrap_err().to_string();
     assert!(
         e.contains("maxSurge and maxUnavailable may not both be 0"),
         "{e}"
     );
-    let w = World::new(&[1], -1, 1, 1);
+    let w = World::new(1, 1, -1, 1, 1);
     let e = w.plan().unwrap_err().to_string();
     assert!(
         e.contains("spec.upgradeSettings.maxSurge: must be 0 or more, got -1"),
         "{e}"
     );
-    let mut w = World::new(&[1], 1, 0, 1);
+    let mut w = World::new(1, 1, 1, 0, 1);
     w.op.spec.target_link = "/apis/sluice.dev/v1/nodepools/other".into();
     let e = w.plan().unwrap_err().to_string();
     assert!(e.contains("\"other\""), "{e}");
     w.op.spec.target_link = "/apis/sluice.dev/v1/clusters/c".into();
     let e = w.plan().unwrap_err().to_string();
     assert!(e.contains("spec.targetLink"), "{e}");
-    let mut w = World::new(&[1], 1, 0, 1);
+    let mut w = World::new(1, 1, 1, 0, 1);
     w.op.spec.config = Some(world::config("lots"));
     let e = w.plan().unwrap_err().to_string();
     assert!(e.contains("spec.config") && e.contains("cpu"), "{e}");
-    let mut w = World::new(&[1], 1, 0, 1);
+    let mut w = World::new(1, 1, 1, 0, 1);
     w.op.spec.operation_type = OperationType::SetNodePoolSize;
     assert!(matches!(w.plan(), Err(UpgradeError::NotAnUpgrade { .. })));
 }

@@ -125,24 +125,26 @@ pub fn config(cpu: &str) -> NodeConfig {
 }
 
 impl World {
-    /// `sizes[i]` nodes in zone `zone-i`, all on the old version, and an
-    /// upgrade to `NEW` with `(max_surge, max_unavailable)`.
-    pub fn new(sizes: &[usize], max_surge: i32, max_unavailable: i32, seed: u64) -> World {
-        let zones: Vec<String> = (0..sizes.len()).map(|i| format!("zone-{i}")).collect();
-        let mut pool = NodePool::new(
+    /// `size` nodes in each of `zones` zones (`zone-0`, …), all on the old
+    /// version, and an upgrade to `NEW` with `(max_surge, max_unavailable)`.
+    pub fn new(
+        zones: usize,
+        size: usize,
+        max_surge: i32,
+        max_unavailable: i32,
+        seed: u64,
+    ) -> World {
+        let zones: Vec<String> = (0..zones).map(|i| format!("zone-{i}")).collect();
+        let pool = NodePool::new(
             POOL,
             NodePoolSpec {
                 locations: zones.clone(),
-                initial_node_count: Some(0),
+                initial_node_count: Some(i32::try_from(size).unwrap()),
                 config: config("4"),
                 version: Some(OLD.into()),
                 ..Default::default()
             },
         );
-        // Per-zone sizes differ, so the target is set per zone through
-        // the autoscaler-less count of each: keep them equal when they are
-        // not, by taking the first as the count for all.
-        pool.spec.initial_node_count = Some(sizes.first().copied().unwrap_or(1) as i32);
         let mut spec = OperationSpec::new(
             OperationType::UpgradeNodes,
             format!("{}{POOL}", OperationSpec::NODE_POOL_LINK),
@@ -323,6 +325,9 @@ impl World {
                         .map(|i| PodOnNode {
                             name: format!("default/{node}-{i}"),
                             grace: SignedDuration::from_secs(30),
+                            held_by: stuck.then(|| {
+                                "PodDisruptionBudget default/web refuses its eviction".to_owned()
+                            }),
                         })
                         .collect();
                     self.pods.insert(node.clone(), (pods, leave));

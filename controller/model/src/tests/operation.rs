@@ -10,12 +10,26 @@ metadata:
 spec:
   operationType: UPGRADE_NODES
   targetLink: /apis/sluice.dev/v1/nodepools/pool-a
+  nodeVersion: 1.34.1
+  config:
+    capacity:
+      cpu: "4"
+      memory: 16Gi
+    labels:
+      tier: web
+  upgradeSettings:
+    maxSurge: 2
+    maxUnavailable: 1
+  action: CANCEL
 status:
-  status: RUNNING
-  statusMessage: draining blue, batch 2 of 4
+  status: CANCELLING
+  statusMessage: "cancel asked: 1 node mid-upgrade finishing"
   startTime: 2026-11-23T02:00:00Z
+  zone: europe-west1-b
+  warnings:
+    - "parallel drains of nodes behind externalTrafficPolicy: Local Service default/web"
   progress:
-    name: blue-green
+    name: surge-upgrade
     status: RUNNING
     metrics:
       - name: nodes_total
@@ -23,21 +37,25 @@ status:
       - name: batch_fraction
         doubleValue: 0.25
     stages:
-      - name: CREATING_GREEN_POOL
-        status: DONE
-      - name: DRAINING_BLUE_POOL
+      - name: europe-west1-b
         status: RUNNING
+        blocking:
+          - "pod default/web-1: PodDisruptionBudget default/web refuses its eviction"
         metrics:
           - name: current_batch
             stringValue: "2"
+      - name: europe-west1-c
+        status: PENDING
 "#;
 
 #[test]
 fn full_example_round_trips() {
     let op: Operation = round_trip(FULL);
+    assert_eq!(op.spec.node_pool(), Some("pool-a"));
+    assert_eq!(op.spec.action, Some(OperationAction::Cancel));
     assert_eq!(
         op.status.and_then(|s| s.status),
-        Some(OperationState::Running)
+        Some(OperationState::Cancelling)
     );
 }
 
@@ -48,7 +66,7 @@ fn unknown_fields_are_refused_with_their_path() {
             "stringValue: \"2\"",
             "stringValue: \"2\"\n            unit: batches",
         ),
-        "status.progress.stages[1].metrics[0].unit",
+        "status.progress.stages[0].metrics[0].unit",
     );
     assert_unknown_field::<Operation>(
         &FULL.replace("  operationType:", "  zone: a\n  operationType:"),
@@ -80,10 +98,113 @@ fn rules() {
         |o: &mut Operation| {
             let status = o.status.get_or_insert_with(Default::default);
             let progress = status.progress.get_or_insert_with(Default::default);
-            progress.stages[1].metrics[0].int_value = Some(2);
+            progress.stages[0].metrics[0].int_value = Some(2);
         },
-        "status.progress.stages[1].metrics[0]",
+        "status.progress.stages[0].metrics[0]",
         ErrorKind::Invalid,
         "exactly one",
     );
+}
+
+#[test]
+fn node_upgrade_rules() {
+    breaks(
+        FULL,
+        |o: &mut Operation| o.spec.target_link = "/apis/sluice.dev/v1/clusters/c".into(),
+        "spec.targetLink",
+        ErrorKind::Invalid,
+        "acts on a node pool",
+    );
+    breaks(
+        FULL,
+        |o: &mut Operation| {
+            o.spec.node_version = None;
+            o.spec.config = None;
+        },
+        "spec.nodeVersion",
+        ErrorKind::Required,
+        "changes nodeVersion, config or both",
+    );
+    breaks(
+        FULL,
+        |o: &mut Operation| o.spec.node_version = Some(" ".into()),
+        "spec.nodeVersion",
+        ErrorKind::Invalid,
+        "may not be empty",
+    );
+    // spec: U1, U2 — GKE refuses maxSurge = maxUnavailable = 0.
+    breaks(
+        FULL,
+        |o: &mut Operation| {
+            let u = o.spec.upgrade_settings.get_or_insert_with(Default::default);
+            u.max_surge = Some(0);
+            u.max_unavailable = Some(0);
+        },
+        "spec.upgradeSettings.maxSurge",
+        ErrorKind::Invalid,
+        "may not both be 0",
+    );
+    breaks(
+        FULL,
+        |o: &mut Operation| {
+            let u = o.spec.upgrade_settings.get_or_insert_with(Default::default);
+            u.max_unavailable = Some(-1);
+        },
+        "spec.upgradeSettings.maxUnavailable",
+        ErrorKind::Invalid,
+        "0 or more, got -1",
+    );
+    breaks(
+        FULL,
+        |o: &mut Operation| {
+            if let Some(c) = o.spec.config.as_mut() {
+                c.labels.insert("Bad Key".into(), "x".into());
+            }
+        },
+        "spec.config.labels[Bad Key]",
+        ErrorKind::Invalid,
+        "not a valid label key",
+    );
+    // spec: U6 — no rollback after completion: downgrade instead.
+    breaks(
+        FULL,
+        |o: &mut Operation| {
+            o.spec.action = Some(OperationAction::Rollback);
+            let status = o.status.get_or_insert_with(Default::default);
+            status.status = Some(OperationState::Done);
+        },
+        "spec.action",
+        ErrorKind::Forbidden,
+        "downgrade the node pool instead",
+    );
+    breaks(
+        FULL,
+        |o: &mut Operation| {
+            o.spec.operation_type = OperationType::SetNodePoolSize;
+            o.spec.node_version = None;
+            o.spec.config = None;
+            o.spec.upgrade_settings = None;
+        },
+        "spec.action",
+        ErrorKind::Forbidden,
+        "only for UPGRADE_NODES",
+    );
+}
+
+#[test]
+fn final_states() {
+    use OperationState::*;
+    for s in [Done, RolledBack, Failed] {
+        assert!(s.is_final(), "{s:?}");
+    }
+    for s in [
+        Pending,
+        Running,
+        Cancelling,
+        Cancelled,
+        RollingBack,
+        Aborting,
+    ] {
+        assert!(!s.is_final(), "{s:?}");
+    }
 }

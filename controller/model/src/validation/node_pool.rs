@@ -59,7 +59,7 @@ pub fn validate_node_pool(pool: &NodePool) -> Result<(), FieldErrors> {
     errors.into_result()
 }
 
-fn config(errors: &mut Errors, path: &Path, config: &NodeConfig) {
+pub(super) fn config(errors: &mut Errors, path: &Path, config: &NodeConfig) {
     let capacity = path.field("capacity");
     errors.positive_quantity(&capacity.field("cpu"), &config.capacity.cpu);
     errors.positive_quantity(&capacity.field("memory"), &config.capacity.memory);
@@ -164,7 +164,12 @@ fn autoscaling(errors: &mut Errors, path: &Path, a: &NodePoolAutoscaling) {
     }
 }
 
-fn upgrade_settings(errors: &mut Errors, path: &Path, u: &UpgradeSettings, autoscaling_on: bool) {
+pub(super) fn upgrade_settings(
+    errors: &mut Errors,
+    path: &Path,
+    u: &UpgradeSettings,
+    autoscaling_on: bool,
+) {
     errors.non_negative(&path.field("maxSurge"), u.max_surge);
     errors.non_negative(&path.field("maxUnavailable"), u.max_unavailable);
     match u.strategy() {

@@ -24,6 +24,13 @@
 //!
 //! Nothing here drains a Node before its instance is deleted; surge and
 //! blue-green upgrades, which drain, decide their own deletions.
+//!
+//! While an upgrade works on a zone it owns that zone's size
+//! ([`Config::held_zones`], filled from `sluice-upgrades`' plan): up to
+//! [`ZoneHold::extra`] instances over the target are its surge nodes, not
+//! surplus, and a shortfall is left for it to make up with nodes of the new
+//! version (a replacement made here would have the old one). Failed and
+//! timed-out instances are still deleted here.
 
 mod backoff;
 mod observe;
@@ -46,6 +53,16 @@ pub use backoff::record;
 pub use observe::is_ready as is_node_ready;
 use observe::{Fate, Lens, Seen};
 pub use status::{QUOTA_EXCEEDED, READY};
+pub use target::zone_targets;
+
+/// When creations may be tried again after the failure `status` records
+/// (`None`: no failure recorded).
+pub fn create_retry_at(status: &NodePoolStatus, config: &Config) -> Option<Timestamp> {
+    status
+        .create_backoff
+        .as_ref()
+        .map(|b| backoff::retry_at(b, config))
+}
 
 /// The reconciler's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +83,16 @@ pub struct Config {
     pub cluster_locations: Vec<String>,
     /// The cluster's version, for a pool without `version`.
     pub cluster_version: String,
+    /// Zones whose size an upgrade owns now, by zone name; empty: none.
+    pub held_zones: BTreeMap<String, ZoneHold>,
+}
+
+/// How an upgrade holds a zone's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ZoneHold {
+    /// Instances over the zone's target that are not surplus (a surge
+    /// upgrade's `maxSurge`).
+    pub extra: usize,
 }
 
 impl Default for Config {
@@ -78,6 +105,7 @@ impl Default for Config {
             poll_interval: SignedDuration::from_secs(10),
             cluster_locations: Vec::new(),
             cluster_version: String::new(),
+            held_zones: BTreeMap::new(),
         }
     }
 }
@@ -179,7 +207,7 @@ pub fn plan<N: std::borrow::Borrow<Node>>(
         now,
     };
     let mut seen = lens.observe(&instances, nodes);
-    mark_surplus(&mut seen, &targets);
+    mark_surplus(&mut seen, &targets, &config.held_zones);
 
     let mut actions = deletions(&seen);
 
@@ -188,7 +216,7 @@ pub fn plan<N: std::borrow::Borrow<Node>>(
         .as_ref()
         .map(|b| backoff::retry_at(b, config));
     let backing_off = retry_at.is_some_and(|t| now < t);
-    let deficits = deficits(&seen, &targets);
+    let deficits = deficits(&seen, &targets, &config.held_zones);
     let short = deficits.iter().any(|(_, d)| *d > 0);
     if !backing_off {
         let creating = seen
@@ -278,8 +306,14 @@ fn requeue_after(
 
 /// Per zone, the instances over target become `Remove(Surplus)`: not
 /// registered first, then not Ready, then the newest (ties by name).
-fn mark_surplus(seen: &mut [Seen<'_>], targets: &[(String, usize)]) {
+/// A zone an upgrade holds keeps up to its `extra` over the target.
+fn mark_surplus(
+    seen: &mut [Seen<'_>],
+    targets: &[(String, usize)],
+    held: &BTreeMap<String, ZoneHold>,
+) {
     for (zone, target) in targets {
+        let target = &target.saturating_add(held.get(zone).map_or(0, |h| h.extra));
         let mut counted: Vec<&mut Seen<'_>> = seen
             .iter_mut()
             .filter(|s| s.instance.zone == *zone && matches!(s.fate, Fate::Counted { .. }))
@@ -300,8 +334,13 @@ fn mark_surplus(seen: &mut [Seen<'_>], targets: &[(String, usize)]) {
     }
 }
 
-/// Per zone (in target order), how many instances are missing.
-fn deficits<'z>(seen: &[Seen<'_>], targets: &'z [(String, usize)]) -> Vec<(&'z str, usize)> {
+/// Per zone (in target order), how many instances are missing; none in a
+/// zone an upgrade holds (it makes them up itself).
+fn deficits<'z>(
+    seen: &[Seen<'_>],
+    targets: &'z [(String, usize)],
+    held: &BTreeMap<String, ZoneHold>,
+) -> Vec<(&'z str, usize)> {
     let mut counted: BTreeMap<&str, usize> = BTreeMap::new();
     for s in seen {
         if let Fate::Counted { .. } = s.fate {
@@ -312,6 +351,9 @@ fn deficits<'z>(seen: &[Seen<'_>], targets: &'z [(String, usize)]) -> Vec<(&'z s
         .iter()
         .map(|(zone, target)| {
             let have = counted.get(zone.as_str()).copied().unwrap_or(0);
+            if held.contains_key(zone) {
+                return (zone.as_str(), 0);
+            }
             (zone.as_str(), target.saturating_sub(have))
         })
         .collect()

@@ -9,10 +9,7 @@ use sluice_model::node_pool::NodePoolSpec;
 /// (`totalMinNodeCount`..`totalMaxNodeCount`, spread evenly, the first
 /// zones taking the remainder), as GKE creates an autoscaled pool within
 /// its limits.
-pub(crate) fn zone_targets(
-    spec: &NodePoolSpec,
-    cluster_locations: &[String],
-) -> Vec<(String, usize)> {
+pub fn zone_targets(spec: &NodePoolSpec, cluster_locations: &[String]) -> Vec<(String, usize)> {
     let zones = if spec.locations.is_empty() {
         cluster_locations
     } else {

@@ -2,6 +2,7 @@
 
 mod backoff;
 mod converge;
+mod hold;
 mod replace;
 mod size;
 

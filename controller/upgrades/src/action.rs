@@ -1,0 +1,78 @@
+//! What the planner asks the controller loop to do. Node actions are
+//! patches of one Node (annotations, labels, taints); instance actions
+//! go through the node provider; the pool action is a write of the pool's
+//! spec. Each is idempotent: the next pass re-derives what is left from
+//! what the loop managed to do.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+use sluice_model::node_pool::{NodeConfig, NodeTaint};
+use sluice_nodepools::CreateNode;
+
+/// One step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Create a node of the new version and config through the provider
+    /// (a surge node, or the replacement of a node already deleted).
+    CreateSurge(CreateNode),
+    /// Set [`crate::UPGRADING_ANNOTATION`] to the operation's name: the
+    /// node's upgrade has started (it finishes even if cancelled, U6),
+    /// and the autoscaler leaves it alone (U7).
+    MarkUpgrading { node: String },
+    /// Set `sluice.dev/drain: NodeUpgrade` and
+    /// `sluice.dev/drain-started: <started>` (see [`crate::drain`]): the
+    /// node's agent cordons it and evicts its pods. Sent again, with the
+    /// same or a new time, when the start time is missing.
+    Drain { node: String, started: Timestamp },
+    /// Delete the instance (its drain is over). `NotFound` counts as done.
+    DeleteInstance { name: String },
+    /// `maxUnavailable`'s in-place recreation (U2): delete `old` (drained),
+    /// then create `new` in its zone; run the deletion first, the creation
+    /// uses the capacity it frees.
+    Recreate { old: String, new: CreateNode },
+    /// Remove `sluice.dev/drain` and `sluice.dev/drain-started`: the agent
+    /// lifts the cordon it made (cancelled by a rollback).
+    Uncordon { node: String },
+    /// Remove [`crate::UPGRADING_ANNOTATION`].
+    Unmark { node: String },
+    /// U7: labels and taints changed without a new node.
+    ApplyInPlace(InPlace),
+    /// The upgrade completed: write the pool's `spec.version` and
+    /// `spec.config` (`None`: unchanged), so the pool reconciler makes new
+    /// nodes like the upgraded ones.
+    SetPoolTarget {
+        version: Option<String>,
+        config: Option<NodeConfig>,
+    },
+}
+
+/// A Node's labels and taints brought to the pool's new config: the
+/// pool's labels and taints that the new config drops are removed, the new
+/// ones set; labels and taints others put on the node are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InPlace {
+    pub node: String,
+    pub set_labels: BTreeMap<String, String>,
+    pub remove_labels: Vec<String>,
+    pub add_taints: Vec<NodeTaint>,
+    pub remove_taints: Vec<NodeTaint>,
+}
+
+impl Action {
+    /// The Node or instance the action is about (the pool's name is not
+    /// one: `None`).
+    pub fn subject(&self) -> Option<&str> {
+        match self {
+            Action::CreateSurge(c) => Some(&c.name),
+            Action::MarkUpgrading { node }
+            | Action::Drain { node, .. }
+            | Action::Uncordon { node }
+            | Action::Unmark { node } => Some(node),
+            Action::DeleteInstance { name } => Some(name),
+            Action::Recreate { old, .. } => Some(old),
+            Action::ApplyInPlace(p) => Some(&p.node),
+            Action::SetPoolTarget { .. } => None,
+        }
+    }
+}

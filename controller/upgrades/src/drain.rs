@@ -1,0 +1,239 @@
+//! A node drain as the controller sees it, reusable by every upgrade
+//! strategy: the Node annotations that ask for it and record when it
+//! started, and when it is finished — no pod left, or the reason's caps
+//! (PodDisruptionBudgets honoured for so long, then the grace period)
+//! spent, after which the node is removed anyway (U1, U2, E1, E6).
+//!
+//! The agent does the draining itself (`sluice.dev/drain`: cordon, then
+//! the Eviction API with the reason's grace cap and PDB retries); the
+//! controller only decides when the node may go.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use sluice_model::policy::eviction::{effective_grace, EvictionReason, PdbPolicy};
+
+pub use sluice_model::policy::eviction::DRAIN_ANNOTATION;
+
+/// Companion of `sluice.dev/drain`: when the controller asked for the
+/// drain (RFC 3339). The caps count from here, so a controller restarted
+/// mid-drain neither waits again from zero nor forgets the drain.
+pub const DRAIN_STARTED_ANNOTATION: &str = "sluice.dev/drain-started";
+
+/// A pod a drain must still remove from its node: not a DaemonSet's, not
+/// terminated (the caller filters them, as `kubectl drain
+/// --ignore-daemonsets` does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodOnNode {
+    /// `namespace/name`, for the status.
+    pub name: String,
+    /// Its `terminationGracePeriodSeconds` (Kubernetes' default: 30 s).
+    pub grace: SignedDuration,
+    /// Why its eviction is held back, if the caller knows (the agent's
+    /// drain report: `PodDisruptionBudget default/web refuses its eviction`),
+    /// for the operation's `blocking` list.
+    pub held_by: Option<String>,
+}
+
+/// The drain a Node's annotations ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainMark {
+    /// The reason named (`None`: a value no agent understands).
+    pub reason: Option<EvictionReason>,
+    /// When it started (`None`: not recorded, or unreadable).
+    pub started: Option<Timestamp>,
+}
+
+/// The drain `node`'s annotations ask for, if any.
+pub fn drain_mark(node: &Node) -> Option<DrainMark> {
+    let annotations = node.metadata.annotations.as_ref()?;
+    let value = annotations.get(DRAIN_ANNOTATION)?;
+    Some(DrainMark {
+        reason: EvictionReason::from_annotation(value),
+        started: annotations
+            .get(DRAIN_STARTED_ANNOTATION)
+            .and_then(|t| t.parse().ok()),
+    })
+}
+
+/// The annotations that ask for a drain for `reason` started at `started`.
+pub fn drain_annotations(reason: EvictionReason, started: Timestamp) -> BTreeMap<String, String> {
+    let value = format!("{reason:?}");
+    BTreeMap::from([
+        (DRAIN_ANNOTATION.to_owned(), value),
+        (DRAIN_STARTED_ANNOTATION.to_owned(), started.to_string()),
+    ])
+}
+
+/// Where a drain stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DrainProgress {
+    /// No pod is left: the node may go.
+    Finished,
+    /// Pods are left but the caps are spent: the node goes anyway (their
+    /// eviction is forced by deleting the node, U1's "after one hour").
+    Forced { left: usize },
+    /// Pods are left; `deadline`: when the caps are spent (`None`: never,
+    /// for reasons that retry for good or give up).
+    Waiting {
+        left: usize,
+        deadline: Option<Timestamp>,
+    },
+}
+
+impl DrainProgress {
+    /// The node may be deleted.
+    pub fn is_over(&self) -> bool {
+        matches!(self, DrainProgress::Finished | DrainProgress::Forced { .. })
+    }
+}
+
+/// When a drain for `reason` started at `started` has spent its caps with
+/// `pods` left: budgets are retried for the reason's time (1 h for node
+/// upgrades), then the pods get at most their grace, capped by the reason
+/// (1 h) — E1, E6. `None`: never (a user's drain retries for good; a
+/// scale-down gives up rather than forcing).
+pub fn deadline(
+    reason: EvictionReason,
+    started: Timestamp,
+    pods: &[PodOnNode],
+) -> Option<Timestamp> {
+    let budgets = match reason.pdb_policy() {
+        PdbPolicy::Ignore => SignedDuration::ZERO,
+        PdbPolicy::RetryThenForce(d) => signed(d),
+        PdbPolicy::RetryForever | PdbPolicy::RetryThenGiveUp(_) => return None,
+    };
+    let grace = pods
+        .iter()
+        .map(|p| {
+            let own = std::time::Duration::try_from(p.grace).unwrap_or_default();
+            signed(effective_grace(own, reason))
+        })
+        .max()
+        .unwrap_or(SignedDuration::ZERO);
+    Some(
+        started
+            .checked_add(budgets.saturating_add(grace))
+            .unwrap_or(Timestamp::MAX),
+    )
+}
+
+/// Where the drain of a node with `pods` left stands at `now`.
+pub fn progress(
+    reason: EvictionReason,
+    started: Timestamp,
+    pods: &[PodOnNode],
+    now: Timestamp,
+) -> DrainProgress {
+    if pods.is_empty() {
+        return DrainProgress::Finished;
+    }
+    let left = pods.len();
+    match deadline(reason, started, pods) {
+        Some(d) if now >= d => DrainProgress::Forced { left },
+        deadline => DrainProgress::Waiting { left, deadline },
+    }
+}
+
+fn signed(d: std::time::Duration) -> SignedDuration {
+    SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t0() -> Timestamp {
+        "2026-11-23T02:00:00Z".parse().unwrap()
+    }
+
+    fn pod(grace_secs: i64) -> PodOnNode {
+        PodOnNode {
+            name: "default/web-1".into(),
+            grace: SignedDuration::from_secs(grace_secs),
+            held_by: None,
+        }
+    }
+
+    const H: i64 = 3600;
+
+    #[test]
+    fn a_drain_with_no_pod_left_is_finished() {
+        // spec: U1 — the old node is deleted once drained.
+        let p = progress(EvictionReason::NodeUpgrade, t0(), &[], t0());
+        assert_eq!(p, DrainProgress::Finished);
+        assert!(p.is_over());
+    }
+
+    #[test]
+    fn an_upgrade_drain_forces_after_an_hour_of_budgets_and_the_capped_grace() {
+        // spec: E1, E6, U1 — PDBs honoured for up to 1 h, then the pod's
+        // grace, capped at 1 h; a 2 h grace counts as 1 h.
+        let pods = [pod(30), pod(2 * H)];
+        let d = deadline(EvictionReason::NodeUpgrade, t0(), &pods).unwrap();
+        assert_eq!(d, t0() + SignedDuration::from_secs(2 * H));
+        let before = d - SignedDuration::from_secs(1);
+        assert_eq!(
+            progress(EvictionReason::NodeUpgrade, t0(), &pods, before),
+            DrainProgress::Waiting {
+                left: 2,
+                deadline: Some(d)
+            }
+        );
+        assert_eq!(
+            progress(EvictionReason::NodeUpgrade, t0(), &pods, d),
+            DrainProgress::Forced { left: 2 }
+        );
+        // A short grace forces sooner: 1 h + 30 s.
+        let d = deadline(EvictionReason::NodeUpgrade, t0(), &[pod(30)]).unwrap();
+        assert_eq!(d, t0() + SignedDuration::from_secs(H + 30));
+    }
+
+    #[test]
+    fn reasons_that_never_force_have_no_deadline() {
+        // spec: E6 — a user's drain retries for good; C5 — scale-down gives up.
+        for r in [EvictionReason::UserDrain, EvictionReason::ScaleDown] {
+            assert_eq!(deadline(r, t0(), &[pod(30)]), None, "{r:?}");
+        }
+        // spec: B5 — blue-pool deletion ignores budgets: only the grace (≤ 60 min).
+        let d = deadline(EvictionReason::BluePoolDeletion, t0(), &[pod(3 * H)]).unwrap();
+        assert_eq!(d, t0() + SignedDuration::from_secs(H));
+    }
+
+    #[test]
+    fn annotations_round_trip_and_bad_values_are_read_as_unknown() {
+        let mut node = Node::default();
+        assert_eq!(drain_mark(&node), None);
+        node.metadata.annotations = Some(drain_annotations(EvictionReason::NodeUpgrade, t0()));
+        assert_eq!(
+            drain_mark(&node),
+            Some(DrainMark {
+                reason: Some(EvictionReason::NodeUpgrade),
+                started: Some(t0())
+            })
+        );
+        let a = node.metadata.annotations.as_mut().unwrap();
+        a.insert(DRAIN_STARTED_ANNOTATION.into(), "yesterday".into());
+        a.insert(DRAIN_ANNOTATION.into(), "Upgrade".into());
+        assert_eq!(
+            drain_mark(&node),
+            Some(DrainMark {
+                reason: None,
+                started: None
+            })
+        );
+    }
+
+    #[test]
+    fn negative_or_huge_graces_do_not_panic() {
+        let d = deadline(EvictionReason::NodeUpgrade, t0(), &[pod(-5)]).unwrap();
+        assert_eq!(d, t0() + SignedDuration::from_secs(H));
+        let far = deadline(
+            EvictionReason::NodeUpgrade,
+            Timestamp::MAX,
+            &[pod(i64::MAX)],
+        );
+        assert_eq!(far, Some(Timestamp::MAX));
+    }
+}

@@ -1,0 +1,92 @@
+//! What one pass of the planner reads: the operation, its pool, what the
+//! provider and the API hold, and what the caller worked out (pods left to
+//! drain, quota, `Local` Services, the maintenance gate).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use sluice_model::node_pool::NodePool;
+use sluice_model::operation::Operation;
+use sluice_nodepools::reconcile::{self, QUOTA_EXCEEDED};
+use sluice_nodepools::Instance;
+
+use crate::drain::PodOnNode;
+use crate::gate::Gate;
+
+/// One pass's inputs. `instances` and `nodes` must be complete lists (of
+/// the pool; others are ignored).
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub operation: &'a Operation,
+    pub pool: &'a NodePool,
+    pub instances: &'a [Instance],
+    pub nodes: &'a [Node],
+    /// Per node name, the pods a drain of it must still remove.
+    pub pods: &'a BTreeMap<String, Vec<PodOnNode>>,
+    pub quota: &'a Quota,
+    /// Services with `externalTrafficPolicy: Local` and the nodes holding
+    /// their serving pods (U5's warning).
+    pub local_services: &'a [LocalService],
+    pub gate: &'a Gate,
+    /// The pool reconciler's settings: zones, the cluster's version, the
+    /// poll interval.
+    pub config: &'a reconcile::Config,
+}
+
+/// Whether the provider has room for another node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Quota {
+    Available,
+    /// A creation was refused for quota; creations wait until `retry_at`
+    /// (`None`: until told otherwise).
+    Exhausted {
+        message: String,
+        retry_at: Option<Timestamp>,
+    },
+}
+
+impl Quota {
+    /// Read off the pool's status: its `QuotaExceeded` condition and the
+    /// creation backoff the pool reconciler keeps (which the loop also
+    /// feeds with the upgrade's own refused creations).
+    pub fn of_pool(pool: &NodePool, config: &reconcile::Config, now: Timestamp) -> Quota {
+        let Some(status) = &pool.status else {
+            return Quota::Available;
+        };
+        let exceeded = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == QUOTA_EXCEEDED && c.status == "True");
+        let backoff = status.create_backoff.as_ref().filter(|b| b.quota_exceeded);
+        let retry_at = reconcile::create_retry_at(status, config);
+        match (exceeded, backoff) {
+            (None, None) => Quota::Available,
+            _ if retry_at.is_some_and(|t| now >= t) => Quota::Available,
+            (c, b) => Quota::Exhausted {
+                message: b
+                    .map(|b| b.message.clone())
+                    .or_else(|| c.map(|c| c.message.clone()))
+                    .unwrap_or_default(),
+                retry_at,
+            },
+        }
+    }
+
+    /// May a node be created at `now`?
+    pub fn allows(&self, now: Timestamp) -> bool {
+        match self {
+            Quota::Available => true,
+            Quota::Exhausted { retry_at, .. } => retry_at.is_some_and(|t| now >= t),
+        }
+    }
+}
+
+/// A Service with `externalTrafficPolicy: Local`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalService {
+    /// `namespace/name`.
+    pub name: String,
+    /// The nodes holding its serving pods.
+    pub nodes: BTreeSet<String>,
+}

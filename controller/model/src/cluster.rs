@@ -59,15 +59,28 @@ pub struct MaintenancePolicy {
     pub window: Option<MaintenanceWindow>,
 }
 
-/// M1: one recurring window and any number (M7: up to 20) of exclusions.
+/// M1: one window (recurring or daily, at most one of the two) and any
+/// number (M7: up to 20) of exclusions.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MaintenanceWindow {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daily_maintenance_window: Option<DailyMaintenanceWindow>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recurring_window: Option<RecurringTimeWindow>,
     /// By the exclusion's name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub maintenance_exclusions: BTreeMap<String, TimeWindow>,
+}
+
+/// GKE's daily window: every UTC day from `startTime` ("HH:MM") for
+/// `duration`, which GKE chooses (4 h) and reports; output only.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DailyMaintenanceWindow {
+    pub start_time: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
 }
 
 /// The first occurrence (`window`) repeated by an RFC 5545 RRULE (M2: in

@@ -262,6 +262,77 @@ fn recurring_window_rules() {
     );
 }
 
+fn daily(c: &mut Cluster, start: &str) {
+    let policy = c
+        .spec
+        .maintenance_policy
+        .get_or_insert_with(Default::default);
+    policy
+        .window
+        .get_or_insert_with(Default::default)
+        .daily_maintenance_window = Some(DailyMaintenanceWindow {
+        start_time: start.into(),
+        duration: None,
+    });
+}
+
+fn without_recurring(c: &mut Cluster) {
+    if let Some(w) = c
+        .spec
+        .maintenance_policy
+        .as_mut()
+        .and_then(|p| p.window.as_mut())
+    {
+        w.recurring_window = None;
+    }
+}
+
+#[test]
+fn daily_window_is_gke_shaped_and_alone() {
+    // spec: M1 — GKE's dailyMaintenanceWindow decodes with its names.
+    let yaml = FULL.replace(
+        "      recurringWindow:\n        window:\n          startTime: 2026-01-03T02:00:00Z\n          endTime: 2026-01-03T08:00:00Z\n        recurrence: FREQ=WEEKLY;BYDAY=SA,SU\n",
+        "      dailyMaintenanceWindow:\n        startTime: \"03:30\"\n        duration: PT4H0M0S\n",
+    );
+    let c: Cluster = round_trip(&yaml);
+    let w = c
+        .spec
+        .maintenance_policy
+        .and_then(|p| p.window)
+        .expect("window");
+    assert_eq!(
+        w.daily_maintenance_window.map(|d| d.start_time).as_deref(),
+        Some("03:30")
+    );
+    assert!(w.recurring_window.is_none());
+    // spec: M1 — one window per cluster: both is refused, naming them.
+    breaks(
+        FULL,
+        |c: &mut Cluster| daily(c, "03:00"),
+        "spec.maintenancePolicy.window.dailyMaintenanceWindow",
+        ErrorKind::Forbidden,
+        "recurringWindow, not both",
+    );
+    for bad in [
+        "", "3:00", "24:00", "12:60", "12:5x", "12:00:00", "ab:cd", "+1:00",
+    ] {
+        breaks(
+            FULL,
+            |c: &mut Cluster| {
+                without_recurring(c);
+                daily(c, bad);
+            },
+            "spec.maintenancePolicy.window.dailyMaintenanceWindow.startTime",
+            ErrorKind::Invalid,
+            "HH:MM",
+        );
+    }
+    assert_unknown_field::<Cluster>(
+        &yaml.replace("duration: PT4H0M0S", "durationHours: 4"),
+        "spec.maintenancePolicy.window.dailyMaintenanceWindow.durationHours",
+    );
+}
+
 #[test]
 fn enum_values_are_gke_names() {
     let err = strict::<Cluster>(&FULL.replace("OPTIMIZE_UTILIZATION", "optimize-utilization"))

@@ -3,7 +3,10 @@
 //! evaluator are listed in `validation`'s own documentation.
 
 use super::{ErrorKind, Errors, FieldErrors, Path};
-use crate::cluster::{Cluster, ExclusionScope, MaintenanceWindow, RecurringTimeWindow, TimeWindow};
+use crate::cluster::{
+    Cluster, DailyMaintenanceWindow, ExclusionScope, MaintenanceWindow, RecurringTimeWindow,
+    TimeWindow,
+};
 
 /// M7: at most 3 `NO_UPGRADES` exclusions.
 pub const MAX_NO_UPGRADES_EXCLUSIONS: usize = 3;
@@ -36,6 +39,16 @@ pub fn validate_cluster(cluster: &Cluster) -> Result<(), FieldErrors> {
 fn maintenance_window(errors: &mut Errors, path: &Path, w: &MaintenanceWindow, on_channel: bool) {
     if let Some(recurring) = &w.recurring_window {
         recurring_window(errors, &path.field("recurringWindow"), recurring);
+    }
+    if let Some(daily) = &w.daily_maintenance_window {
+        daily_window(errors, &path.field("dailyMaintenanceWindow"), daily);
+        if w.recurring_window.is_some() {
+            errors.push(
+                &path.field("dailyMaintenanceWindow"),
+                ErrorKind::Forbidden,
+                "give dailyMaintenanceWindow or recurringWindow, not both (one window per cluster)",
+            );
+        }
     }
     let exclusions = path.field("maintenanceExclusions");
     for (name, exclusion) in &w.maintenance_exclusions {
@@ -97,6 +110,26 @@ fn recurring_window(errors: &mut Errors, path: &Path, r: &RecurringTimeWindow) {
         errors.invalid(
             &path.field("recurrence"),
             format!("{:?}: {why}", r.recurrence),
+        );
+    }
+}
+
+/// `HH:MM` in UTC, as GKE's `dailyMaintenanceWindow.startTime`.
+pub fn parse_daily_start(s: &str) -> Option<(u8, u8)> {
+    let (h, m) = s.split_once(':')?;
+    let digits = |x: &str| x.len() == 2 && x.bytes().all(|b| b.is_ascii_digit());
+    if !digits(h) || !digits(m) {
+        return None;
+    }
+    let (h, m) = (h.parse::<u8>().ok()?, m.parse::<u8>().ok()?);
+    (h < 24 && m < 60).then_some((h, m))
+}
+
+fn daily_window(errors: &mut Errors, path: &Path, d: &DailyMaintenanceWindow) {
+    if parse_daily_start(&d.start_time).is_none() {
+        errors.invalid(
+            &path.field("startTime"),
+            format!("{:?}: must be HH:MM in UTC (00:00 to 23:59)", d.start_time),
         );
     }
 }

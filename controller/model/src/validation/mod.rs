@@ -19,7 +19,10 @@ use std::fmt;
 use crate::duration::Duration;
 use crate::k8s::Quantity;
 
-pub use cluster::validate_cluster;
+pub use cluster::{
+    parse_daily_start, validate_cluster, MAX_EXCLUSIONS, MAX_NO_UPGRADES_EXCLUSIONS,
+    MAX_NO_UPGRADES_SECONDS,
+};
 pub use load_balancer::{
     health_check_overrides, validate_health_check, validate_instance_group,
     validate_l4_load_balancer, validate_network_endpoint_group,

@@ -10,7 +10,7 @@
 //! the groups only when what the LBs read of it changed (zone, InternalIPs,
 //! exclusions, deletion), not on each heartbeat.
 
-mod inputs;
+pub(crate) mod inputs;
 pub mod plan;
 #[cfg(test)]
 mod tests;

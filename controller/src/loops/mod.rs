@@ -13,7 +13,9 @@
 //!   (`sluice_lifecycle`): [`endpoints`], [`nodes`];
 //! - the scheduler (`sluice_scheduler`): [`scheduling`];
 //! - the L4 load balancers' objects (`sluice_subsetting`):
-//!   [`loadbalancers`].
+//!   [`loadbalancers`];
+//! - node pools and their upgrades (`sluice_nodepools`,
+//!   `sluice_upgrades`, `sluice_maintenance`): [`pools`], [`upgrades`].
 
 pub mod client;
 pub mod compact;
@@ -24,6 +26,7 @@ pub mod nodes;
 pub mod pools;
 pub mod queue;
 pub mod scheduling;
+pub mod upgrades;
 pub mod workloads;
 
 use std::sync::{Arc, Mutex};
@@ -475,21 +478,87 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
             };
             tasks.spawn(kubelets.run());
         }
+        let operations = Informer::start(
+            Api::<sluice_model::operation::Operation>::all(client.clone()),
+            watcher::Config::default(),
+            &mut tasks,
+        );
+        let pool_config = sluice_nodepools::reconcile::Config {
+            // A pool without a version gets the served one.
+            cluster_version: format!(
+                "{}.{}.0",
+                crate::api::discovery::KUBE_MAJOR,
+                crate::api::discovery::KUBE_MINOR
+            ),
+            ..Default::default()
+        };
+        let budgets = Informer::start(
+            Api::<sluice_model::k8s::PodDisruptionBudget>::all(client.clone()),
+            watcher::Config::default(),
+            &mut tasks,
+        );
+        let holds = Arc::new(upgrades::Holds::default());
         let pl = Arc::new(pools::Pools {
             client: client.clone(),
             pools: pools_inf.clone(),
             nodes: nodes.clone(),
-            provider,
-            config: sluice_nodepools::reconcile::Config {
-                // A pool without a version gets the served one.
-                cluster_version: format!(
-                    "{}.{}.0",
-                    crate::api::discovery::KUBE_MAJOR,
-                    crate::api::discovery::KUBE_MINOR
-                ),
-                ..Default::default()
-            },
+            operations: operations.clone(),
+            holds: holds.clone(),
+            provider: provider.clone(),
+            config: pool_config.clone(),
             seen_ready: Default::default(),
+        });
+        let up = Arc::new(upgrades::Upgrades {
+            client: client.clone(),
+            operations: operations.clone(),
+            pools: pools_inf.clone(),
+            nodes: nodes.clone(),
+            pods: pods.clone(),
+            budgets,
+            services: services.clone(),
+            slices: slices.clone(),
+            clusters: clusters.clone(),
+            provider,
+            config: pool_config,
+            holds,
+        });
+        let q = Queue::new();
+        let u = up.clone();
+        follow(&mut tasks, &operations, q.clone(), move |c, q| {
+            u.on_operation(c, q)
+        });
+        let u = up.clone();
+        follow(&mut tasks, &nodes, q.clone(), move |c, q| u.on_node(c, q));
+        let u = up.clone();
+        follow(&mut tasks, &pods, q.clone(), move |c, q| u.on_pod(c, q));
+        let u = up.clone();
+        follow(&mut tasks, &pools_inf, q.clone(), move |c, q| {
+            u.on_pool(c, q)
+        });
+        let u = up.clone();
+        follow(&mut tasks, &clusters, q.clone(), move |c, q| {
+            u.on_cluster(c, q)
+        });
+        let u = up.clone();
+        let ready = (
+            nodes.clone(),
+            pools_inf.clone(),
+            pods.clone(),
+            operations.clone(),
+        );
+        tasks.spawn(async move {
+            // A plan needs every Node of the pool and every pod on them:
+            // a node missing from a cache still filling would look gone.
+            ready.0.ready().await;
+            ready.1.ready().await;
+            ready.2.ready().await;
+            ready.3.ready().await;
+            q.add_all(u.all_keys());
+            q.work("upgrade", move |k| {
+                let u = u.clone();
+                async move { u.reconcile(k).await }
+            })
+            .await
         });
         let q = Queue::new();
         let p = pl.clone();
@@ -498,6 +567,14 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         });
         let p = pl.clone();
         follow(&mut tasks, &nodes, q.clone(), move |c, q| p.on_node(c, q));
+        // An upgrade starting or ending takes or gives back its zones.
+        follow(&mut tasks, &operations, q.clone(), move |c, q| {
+            if let Change::Applied(o) | Change::Deleted(o) = c {
+                if let Some(pool) = o.spec.node_pool() {
+                    q.add((String::new(), pool.to_owned()));
+                }
+            }
+        });
         let p = pl.clone();
         let (n, ps) = (nodes.clone(), pools_inf.clone());
         tasks.spawn(async move {

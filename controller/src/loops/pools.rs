@@ -36,6 +36,9 @@ pub struct Pools {
     pub client: Client,
     pub pools: Arc<Informer<NodePool>>,
     pub nodes: Arc<Informer<Node>>,
+    /// The upgrades, for the zones they hold (see [`super::upgrades`]).
+    pub operations: Arc<Informer<sluice_model::operation::Operation>>,
+    pub holds: Arc<super::upgrades::Holds>,
     pub provider: Arc<dyn NodeProvider>,
     pub config: Config,
     /// Whether each pool Node was Ready when last seen: what a plan reads
@@ -55,7 +58,9 @@ impl Pools {
             .map_err(|e| LoopError::Provider(e.to_string()))?;
         let nodes = self.nodes.all();
         let now = Timestamp::now();
-        let plan = reconcile::plan(&pool, &instances, &nodes, &self.config, now)?;
+        let mut config = self.config.clone();
+        config.held_zones = self.holds.of_pool(&pool, &self.operations, &self.config);
+        let plan = reconcile::plan(&pool, &instances, &nodes, &config, now)?;
         let outcomes = execute::run(self.provider.clone(), plan.actions).await;
         let status = reconcile::record(&plan.status, &outcomes, &self.config, Timestamp::now());
         if pool.status.as_ref() != Some(&status) {

@@ -1,0 +1,242 @@
+use super::*;
+use serde_json::json;
+
+fn op(kind: &str, version: Option<&str>, config: Option<serde_json::Value>) -> Operation {
+    let mut spec =
+        json!({"operationType": kind, "targetLink": "/apis/sluice.dev/v1/nodepools/pool-a"});
+    if let Some(v) = version {
+        spec["nodeVersion"] = json!(v);
+    }
+    if let Some(c) = config {
+        spec["config"] = c;
+    }
+    serde_json::from_value(json!({"apiVersion": "sluice.dev/v1", "kind": "Operation",
+        "metadata": {"name": "op-1"}, "spec": spec}))
+    .expect("an operation")
+}
+
+fn config(cpu: &str, labels: serde_json::Value) -> serde_json::Value {
+    json!({"capacity": {"cpu": cpu, "memory": "4Gi"}, "labels": labels})
+}
+
+fn pool() -> NodePool {
+    serde_json::from_value(json!({"apiVersion": "sluice.dev/v1", "kind": "NodePool",
+        "metadata": {"name": "pool-a"},
+        "spec": {"locations": ["zone-a"], "initialNodeCount": 3, "version": "1.33.2",
+            "config": config("2", json!({"team": "a"}))}}))
+    .expect("a pool")
+}
+
+/// A cluster whose only window is Saturdays 00:00–08:00 UTC.
+fn cluster(exclusions: serde_json::Value) -> Cluster {
+    serde_json::from_value(json!({"apiVersion": "sluice.dev/v1", "kind": "Cluster",
+        "metadata": {"name": "default"},
+        "spec": {"releaseChannel": {"channel": "REGULAR"}, "maintenancePolicy": {"window": {
+            "recurringWindow": {"window": {"startTime": "2026-01-03T00:00:00Z",
+                "endTime": "2026-01-03T08:00:00Z"}, "recurrence": "FREQ=WEEKLY;BYDAY=SA"},
+            "maintenanceExclusions": exclusions}}}}))
+    .expect("a cluster")
+}
+
+fn at(s: &str) -> Timestamp {
+    s.parse().expect("a time")
+}
+
+// spec: M4 — the event an upgrade is: a minor, a patch, or a node
+// recreation for a config with the version unchanged.
+#[test]
+fn the_event_is_the_size_of_the_version_step() {
+    let p = pool();
+    let minor = op("UPGRADE_NODES", Some("1.34.1"), None);
+    let patch = op("UPGRADE_NODES", Some("1.33.5"), None);
+    let recreate = op("UPGRADE_NODES", None, Some(config("4", json!({}))));
+    assert_eq!(event_of(&minor, &p).change, Change::Minor);
+    assert_eq!(event_of(&patch, &p).change, Change::Patch);
+    assert_eq!(event_of(&recreate, &p).change, Change::VmDisruption);
+    assert_eq!(event_of(&minor, &p).plane, Plane::Node);
+}
+
+// spec: M8 — automatic upgrades and manual changes that recreate nodes
+// wait for the policy; a manual version upgrade and a label-only change
+// do not.
+#[test]
+fn who_asked_decides_whether_the_policy_gates() {
+    let p = pool();
+    let saturday_only = cluster(json!({}));
+    let tuesday = at("2026-11-24T12:00:00Z");
+    let gate = |o: &Operation| gate_of(o, &p, Some(&saturday_only), tuesday);
+
+    let auto = op("AUTO_UPGRADE_NODES", Some("1.33.5"), None);
+    match gate(&auto) {
+        Gate::Closed { reason, next } => {
+            assert!(reason.contains("window closed"), "{reason}");
+            assert_eq!(next, Some(at("2026-11-28T00:00:00Z")));
+        }
+        g => panic!("an automatic upgrade on a Tuesday: {g:?}"),
+    }
+    let manual = op("UPGRADE_NODES", Some("1.33.5"), None);
+    assert_eq!(gate(&manual), Gate::Open { until: None });
+    let bigger = op(
+        "UPGRADE_NODES",
+        None,
+        Some(config("4", json!({"team": "a"}))),
+    );
+    assert!(!gate(&bigger).is_open(), "a manual recreation waits");
+    let relabel = op(
+        "UPGRADE_NODES",
+        None,
+        Some(config("2", json!({"team": "b"}))),
+    );
+    assert!(gate(&relabel).is_open(), "a label change recreates nothing");
+    // Inside the window: open until it closes.
+    let saturday = at("2026-11-28T03:00:00Z");
+    assert_eq!(
+        gate_of(&auto, &p, Some(&saturday_only), saturday),
+        Gate::Open {
+            until: Some(at("2026-11-28T08:00:00Z"))
+        }
+    );
+    // No Cluster object: no policy.
+    assert!(gate_of(&auto, &p, None, tuesday).is_open());
+}
+
+// spec: M4 — an exclusion wins over the open window and is named.
+#[test]
+fn an_exclusion_closes_the_window_and_is_named() {
+    let p = pool();
+    let c = cluster(json!({"freeze": {"startTime": "2026-11-27T00:00:00Z",
+        "endTime": "2026-12-05T00:00:00Z"}}));
+    let auto = op("AUTO_UPGRADE_NODES", Some("1.33.5"), None);
+    match gate_of(&auto, &p, Some(&c), at("2026-11-28T03:00:00Z")) {
+        Gate::Closed { reason, next } => {
+            assert!(
+                reason.contains("\"freeze\"") && reason.contains("NO_UPGRADES"),
+                "{reason}"
+            );
+            assert_eq!(next, Some(at("2026-12-05T00:00:00Z")));
+        }
+        g => panic!("{g:?}"),
+    }
+}
+
+fn pod(name: &str, node: &str, phase: &str, owner: &str, grace: Option<i64>) -> Pod {
+    serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner, "name": "o",
+                "uid": "u", "controller": true}]},
+        "spec": {"nodeName": node, "containers": [{"name": "c"}],
+            "terminationGracePeriodSeconds": grace},
+        "status": {"phase": phase}}))
+    .expect("a pod")
+}
+
+// spec: U1 — what a drain must remove: not DaemonSet pods, not finished
+// ones, only on the pool's nodes; each with its grace period.
+#[test]
+fn a_drain_waits_for_the_pods_a_drain_removes() {
+    let pods = [
+        pod("web-1", "n1", "Running", "ReplicaSet", Some(60)),
+        pod("agent", "n1", "Running", "DaemonSet", None),
+        pod("job", "n1", "Succeeded", "Job", None),
+        pod("web-2", "n2", "Running", "ReplicaSet", None),
+        pod("other", "elsewhere", "Running", "ReplicaSet", None),
+    ];
+    let nodes: BTreeSet<String> = ["n1".to_string(), "n2".to_string()].into();
+    let refs: Vec<&Pod> = pods.iter().collect();
+    let by = pods_by_node(&refs, &nodes, &BTreeSet::new(), &[]);
+    assert_eq!(by.len(), 2);
+    assert_eq!(
+        by["n1"],
+        [PodOnNode {
+            name: "ns/web-1".into(),
+            grace: SignedDuration::from_secs(60),
+            held_by: None,
+        }]
+    );
+    assert_eq!(by["n2"][0].grace, DEFAULT_GRACE);
+}
+
+// spec: U5 — the Local Services and the nodes behind them.
+#[test]
+fn local_services_name_their_serving_nodes() {
+    let svc = |name: &str, policy: &str| -> Service {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns"},
+            "spec": {"type": "LoadBalancer", "externalTrafficPolicy": policy,
+                "ports": [{"port": 80}]}}))
+        .expect("a service")
+    };
+    let slice = |svc: &str, node: &str, ready: bool| -> EndpointSlice {
+        serde_json::from_value(json!({"metadata": {"name": format!("{svc}-{node}"),
+                "namespace": "ns", "labels": {"kubernetes.io/service-name": svc}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["198.18.1.1"], "nodeName": node,
+                "conditions": {"ready": ready}}]}))
+        .expect("a slice")
+    };
+    let services = [svc("solo", "Local"), svc("web", "Cluster")];
+    let slices = [
+        slice("solo", "n1", true),
+        slice("solo", "n2", false),
+        slice("web", "n3", true),
+    ];
+    let refs: Vec<&EndpointSlice> = slices.iter().collect();
+    let locals = local_services(&services, &refs);
+    assert_eq!(locals.len(), 1);
+    assert_eq!(locals[0].name, "ns/solo");
+    assert_eq!(locals[0].nodes, ["n1".to_string()].into());
+}
+
+// spec: U6 — a cancelled upgrade with nothing in flight holds nothing; a
+// finished one neither; a running one holds every zone until planned.
+#[test]
+fn only_live_upgrades_hold_their_pool() {
+    let mut o = op("UPGRADE_NODES", Some("1.34.1"), None);
+    assert_eq!(live_upgrade(&o), Some("pool-a"));
+    for (state, live) in [
+        (OperationState::Running, true),
+        (OperationState::Cancelling, true),
+        (OperationState::Cancelled, false),
+        (OperationState::Done, false),
+        (OperationState::RolledBack, false),
+    ] {
+        o.status.get_or_insert_with(Default::default).status = Some(state);
+        assert_eq!(live_upgrade(&o).is_some(), live, "{state:?}");
+    }
+    let zones = vec![("zone-a".to_string(), 3), ("zone-b".to_string(), 3)];
+    let held = all_zones_held(&o, &zones);
+    assert_eq!(held.len(), 2);
+    assert!(
+        held.values().all(|h| h.extra == 1),
+        "maxSurge defaults to 1"
+    );
+}
+
+// spec: E6 — a pod on a draining node that its budget holds back is
+// named with the budget, as the Eviction API would refuse it.
+#[test]
+fn a_budget_holding_a_drain_back_is_named() {
+    let ready = |name: &str, node: &str| -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns",
+                "labels": {"app": "web"}},
+            "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+            "status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}]}}))
+        .expect("a pod")
+    };
+    let pdb = |min: i32| -> PodDisruptionBudget {
+        serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"minAvailable": min, "selector": {"matchLabels": {"app": "web"}}}}))
+        .expect("a budget")
+    };
+    let pods = [ready("web-1", "n1"), ready("web-2", "n2")];
+    let refs: Vec<&Pod> = pods.iter().collect();
+    let nodes: BTreeSet<String> = ["n1".to_string(), "n2".to_string()].into();
+    let draining: BTreeSet<String> = ["n1".to_string()].into();
+    let tight = pdb(2);
+    let by = pods_by_node(&refs, &nodes, &draining, &[&tight]);
+    let why = by["n1"][0].held_by.as_deref().expect("held back");
+    assert!(why.contains("ns/web") && why.contains("needs 2"), "{why}");
+    assert_eq!(by["n2"][0].held_by, None, "n2 is not draining");
+    let loose = pdb(1);
+    let by = pods_by_node(&refs, &nodes, &draining, &[&loose]);
+    assert_eq!(by["n1"][0].held_by, None, "one disruption to give");
+}

@@ -91,7 +91,7 @@ pub use gate::Gate;
 pub use inputs::{Inputs, LocalService, Quota};
 pub use plan::{plan, settings, Settings, UpgradePlan};
 pub use status::{NODES_TOTAL, NODES_UPGRADED};
-pub use target::{fingerprint, CONFIG_LABEL};
+pub use target::CONFIG_LABEL;
 
 /// Node annotation naming the operation upgrading the node (its
 /// `metadata.name`): set when the node's upgrade starts, removed with the

@@ -186,7 +186,9 @@ pub fn plan<N: std::borrow::Borrow<Node>>(
         .name
         .as_deref()
         .ok_or(PlanError::MissingName)?;
-    let spec = NodeSpec::of_pool(pool)?;
+    // Labelled with its config's fingerprint, so that an upgrade of the
+    // config alone tells these nodes from the ones it makes.
+    let spec = NodeSpec::of_pool(pool)?.labelled();
     let previous = pool.status.clone().unwrap_or_default();
     let deleting = pool.metadata.deletion_timestamp.is_some();
     let targets = if deleting {

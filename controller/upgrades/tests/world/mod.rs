@@ -20,7 +20,8 @@ use sluice_nodepools::reconcile::{self, Config};
 use sluice_nodepools::{CreateNode, Instance, InstanceState, NodeSpec};
 use sluice_upgrades::drain::{DRAIN_ANNOTATION, DRAIN_STARTED_ANNOTATION};
 use sluice_upgrades::{
-    plan, Action, Gate, Inputs, LocalService, PodOnNode, Quota, UpgradePlan, UPGRADING_ANNOTATION,
+    plan, Action, Gate, Inputs, LocalService, PodOnNode, Quota, UpgradePlan, CONFIG_LABEL,
+    UPGRADING_ANNOTATION,
 };
 
 pub const OP: &str = "operation-1";
@@ -539,6 +540,27 @@ impl World {
             .values()
             .map(|s| s.instance.version.clone())
             .collect()
+    }
+
+    /// Every node is made like the pool's spec says: its version, and
+    /// its config label (or none, for the pool's first config).
+    pub fn assert_like_the_pool(&self, first: &NodeConfig) {
+        let pool_spec = NodeSpec::of_pool(&self.pool).unwrap();
+        let want = pool_spec.fingerprint();
+        let version = self.pool.spec.version.clone().unwrap();
+        for (name, s) in &self.sims {
+            assert_eq!(s.instance.version, version, "{name}");
+            let node = &self.nodes[name];
+            match node
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(CONFIG_LABEL))
+            {
+                Some(label) => assert_eq!(label, &want, "{name}"),
+                None => assert_eq!(&self.pool.spec.config, first, "{name}: no config label"),
+            }
+        }
     }
 }
 

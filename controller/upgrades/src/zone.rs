@@ -180,12 +180,15 @@ impl Window<'_> {
                 let Some(next) = unmarked.first().copied() else {
                     break;
                 };
-                if quota_ok && total + creatable < ceiling {
+                // A surge node can be made for it; or it can be drained at
+                // once: already out of service, or one serving node to spare.
+                let surge = quota_ok && total + creatable < ceiling;
+                let spared = !surge && next.available() && spare > 0;
+                if surge {
                     creatable += 1;
-                } else if !next.available() {
-                } else if spare > 0 {
+                } else if spared {
                     spare -= 1;
-                } else {
+                } else if next.available() {
                     let why = match &self.quota_blocked {
                         Some(q) if self.max_surge > 0 => format!(
                             "no capacity for a surge node ({q}): the next node's upgrade waits for it"

@@ -7,7 +7,7 @@ mod world;
 
 use proptest::prelude::*;
 use sluice_model::operation::{OperationAction, OperationState};
-use sluice_upgrades::{Gate, Quota};
+use sluice_upgrades::Gate;
 use world::{Weather, World, NEW, OLD};
 
 #[derive(Debug, Clone)]
@@ -59,7 +59,8 @@ fn cases() -> impl Strategy<Value = Case> {
 }
 
 /// Random events before a pass: the window closes or opens, the user
-/// cancels or resumes, asks for a rollback once; quota comes back.
+/// cancels or resumes, asks for a rollback once. (Quota refusals come from
+/// the world's provider, through the pool's backoff.)
 fn weather_events(w: &mut World, rollback_asked: &mut bool) {
     let wx = w.weather.clone();
     if w.rng.chance(wx.gate_flip_percent) {
@@ -81,14 +82,6 @@ fn weather_events(w: &mut World, rollback_asked: &mut bool) {
     if !*rollback_asked && w.rng.chance(wx.rollback_percent) {
         *rollback_asked = true;
         w.op.spec.action = Some(OperationAction::Rollback);
-    }
-    if let Quota::Exhausted {
-        retry_at: Some(t), ..
-    } = &w.quota
-    {
-        if w.now >= *t {
-            w.quota = Quota::Available;
-        }
     }
 }
 
@@ -119,15 +112,14 @@ fn check(case: Case) {
         weather_events(&mut w, &mut rollback_asked);
         w.pass(true);
     }
-    // Calm: the window opens, quota comes back, the user resumes (a
-    // rollback asked stays asked).
+    // Calm: the window opens, creations are no longer refused (the pool's
+    // backoff runs out), the user resumes (a rollback asked stays asked).
     w.weather = Weather {
         max_boot_steps: case.weather.max_boot_steps,
         max_drain_steps: case.weather.max_drain_steps,
         ..Weather::default()
     };
     w.gate = Gate::OPEN;
-    w.quota = Quota::Available;
     if w.op.spec.action == Some(OperationAction::Cancel) {
         w.op.spec.action = Some(OperationAction::Resume);
     }

@@ -132,6 +132,8 @@ pub enum DeleteReason {
     Surplus,
     /// The pool is being deleted.
     PoolDeleted,
+    /// An upgrade replaced it (its drain is over); names the operation.
+    Upgraded(String),
 }
 
 impl fmt::Display for DeleteReason {
@@ -143,6 +145,7 @@ impl fmt::Display for DeleteReason {
             DeleteReason::ZoneRemoved => f.write_str("its zone left the pool's locations"),
             DeleteReason::Surplus => f.write_str("its zone holds more than its target"),
             DeleteReason::PoolDeleted => f.write_str("the pool is being deleted"),
+            DeleteReason::Upgraded(op) => write!(f, "replaced by upgrade {op}"),
         }
     }
 }

@@ -17,7 +17,7 @@ use sluice_model::node_pool::{NodeConfig, NodePool, NodePoolSpec, UpgradeSetting
 use sluice_model::operation::{Operation, OperationSpec, OperationType};
 use sluice_nodepools::node_object::node_object;
 use sluice_nodepools::reconcile::{self, Config};
-use sluice_nodepools::{CreateNode, Instance, InstanceState, NodeSpec};
+use sluice_nodepools::{CreateNode, Instance, InstanceState, NodeSpec, ProviderError};
 use sluice_upgrades::drain::{DRAIN_ANNOTATION, DRAIN_STARTED_ANNOTATION};
 use sluice_upgrades::{
     plan, Action, Gate, Inputs, LocalService, PodOnNode, Quota, UpgradePlan, CONFIG_LABEL,
@@ -260,6 +260,11 @@ impl World {
         let instances = self.instances();
         let nodes = self.node_list();
         let pods = self.pods();
+        // A quota set by the test wins over the one the pool's status says.
+        let quota = match &self.quota {
+            Quota::Available => Quota::of_pool(&self.pool, &self.config, self.now),
+            set => set.clone(),
+        };
         plan(
             &Inputs {
                 operation: &self.op,
@@ -267,7 +272,7 @@ impl World {
                 instances: &instances,
                 nodes: &nodes,
                 pods: &pods,
-                quota: &self.quota,
+                quota: &quota,
                 local_services: &self.local_services,
                 gate: &self.gate,
                 config: &self.config,
@@ -294,14 +299,28 @@ impl World {
     fn act(&mut self, a: &Action) {
         match a {
             Action::CreateSurge(c) => {
-                if self.rng.chance(self.weather.quota_refusal_percent) {
-                    self.quota = Quota::Exhausted {
-                        message: "quota exhausted: instances (limit 10)".into(),
-                        retry_at: Some(self.now + SignedDuration::from_secs(60)),
-                    };
+                // As the loop does: the outcome is folded into the pool's
+                // status, whose backoff the next pass reads as the quota.
+                let result = if self.rng.chance(self.weather.quota_refusal_percent) {
+                    Err(ProviderError::QuotaExhausted {
+                        resource: "instances".into(),
+                        limit: 10,
+                    })
                 } else {
                     self.create(c);
-                }
+                    Ok(())
+                };
+                let outcome = reconcile::Outcome {
+                    action: reconcile::Action::Create(c.clone()),
+                    result,
+                };
+                let status = self.pool.status.clone().unwrap_or_default();
+                self.pool.status = Some(reconcile::record(
+                    &status,
+                    &[outcome],
+                    &self.config,
+                    self.now,
+                ));
             }
             Action::Recreate { old, new } => {
                 self.delete(old);

@@ -133,7 +133,29 @@ pub struct NodeSpec {
     pub spot: bool,
 }
 
+/// Node label holding the [`NodeSpec::fingerprint`] of the config a node
+/// was made from, so an upgrade tells old nodes from new when the config
+/// changes but the version does not. A Node without it predates the label
+/// and is taken to be of its pool's current config.
+pub const CONFIG_LABEL: &str = "sluice.dev/node-config";
+
 impl NodeSpec {
+    /// What a node needs a new machine to change (capacity, spot; labels
+    /// and taints change in place), as a label value:
+    /// `cpu4000m-mem17179869184-standard`.
+    pub fn fingerprint(&self) -> String {
+        let kind = if self.spot { "spot" } else { "standard" };
+        format!("cpu{}m-mem{}-{kind}", self.cpu_milli, self.memory_bytes)
+    }
+
+    /// This spec with [`CONFIG_LABEL`] set, for a creation.
+    pub fn labelled(&self) -> NodeSpec {
+        let mut spec = self.clone();
+        spec.labels
+            .insert(CONFIG_LABEL.to_owned(), self.fingerprint());
+        spec
+    }
+
     /// The pool's `spec.config`, its capacity parsed (`"4"` is 4000
     /// milli-CPU, `"16Gi"` 17 179 869 184 bytes).
     pub fn of_pool(pool: &NodePool) -> Result<NodeSpec, PlanError> {
@@ -239,6 +261,17 @@ mod tests {
         pool.spec.config.capacity.memory = sluice_model::k8s::Quantity("2Gi".into());
         let spec = NodeSpec::of_pool(&pool).unwrap();
         assert_eq!((spec.cpu_milli, spec.memory_bytes), (1500, 2 << 30));
+        // spec: U1 — a config change tells old nodes from new by this label.
+        assert_eq!(spec.fingerprint(), "cpu1500m-mem2147483648-standard");
+        assert_eq!(
+            spec.labelled().labels[CONFIG_LABEL],
+            "cpu1500m-mem2147483648-standard"
+        );
+        let spot = NodeSpec {
+            spot: true,
+            ..spec.clone()
+        };
+        assert_ne!(spot.fingerprint(), spec.fingerprint());
 
         pool.spec.config.capacity.memory = sluice_model::k8s::Quantity("lots".into());
         let err = NodeSpec::of_pool(&pool).unwrap_err().to_string();

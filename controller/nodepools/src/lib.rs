@@ -49,5 +49,5 @@ pub(crate) fn later(t: Timestamp, d: SignedDuration) -> Timestamp {
         Timestamp::MAX
     })
 }
-pub use instance::{CreateNode, Instance, InstanceState, NodeSpec};
+pub use instance::{CreateNode, Instance, InstanceState, NodeSpec, CONFIG_LABEL};
 pub use provider::{NodeProvider, ProviderError, ProviderFuture};

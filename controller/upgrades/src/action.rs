@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
 use sluice_model::node_pool::{NodeConfig, NodeTaint};
+use sluice_nodepools::reconcile::{self, DeleteReason};
 use sluice_nodepools::CreateNode;
 
 /// One step.
@@ -74,5 +75,82 @@ impl Action {
             Action::ApplyInPlace(p) => Some(&p.node),
             Action::SetPoolTarget { .. } => None,
         }
+    }
+}
+
+/// The provider calls among `actions`, for `sluice_nodepools::execute::run`
+/// (deletions before creations, as a `Recreate` needs) and
+/// `reconcile::record`, which turns a creation refused for quota into the
+/// pool's backoff and `QuotaExceeded` condition that [`crate::Quota::of_pool`]
+/// reads back. `operation`: the name given in the deletions' reason.
+pub fn provider_actions(actions: &[Action], operation: &str) -> Vec<reconcile::Action> {
+    let delete = |name: &str| reconcile::Action::Delete {
+        name: name.to_owned(),
+        reason: DeleteReason::Upgraded(operation.to_owned()),
+    };
+    actions
+        .iter()
+        .flat_map(|a| match a {
+            Action::CreateSurge(c) => vec![reconcile::Action::Create(c.clone())],
+            Action::DeleteInstance { name } => vec![delete(name)],
+            Action::Recreate { old, new } => {
+                vec![delete(old), reconcile::Action::Create(new.clone())]
+            }
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_nodepools::NodeSpec;
+
+    fn create(name: &str) -> CreateNode {
+        CreateNode {
+            pool: "p".into(),
+            zone: "a".into(),
+            name: name.into(),
+            version: "1.34.1".into(),
+            config: NodeSpec {
+                cpu_milli: 4000,
+                memory_bytes: 1 << 34,
+                labels: BTreeMap::new(),
+                taints: Vec::new(),
+                spot: false,
+            },
+        }
+    }
+
+    #[test]
+    fn provider_calls_keep_a_recreation_s_deletion_first() {
+        // spec: U2 — recreate: the old node goes, then the new one is made.
+        let actions = [
+            Action::MarkUpgrading { node: "n0".into() },
+            Action::Recreate {
+                old: "n1".into(),
+                new: create("n2"),
+            },
+            Action::DeleteInstance { name: "n3".into() },
+            Action::CreateSurge(create("n4")),
+        ];
+        let calls = provider_actions(&actions, "op-1");
+        let reason = DeleteReason::Upgraded("op-1".into());
+        assert_eq!(
+            calls,
+            [
+                reconcile::Action::Delete {
+                    name: "n1".into(),
+                    reason: reason.clone()
+                },
+                reconcile::Action::Create(create("n2")),
+                reconcile::Action::Delete {
+                    name: "n3".into(),
+                    reason: reason.clone()
+                },
+                reconcile::Action::Create(create("n4")),
+            ]
+        );
+        assert_eq!(reason.to_string(), "replaced by upgrade op-1");
     }
 }

@@ -13,8 +13,11 @@
 //! 2. [`plan`] (pure, `now` passed in) returns an [`UpgradePlan`]: the
 //!    [`Action`]s, the operation's status, when to look again, the zones
 //!    whose size it holds and the nodes it keeps busy;
-//! 3. the caller runs the actions (Node patches, provider calls, the
-//!    pool's spec written once) and writes the status.
+//! 3. the caller runs the actions (Node patches; provider calls through
+//!    `sluice_nodepools::execute::run` with [`provider_actions`], their
+//!    outcomes folded into the pool's status by `reconcile::record`, so a
+//!    refused creation becomes the pool's quota backoff; the pool's spec
+//!    written once) and writes the status.
 //!
 //! ## State lives on the objects
 //! Nothing is remembered between passes but the operation's status
@@ -84,14 +87,14 @@ mod zone;
 #[cfg(test)]
 mod tests;
 
-pub use action::{Action, InPlace};
+pub use action::{provider_actions, Action, InPlace};
 pub use drain::PodOnNode;
 pub use error::UpgradeError;
 pub use gate::Gate;
 pub use inputs::{Inputs, LocalService, Quota};
 pub use plan::{plan, settings, Settings, UpgradePlan};
 pub use status::{NODES_TOTAL, NODES_UPGRADED};
-pub use target::{fingerprint, CONFIG_LABEL};
+pub use target::CONFIG_LABEL;
 
 /// Node annotation naming the operation upgrading the node (its
 /// `metadata.name`): set when the node's upgrade starts, removed with the

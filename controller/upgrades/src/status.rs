@@ -76,7 +76,8 @@ pub(crate) fn build(
             all_warnings.push(w);
         }
     }
-    let started = state != OperationState::Pending || previous.start_time.is_some();
+    // Cancelled before it started: no start time either.
+    let started = !matches!(state, OperationState::Pending | OperationState::Cancelled);
     OperationStatus {
         status: Some(state),
         status_message: Some(message),

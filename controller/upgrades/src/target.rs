@@ -3,11 +3,11 @@
 //! told to be on one or the other.
 //!
 //! A node's version is its instance's (else its kubelet's). Its config is
-//! read off the [`CONFIG_LABEL`] the planner puts on the nodes it creates,
-//! holding a fingerprint of what needs a new node to change (capacity,
-//! spot); a Node without it was made by the pool reconciler from the
-//! pool's spec. Labels and taints are left out of the fingerprint: they
-//! change in place (U7).
+//! read off the [`CONFIG_LABEL`] the planner and the pool reconciler put on
+//! the nodes they create, holding a fingerprint of what needs a new node to
+//! change (capacity, spot); a Node without it predates the label and is
+//! taken to be of the pool's spec. Labels and taints are left out of the
+//! fingerprint: they change in place (U7).
 
 use k8s_openapi::api::core::v1::Node;
 use sluice_model::node_pool::{NodeConfig, NodePool};
@@ -17,8 +17,7 @@ use sluice_nodepools::{Instance, NodeSpec};
 
 use crate::UpgradeError;
 
-/// Node label holding the fingerprint of the config a node was made from.
-pub const CONFIG_LABEL: &str = "sluice.dev/node-config";
+pub use sluice_nodepools::CONFIG_LABEL;
 
 /// One side of the upgrade.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,7 +51,7 @@ impl Sides {
         let from = Side {
             version: from_version.clone(),
             config: pool.spec.config.clone(),
-            fingerprint: fingerprint(&from_spec),
+            fingerprint: from_spec.fingerprint(),
             spec: from_spec,
         };
         let to_config = op
@@ -69,7 +68,7 @@ impl Sides {
         let to = Side {
             version: op.spec.node_version.clone().unwrap_or(from_version),
             config: to_config,
-            fingerprint: fingerprint(&to_spec),
+            fingerprint: to_spec.fingerprint(),
             spec: to_spec,
         };
         Ok(Sides { from, to })
@@ -80,13 +79,6 @@ impl Sides {
     pub fn recreates(&self) -> bool {
         self.from.version != self.to.version || self.from.fingerprint != self.to.fingerprint
     }
-}
-
-/// What a node needs a new machine to change, as a label value:
-/// `cpu4000m-mem17179869184-standard`.
-pub fn fingerprint(spec: &NodeSpec) -> String {
-    let kind = if spec.spot { "spot" } else { "standard" };
-    format!("cpu{}m-mem{}-{kind}", spec.cpu_milli, spec.memory_bytes)
 }
 
 /// An instance's version and config fingerprint. An instance whose Node
@@ -131,9 +123,6 @@ impl Side {
     /// The node spec to create nodes of this side with: the fingerprint
     /// label added, so that the node tells its config.
     pub fn create_spec(&self) -> NodeSpec {
-        let mut spec = self.spec.clone();
-        spec.labels
-            .insert(CONFIG_LABEL.to_owned(), self.fingerprint.clone());
-        spec
+        self.spec.labelled()
     }
 }

@@ -180,12 +180,15 @@ impl Window<'_> {
                 let Some(next) = unmarked.first().copied() else {
                     break;
                 };
-                if quota_ok && total + creatable < ceiling {
+                // A surge node can be made for it; or it can be drained at
+                // once: already out of service, or one serving node to spare.
+                let surge = quota_ok && total + creatable < ceiling;
+                let spared = !surge && next.available() && spare > 0;
+                if surge {
                     creatable += 1;
-                } else if !next.available() {
-                } else if spare > 0 {
+                } else if spared {
                     spare -= 1;
-                } else {
+                } else if next.available() {
                     let why = match &self.quota_blocked {
                         Some(q) if self.max_surge > 0 => format!(
                             "no capacity for a surge node ({q}): the next node's upgrade waits for it"
@@ -269,9 +272,12 @@ fn min(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
     }
 }
 
-/// The zone has nothing left to replace and no node marked by us.
+/// The zone has nothing left to replace and no node marked by us, and
+/// every instance has registered: until its Node shows its config label,
+/// a new instance's config is a guess (a surge node made before a
+/// rollback looks like one of the rollback's own).
 pub(crate) fn is_done(members: &[Member<'_>]) -> bool {
     members
         .iter()
-        .all(|m| !(m.counted && m.candidate) && m.mark != Mark::Ours)
+        .all(|m| !(m.counted && (m.candidate || !m.registered)) && m.mark != Mark::Ours)
 }

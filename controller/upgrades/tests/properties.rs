@@ -7,11 +7,13 @@ mod world;
 
 use proptest::prelude::*;
 use sluice_model::operation::{OperationAction, OperationState};
-use sluice_upgrades::{Gate, Quota};
+use sluice_upgrades::Gate;
 use world::{Weather, World, NEW, OLD};
 
 #[derive(Debug, Clone)]
 struct Case {
+    /// 0: a new version, 1: a new node config (capacity), 2: both.
+    change: u8,
     zones: usize,
     size: usize,
     max_surge: i32,
@@ -23,7 +25,7 @@ struct Case {
 fn cases() -> impl Strategy<Value = Case> {
     (
         (1usize..=3, 1usize..=30, 0i32..=5, 0i32..=5, any::<u64>()),
-        (1u64..6, 0u64..8, 0u64..20, 0u64..40),
+        (1u64..6, 0u64..8, 0u64..20, 0u64..40, 0u8..3),
         (0u64..15, 0u64..10, 0u64..30, 0u64..3),
     )
         .prop_filter(
@@ -33,9 +35,10 @@ fn cases() -> impl Strategy<Value = Case> {
         .prop_map(
             |(
                 (zones, size, max_surge, max_unavailable, seed),
-                (boot, drain, stuck, quota),
+                (boot, drain, stuck, quota, change),
                 (gate, cancel, kill, rollback),
             )| Case {
+                change,
                 zones,
                 size,
                 max_surge,
@@ -56,7 +59,8 @@ fn cases() -> impl Strategy<Value = Case> {
 }
 
 /// Random events before a pass: the window closes or opens, the user
-/// cancels or resumes, asks for a rollback once; quota comes back.
+/// cancels or resumes, asks for a rollback once. (Quota refusals come from
+/// the world's provider, through the pool's backoff.)
 fn weather_events(w: &mut World, rollback_asked: &mut bool) {
     let wx = w.weather.clone();
     if w.rng.chance(wx.gate_flip_percent) {
@@ -79,14 +83,6 @@ fn weather_events(w: &mut World, rollback_asked: &mut bool) {
         *rollback_asked = true;
         w.op.spec.action = Some(OperationAction::Rollback);
     }
-    if let Quota::Exhausted {
-        retry_at: Some(t), ..
-    } = &w.quota
-    {
-        if w.now >= *t {
-            w.quota = Quota::Available;
-        }
-    }
 }
 
 fn check(case: Case) {
@@ -100,6 +96,13 @@ fn check(case: Case) {
         case.seed,
     );
     w.weather = case.weather.clone();
+    let first = w.pool.spec.config.clone();
+    if case.change >= 1 {
+        w.op.spec.config = Some(world::config("8"));
+    }
+    if case.change == 1 {
+        w.op.spec.node_version = None;
+    }
     let mut rollback_asked = false;
     // Chaos.
     for _ in 0..150 {
@@ -109,15 +112,14 @@ fn check(case: Case) {
         weather_events(&mut w, &mut rollback_asked);
         w.pass(true);
     }
-    // Calm: the window opens, quota comes back, the user resumes (a
-    // rollback asked stays asked).
+    // Calm: the window opens, creations are no longer refused (the pool's
+    // backoff runs out), the user resumes (a rollback asked stays asked).
     w.weather = Weather {
         max_boot_steps: case.weather.max_boot_steps,
         max_drain_steps: case.weather.max_drain_steps,
         ..Weather::default()
     };
     w.gate = Gate::OPEN;
-    w.quota = Quota::Available;
     if w.op.spec.action == Some(OperationAction::Cancel) {
         w.op.spec.action = Some(OperationAction::Resume);
     }
@@ -149,13 +151,16 @@ fn check(case: Case) {
     );
     // spec: U6 — the end state: upgraded, or rolled back.
     let state = w.state();
-    let version = match state {
-        Some(OperationState::Done) => NEW,
-        Some(OperationState::RolledBack) => OLD,
-        other => panic!("the operation did not finish: {other:?} {:?}", w.op.status),
+    let (version, cpu) = match (state, case.change) {
+        (Some(OperationState::Done), 0) => (NEW, "4"),
+        (Some(OperationState::Done), 1) => (OLD, "8"),
+        (Some(OperationState::Done), _) => (NEW, "8"),
+        (Some(OperationState::RolledBack), _) => (OLD, "4"),
+        (other, _) => panic!("the operation did not finish: {other:?} {:?}", w.op.status),
     };
-    assert_eq!(w.versions(), [version.to_string()].into());
     assert_eq!(w.pool.spec.version.as_deref(), Some(version));
+    assert_eq!(w.pool.spec.config.capacity.cpu.0, cpu);
+    w.assert_like_the_pool(&first);
     w.assert_clean("at the end");
     for (zone, n) in w.counts() {
         assert_eq!(n, t, "{zone} ends with {n} nodes");

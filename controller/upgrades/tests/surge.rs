@@ -396,6 +396,17 @@ fn the_autoscaler_is_told_which_nodes_to_leave_alone() {
 }
 
 #[test]
+fn huge_settings_do_not_overflow() {
+    // spec: U5 — a window larger than the pool upgrades it all at once.
+    let mut w = World::new(1, 3, i32::MAX, i32::MAX, 1);
+    calm(&mut w, 2, 1);
+    let first = w.pass(false).unwrap();
+    assert_eq!((marks(&first), creates(&first)), (3, 3));
+    w.run_calm(100);
+    assert_upgraded(&w);
+}
+
+#[test]
 fn bad_settings_and_links_are_errors_naming_the_field() {
     let w = World::new(1, 1, 0, 0, 1);
     let e = w.plan().unwrap_err().to_string();

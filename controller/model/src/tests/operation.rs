@@ -192,6 +192,24 @@ fn node_upgrade_rules() {
 }
 
 #[test]
+fn the_target_link_names_one_node_pool() {
+    let spec = |link: &str| OperationSpec::new(OperationType::UpgradeNodes, link);
+    assert_eq!(
+        spec("/apis/sluice.dev/v1/nodepools/pool-a").node_pool(),
+        Some("pool-a")
+    );
+    for bad in [
+        "/apis/sluice.dev/v1/nodepools/",
+        "/apis/sluice.dev/v1/nodepools/a/b",
+        "/apis/sluice.dev/v1/clusters/c",
+        "pool-a",
+        "",
+    ] {
+        assert_eq!(spec(bad).node_pool(), None, "{bad:?}");
+    }
+}
+
+#[test]
 fn final_states() {
     use OperationState::*;
     for s in [Done, RolledBack, Failed] {

@@ -132,6 +132,8 @@ pub enum DeleteReason {
     Surplus,
     /// The pool is being deleted.
     PoolDeleted,
+    /// An upgrade replaced it (its drain is over); names the operation.
+    Upgraded(String),
 }
 
 impl fmt::Display for DeleteReason {
@@ -143,6 +145,7 @@ impl fmt::Display for DeleteReason {
             DeleteReason::ZoneRemoved => f.write_str("its zone left the pool's locations"),
             DeleteReason::Surplus => f.write_str("its zone holds more than its target"),
             DeleteReason::PoolDeleted => f.write_str("the pool is being deleted"),
+            DeleteReason::Upgraded(op) => write!(f, "replaced by upgrade {op}"),
         }
     }
 }
@@ -186,7 +189,9 @@ pub fn plan<N: std::borrow::Borrow<Node>>(
         .name
         .as_deref()
         .ok_or(PlanError::MissingName)?;
-    let spec = NodeSpec::of_pool(pool)?;
+    // Labelled with its config's fingerprint, so that an upgrade of the
+    // config alone tells these nodes from the ones it makes.
+    let spec = NodeSpec::of_pool(pool)?.labelled();
     let previous = pool.status.clone().unwrap_or_default();
     let deleting = pool.metadata.deletion_timestamp.is_some();
     let targets = if deleting {

@@ -17,10 +17,11 @@ use sluice_model::node_pool::{NodeConfig, NodePool, NodePoolSpec, UpgradeSetting
 use sluice_model::operation::{Operation, OperationSpec, OperationType};
 use sluice_nodepools::node_object::node_object;
 use sluice_nodepools::reconcile::{self, Config};
-use sluice_nodepools::{CreateNode, Instance, InstanceState, NodeSpec};
+use sluice_nodepools::{CreateNode, Instance, InstanceState, NodeSpec, ProviderError};
 use sluice_upgrades::drain::{DRAIN_ANNOTATION, DRAIN_STARTED_ANNOTATION};
 use sluice_upgrades::{
-    plan, Action, Gate, Inputs, LocalService, PodOnNode, Quota, UpgradePlan, UPGRADING_ANNOTATION,
+    plan, Action, Gate, Inputs, LocalService, PodOnNode, Quota, UpgradePlan, CONFIG_LABEL,
+    UPGRADING_ANNOTATION,
 };
 
 pub const OP: &str = "operation-1";
@@ -259,6 +260,11 @@ impl World {
         let instances = self.instances();
         let nodes = self.node_list();
         let pods = self.pods();
+        // A quota set by the test wins over the one the pool's status says.
+        let quota = match &self.quota {
+            Quota::Available => Quota::of_pool(&self.pool, &self.config, self.now),
+            set => set.clone(),
+        };
         plan(
             &Inputs {
                 operation: &self.op,
@@ -266,7 +272,7 @@ impl World {
                 instances: &instances,
                 nodes: &nodes,
                 pods: &pods,
-                quota: &self.quota,
+                quota: &quota,
                 local_services: &self.local_services,
                 gate: &self.gate,
                 config: &self.config,
@@ -293,14 +299,28 @@ impl World {
     fn act(&mut self, a: &Action) {
         match a {
             Action::CreateSurge(c) => {
-                if self.rng.chance(self.weather.quota_refusal_percent) {
-                    self.quota = Quota::Exhausted {
-                        message: "quota exhausted: instances (limit 10)".into(),
-                        retry_at: Some(self.now + SignedDuration::from_secs(60)),
-                    };
+                // As the loop does: the outcome is folded into the pool's
+                // status, whose backoff the next pass reads as the quota.
+                let result = if self.rng.chance(self.weather.quota_refusal_percent) {
+                    Err(ProviderError::QuotaExhausted {
+                        resource: "instances".into(),
+                        limit: 10,
+                    })
                 } else {
                     self.create(c);
-                }
+                    Ok(())
+                };
+                let outcome = reconcile::Outcome {
+                    action: reconcile::Action::Create(c.clone()),
+                    result,
+                };
+                let status = self.pool.status.clone().unwrap_or_default();
+                self.pool.status = Some(reconcile::record(
+                    &status,
+                    &[outcome],
+                    &self.config,
+                    self.now,
+                ));
             }
             Action::Recreate { old, new } => {
                 self.delete(old);
@@ -539,6 +559,27 @@ impl World {
             .values()
             .map(|s| s.instance.version.clone())
             .collect()
+    }
+
+    /// Every node is made like the pool's spec says: its version, and
+    /// its config label (or none, for the pool's first config).
+    pub fn assert_like_the_pool(&self, first: &NodeConfig) {
+        let pool_spec = NodeSpec::of_pool(&self.pool).unwrap();
+        let want = pool_spec.fingerprint();
+        let version = self.pool.spec.version.clone().unwrap();
+        for (name, s) in &self.sims {
+            assert_eq!(s.instance.version, version, "{name}");
+            let node = &self.nodes[name];
+            match node
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(CONFIG_LABEL))
+            {
+                Some(label) => assert_eq!(label, &want, "{name}"),
+                None => assert_eq!(&self.pool.spec.config, first, "{name}: no config label"),
+            }
+        }
     }
 }
 

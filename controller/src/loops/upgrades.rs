@@ -163,7 +163,7 @@ impl Upgrades {
         let slice_refs: Vec<&EndpointSlice> = slices.iter().map(AsRef::as_ref).collect();
         let locals = inputs::local_services(services.iter().map(AsRef::as_ref), &slice_refs);
         let cluster = self.clusters.get("", "default");
-        let gate = inputs::gate_of(&op, &pool, cluster.as_deref(), now);
+        let gate = sluice_upgrades::gate_of(&op, &pool, cluster.as_deref(), now);
         let quota = Quota::of_pool(&pool, &self.config, now);
         let node_list: Vec<Node> = nodes.iter().map(|n| n.as_ref().clone()).collect();
         let plan = sluice_upgrades::plan(

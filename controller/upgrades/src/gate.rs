@@ -1,6 +1,6 @@
-//! Whether an operation may start new disruptions now: the caller reads
-//! it off the cluster's maintenance policy (windows and exclusions, M1–M8)
-//! and hands it in, so this crate does not depend on how it is computed.
+//! Whether an operation may start new disruptions now. The planner only
+//! reads it; [`crate::gate_of`] (`policy_gate.rs`) computes it from the
+//! cluster's maintenance policy (M1–M8), and tests set it directly.
 
 use k8s_openapi::jiff::Timestamp;
 

@@ -80,6 +80,7 @@ mod in_place;
 mod inputs;
 mod observe;
 mod plan;
+mod policy_gate;
 mod status;
 mod target;
 mod zone;
@@ -93,6 +94,7 @@ pub use error::UpgradeError;
 pub use gate::Gate;
 pub use inputs::{Inputs, LocalService, Quota};
 pub use plan::{plan, settings, Settings, UpgradePlan};
+pub use policy_gate::{event_of, gate_of, trigger_of};
 pub use status::{NODES_TOTAL, NODES_UPGRADED};
 pub use target::CONFIG_LABEL;
 

@@ -15,7 +15,7 @@ use sluice_model::k8s::Node;
 use sluice_model::node_pool::{NodePool, NodeTaint};
 use sluice_model::policy::eviction::DRAIN_ANNOTATION;
 use sluice_nodepools::reconcile::{self, Outcome};
-use sluice_nodepools::{CreateNode, NodeProvider, ProviderError};
+use sluice_nodepools::{NodeProvider, ProviderError};
 use sluice_upgrades::drain::DRAIN_STARTED_ANNOTATION;
 use sluice_upgrades::{Action, InPlace, UPGRADING_ANNOTATION};
 
@@ -43,19 +43,30 @@ fn params() -> PatchParams {
 }
 
 impl Executor<'_> {
-    /// Runs `actions` in order; the provider's answers to creations, for
-    /// the pool's quota backoff. Stops at the first API or provider error
-    /// other than "not found".
+    /// Runs `actions`: the provider calls first (every deletion, then
+    /// every creation, as `sluice_nodepools::execute::run` does: a
+    /// recreation's deletion frees the room its creation uses), then the
+    /// Node patches in order, then the pool's spec. Returns the provider
+    /// calls' outcomes, for the pool's quota backoff. A failed deletion,
+    /// or a failed API write, ends the pass with the error (the next pass
+    /// plans again from what is there).
     pub async fn run(&self, actions: &[Action]) -> Result<Vec<Outcome>, LoopError> {
-        let mut created = Vec::new();
+        let calls = sluice_upgrades::provider_actions(actions, self.operation);
+        let outcomes = sluice_nodepools::execute::run(self.provider.clone(), calls).await;
+        for o in &outcomes {
+            match (&o.action, &o.result) {
+                (_, Ok(()))
+                | (reconcile::Action::Delete { .. }, Err(ProviderError::NotFound(_))) => {}
+                (reconcile::Action::Delete { name, .. }, Err(e)) => {
+                    return Err(LoopError::Provider(format!("deleting {name}: {e}")));
+                }
+                (reconcile::Action::Create(c), Err(e)) => {
+                    tracing::warn!(node = %c.name, pool = self.pool, error = %e, "surge node not created");
+                }
+            }
+        }
         for a in actions {
             match a {
-                Action::CreateSurge(c) => created.push(self.create(c).await),
-                Action::DeleteInstance { name } => self.delete(name).await?,
-                Action::Recreate { old, new } => {
-                    self.delete(old).await?;
-                    created.push(self.create(new).await);
-                }
                 Action::MarkUpgrading { node } => {
                     self.annotate(node, json!({ UPGRADING_ANNOTATION: self.operation }))
                         .await?
@@ -69,42 +80,30 @@ impl Executor<'_> {
                 }
                 Action::Uncordon { node } => self.annotate(node, drain_marks(None)).await?,
                 Action::ApplyInPlace(p) => self.in_place(p).await?,
-                Action::SetPoolTarget { version, config } => {
-                    let mut spec = Map::new();
-                    if let Some(v) = version {
-                        spec.insert("version".into(), json!(v));
-                    }
-                    if let Some(c) = config {
-                        spec.insert(
-                            "config".into(),
-                            serde_json::to_value(c).unwrap_or(Value::Null),
-                        );
-                    }
-                    let api: Api<NodePool> = Api::all(self.client.clone());
-                    api.patch(self.pool, &params(), &Patch::Merge(json!({ "spec": spec })))
-                        .await?;
-                }
+                Action::CreateSurge(_)
+                | Action::DeleteInstance { .. }
+                | Action::Recreate { .. }
+                | Action::SetPoolTarget { .. } => {}
             }
         }
-        Ok(created)
-    }
-
-    async fn create(&self, c: &CreateNode) -> Outcome {
-        let result = self.provider.create(c.clone()).await.map(|_| ());
-        if let Err(e) = &result {
-            tracing::warn!(node = %c.name, pool = self.pool, error = %e, "surge node not created");
+        for a in actions {
+            if let Action::SetPoolTarget { version, config } = a {
+                let mut spec = Map::new();
+                if let Some(v) = version {
+                    spec.insert("version".into(), json!(v));
+                }
+                if let Some(c) = config {
+                    spec.insert(
+                        "config".into(),
+                        serde_json::to_value(c).unwrap_or(Value::Null),
+                    );
+                }
+                let api: Api<NodePool> = Api::all(self.client.clone());
+                api.patch(self.pool, &params(), &Patch::Merge(json!({ "spec": spec })))
+                    .await?;
+            }
         }
-        Outcome {
-            action: reconcile::Action::Create(c.clone()),
-            result,
-        }
-    }
-
-    async fn delete(&self, name: &str) -> Result<(), LoopError> {
-        match self.provider.delete(name).await {
-            Ok(()) | Err(ProviderError::NotFound(_)) => Ok(()),
-            Err(e) => Err(LoopError::Provider(e.to_string())),
-        }
+        Ok(outcomes)
     }
 
     async fn annotate(&self, node: &str, annotations: Value) -> Result<(), LoopError> {

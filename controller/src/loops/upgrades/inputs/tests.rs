@@ -2,20 +2,6 @@ use super::*;
 use serde_json::json;
 use sluice_model::operation::OperationState;
 
-fn op(kind: &str, version: Option<&str>, config: Option<serde_json::Value>) -> Operation {
-    let mut spec =
-        json!({"operationType": kind, "targetLink": "/apis/sluice.dev/v1/nodepools/pool-a"});
-    if let Some(v) = version {
-        spec["nodeVersion"] = json!(v);
-    }
-    if let Some(c) = config {
-        spec["config"] = c;
-    }
-    serde_json::from_value(json!({"apiVersion": "sluice.dev/v1", "kind": "Operation",
-        "metadata": {"name": "op-1"}, "spec": spec}))
-    .expect("an operation")
-}
-
 fn pod(name: &str, node: &str, phase: &str, owner: &str, grace: Option<i64>) -> Pod {
     serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns",
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner, "name": "o",
@@ -86,7 +72,9 @@ fn local_services_name_their_serving_nodes() {
 // finished one neither; a running one holds every zone until planned.
 #[test]
 fn only_live_upgrades_hold_their_pool() {
-    let mut o = op("UPGRADE_NODES", Some("1.34.1"), None);
+    use sluice_model::operation::{OperationSpec, OperationType};
+    let link = format!("{}pool-a", OperationSpec::NODE_POOL_LINK);
+    let mut o = Operation::new("op-1", OperationSpec::new(OperationType::UpgradeNodes, link));
     assert_eq!(live_upgrade(&o), Some("pool-a"));
     for (state, live) in [
         (OperationState::Running, true),

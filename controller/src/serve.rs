@@ -421,3 +421,35 @@ pub async fn run(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::load_versions;
+
+    #[test]
+    fn versions_come_from_the_flag_or_the_built_in_table() {
+        let built_in = load_versions(None).expect("the compiled-in example loads");
+        assert!(built_in.end_of_life("1.35").is_some());
+        let dir =
+            std::env::temp_dir().join(format!("sluice-serve-versions-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let bad = dir.join("bad.yaml");
+        std::fs::write(
+            &bad,
+            "minors: {\"1.35\": {endOfLife: soon}}\nchannels: {}\n",
+        )
+        .expect("write");
+        // A bad table stops the start, naming the file and the fault.
+        let e = format!("{:#}", load_versions(Some(&bad)).expect_err("bad"));
+        assert!(
+            e.contains("bad.yaml") && e.contains("minors[1.35]: endOfLife"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            load_versions(Some(&dir.join("missing.yaml"))).expect_err("missing")
+        );
+        assert!(e.contains("missing.yaml"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -99,6 +99,28 @@ pub struct ServeOptions {
     /// kube-scheduler; the leader Lease is still kept).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub controllers: bool,
+    /// The versions table (YAML or JSON): each minor's end of life and
+    /// each release channel's versions, which a Cluster's maintenance
+    /// exclusions are checked against (M7). Default: the shipped
+    /// `controller/versions.example.yaml`, compiled in.
+    #[arg(long)]
+    pub versions: Option<PathBuf>,
+}
+
+/// The versions table `--versions` names, or the compiled-in example; a
+/// bad file stops the start, naming what is wrong.
+fn load_versions(path: Option<&Path>) -> Result<sluice_maintenance::Versions> {
+    let text = match path {
+        Some(p) => {
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
+        }
+        None => sluice_maintenance::versions::EXAMPLE.to_string(),
+    };
+    let source = path.map_or_else(
+        || "the built-in versions table".to_string(),
+        |p| p.display().to_string(),
+    );
+    sluice_maintenance::Versions::from_yaml(&text).with_context(|| source)
 }
 
 /// The store, and the etcd client when the store is etcd (for the
@@ -251,6 +273,7 @@ pub async fn run(
         &opts.service_node_port_range,
     )
     .map_err(anyhow::Error::msg)?;
+    let versions = load_versions(opts.versions.as_deref())?;
     let tokens_text =
         String::from_utf8(read(&opts.dir, "tokens.csv")?).context("tokens.csv: not UTF-8")?;
     let tokens = identity::parse(&tokens_text).context("tokens.csv")?;
@@ -290,7 +313,7 @@ pub async fn run(
         let masks: Vec<Option<u8>> = opts.node_cidr_mask_size.iter().map(|m| Some(*m)).collect();
         sluice_lifecycle::pod_cidrs::Allocator::new(&cidrs, &masks).map_err(anyhow::Error::msg)?;
     }
-    let objects = Objects::new(store.clone(), services);
+    let objects = Objects::new(store.clone(), services, versions);
     let loops = crate::leader::Loops {
         client: crate::loops::client::in_process(objects.clone()),
         config: crate::loops::LoopConfig {
@@ -397,4 +420,36 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::load_versions;
+
+    #[test]
+    fn versions_come_from_the_flag_or_the_built_in_table() {
+        let built_in = load_versions(None).expect("the compiled-in example loads");
+        assert!(built_in.end_of_life("1.35").is_some());
+        let dir =
+            std::env::temp_dir().join(format!("sluice-serve-versions-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let bad = dir.join("bad.yaml");
+        std::fs::write(
+            &bad,
+            "minors: {\"1.35\": {endOfLife: soon}}\nchannels: {}\n",
+        )
+        .expect("write");
+        // A bad table stops the start, naming the file and the fault.
+        let e = format!("{:#}", load_versions(Some(&bad)).expect_err("bad"));
+        assert!(
+            e.contains("bad.yaml") && e.contains("minors[1.35]: endOfLife"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            load_versions(Some(&dir.join("missing.yaml"))).expect_err("missing")
+        );
+        assert!(e.contains("missing.yaml"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

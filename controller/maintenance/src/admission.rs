@@ -27,18 +27,13 @@ fn error(field: &str, kind: ErrorKind, message: String) -> FieldError {
 }
 
 fn window_error(e: &WindowError) -> FieldError {
-    let (field, value) = match e {
-        WindowError::Frequency { field, value, .. }
-        | WindowError::Malformed { field, value, .. }
-        | WindowError::NeverOpens { field, value }
-        | WindowError::TooManyOccurrences { field, value, .. } => (field, value),
-    };
+    let field = e.field();
     let text = e.to_string();
+    // The message without the field it is filed under.
     let message = text
         .strip_prefix(&format!("{field}: "))
         .unwrap_or(&text)
         .to_string();
-    debug_assert!(message.contains(&format!("{value:?}")) || value.is_empty());
     error(field, ErrorKind::Invalid, message)
 }
 

@@ -52,6 +52,18 @@ pub enum WindowError {
     },
 }
 
+impl WindowError {
+    /// The field at fault.
+    pub fn field(&self) -> &str {
+        match self {
+            WindowError::Frequency { field, .. }
+            | WindowError::Malformed { field, .. }
+            | WindowError::NeverOpens { field, .. }
+            | WindowError::TooManyOccurrences { field, .. } => field,
+        }
+    }
+}
+
 /// Where the window stands at an instant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WindowState {
@@ -107,10 +119,10 @@ impl Window {
             return Ok(Window::Always);
         };
         match (&w.recurring_window, &w.daily_maintenance_window) {
-            (Some(_), Some(_)) => Err(WindowError::Malformed {
+            (Some(r), Some(_)) => Err(WindowError::Malformed {
                 field: DAILY.into(),
-                value: "dailyMaintenanceWindow".into(),
-                why: "give dailyMaintenanceWindow or recurringWindow, not both".into(),
+                value: r.recurrence.clone(),
+                why: "a recurringWindow is given too: give dailyMaintenanceWindow or recurringWindow, not both".into(),
             }),
             (Some(r), None) => Recurring::compile(r).map(|r| Window::Recurring(Box::new(r))),
             (None, Some(d)) => Window::daily(d),

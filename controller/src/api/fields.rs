@@ -27,6 +27,7 @@ use sluice_model::load_balancer::{
 use sluice_model::node_pool::NodePool;
 use sluice_model::operation::Operation;
 use sluice_model::policy::disruption::{Budget, Selector, UnhealthyPodEvictionPolicy};
+use sluice_model::validation::FieldErrors;
 
 use super::meta::invalid;
 use super::path::Target;
@@ -93,20 +94,25 @@ fn check_kind<K: SluiceKind + DeserializeOwned>(
 ) -> Result<Unknown, ApiError> {
     let d = decode::<K, _>(obj.clone(), mode).map_err(|e| decode_error(t, obj, e))?;
     if let Err(errs) = d.value.validate() {
-        let name = name_of(obj);
-        let mut err = invalid(t, name, "", "");
-        err.message = format!("{} {name:?} is invalid: {errs}", t.resource.kind);
-        let causes: Vec<Value> = errs
-            .0
-            .iter()
-            .map(|e| json!({"reason": e.kind.reason(), "message": e.message, "field": e.field}))
-            .collect();
-        err.details = Some(
-            json!({"name": name, "group": t.resource.group, "kind": t.resource.kind, "causes": causes}),
-        );
-        return Err(err);
+        return Err(field_errors(t, name_of(obj), &errs));
     }
     Ok(d.into())
+}
+
+/// A 422 listing every broken rule, each with its field, as
+/// kube-apiserver's `Invalid` status.
+pub fn field_errors(t: &Target, name: &str, errs: &FieldErrors) -> ApiError {
+    let mut err = invalid(t, name, "", "");
+    err.message = format!("{} {name:?} is invalid: {errs}", t.resource.kind);
+    let causes: Vec<Value> = errs
+        .0
+        .iter()
+        .map(|e| json!({"reason": e.kind.reason(), "message": e.message, "field": e.field}))
+        .collect();
+    err.details = Some(
+        json!({"name": name, "group": t.resource.group, "kind": t.resource.kind, "causes": causes}),
+    );
+    err
 }
 
 /// A budget as kube-apiserver admits it: one of `minAvailable` and

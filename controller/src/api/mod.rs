@@ -17,6 +17,7 @@ pub mod fields;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod list;
+pub mod maintenance;
 pub mod meta;
 pub mod objects;
 pub mod openapi;

@@ -41,14 +41,21 @@ pub struct Objects {
     pub watch_lines: Arc<watch::Memo>,
     /// The ranges Services get their cluster IPs and node ports from.
     pub services: Arc<allocate::Config>,
+    /// What a Cluster's maintenance exclusions are checked against (M7).
+    pub versions: Arc<sluice_maintenance::Versions>,
 }
 
 impl Objects {
-    pub fn new(store: Arc<dyn Store>, services: allocate::Config) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        services: allocate::Config,
+        versions: sluice_maintenance::Versions,
+    ) -> Self {
         Objects {
             store,
             watch_lines: Arc::default(),
             services: Arc::new(services),
+            versions: Arc::new(versions),
         }
     }
 }

@@ -25,7 +25,7 @@ use super::objects::{
 };
 use super::path::Target;
 use super::status::ApiError;
-use super::{defaults, deletion, fields, patch, services, strategic, subsetting};
+use super::{defaults, deletion, fields, maintenance, patch, services, strategic, subsetting};
 
 /// Services are written with their allocations (`services.rs`).
 fn is_service(t: &Target) -> bool {
@@ -90,6 +90,7 @@ pub(super) async fn create(
     let mut obj = obj;
     let unknown = fields::check(t, &mut obj, mode)?;
     subsetting::admit(t, None, &mut obj, &crate::clock::now_rfc3339())?;
+    maintenance::admit(t, None, &mut obj, false, &o.versions, crate::clock::now())?;
     defaults::apply(t.resource.kind, &mut obj, true);
     let name = obj
         .pointer("/metadata/name")
@@ -244,7 +245,9 @@ async fn replace_read(
         .map_err(|m| meta::invalid(t, &name, "metadata.resourceVersion", &m))?;
     let old = decode_stored(&current.value)?;
     let expected = sent.unwrap_or(current.mod_rev);
-    let (merged, unknown) = updated(t, &old, new, status_only, req.mode, req.track)?;
+    let (mut merged, unknown) = updated(t, &old, new, status_only, req.mode, req.track)?;
+    let now = crate::clock::now();
+    maintenance::admit(t, Some(&old), &mut merged, status_only, &o.versions, now)?;
     let ok = |obj: Value, rev: i64, unknown: Vec<String>| Written {
         code: StatusCode::OK,
         obj: meta::with_resource_version(obj, rev),

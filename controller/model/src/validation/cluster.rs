@@ -1,6 +1,6 @@
 //! The rules a `Cluster` satisfies on its own (M7's counting and scope
-//! limits, RRULE frequencies). The M7 rules left to the maintenance
-//! evaluator are listed in `validation`'s own documentation.
+//! limits, RRULE frequencies, one window at most). The M7 rules left to
+//! `sluice-maintenance` are listed in `validation`'s own documentation.
 
 use super::{ErrorKind, Errors, FieldErrors, Path};
 use crate::cluster::{
@@ -141,8 +141,8 @@ fn ordered(errors: &mut Errors, path: &Path, w: &TimeWindow) {
 }
 
 /// Enough of RFC 5545 to refuse what GKE refuses: a rule of `KEY=VALUE`
-/// parts with a `FREQ` no finer than daily. Expanding the rule is the
-/// maintenance evaluator's job (later issue, with the `rrule` crate).
+/// parts with a `FREQ` no finer than daily. Expanding the rule (and its
+/// full grammar) is `sluice-maintenance`'s, with the `rrule` crate.
 fn check_rrule(rule: &str) -> Result<(), String> {
     let body = rule.strip_prefix("RRULE:").unwrap_or(rule);
     let mut freq = None;

@@ -3,11 +3,10 @@
 //! `spec.config.taints[1].key`, `...maintenanceExclusions[holiday].endTime`).
 //!
 //! Only rules that a single object can answer live here. Rules that need
-//! the clock, other objects or the version catalogue are checked by the
-//! controller's evaluators (later issues): M7's 48 h of maintenance
-//! availability in any 32 days (it needs the RRULE expanded and the
-//! exclusions laid over it) and M7's "no exclusion past the minor version's
-//! end of life" (it needs the release calendar).
+//! the clock, other objects or the versions table are checked at
+//! admission by `sluice-maintenance`: M7's 48 h of maintenance
+//! availability in any 32 days (it needs the RRULE expanded) and M7's "no
+//! exclusion past the minor version's end of life" (it needs the table).
 
 mod cluster;
 mod load_balancer;

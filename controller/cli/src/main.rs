@@ -1,0 +1,57 @@
+//! `sluice`: the command line for a Sluice cluster, worded like `gcloud
+//! container`. Each command group has its own module; `client` reaches
+//! the cluster, `output` prints for people or scripts.
+
+mod client;
+mod maintenance;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use output::Format;
+
+/// Exit codes, the same for every command.
+pub mod exit {
+    /// Allowed (`check`), or found (`next`).
+    pub const OK: u8 = 0;
+    /// Something went wrong: an unreadable or invalid policy, an
+    /// unreachable API server, a bad time.
+    pub const ERROR: u8 = 1;
+    /// Flags clap could not parse (clap's own code).
+    pub const USAGE: u8 = 2;
+    /// Blocked (`check`), or nothing within the horizon (`next`).
+    pub const BLOCKED: u8 = 10;
+}
+
+const EXIT_CODES: &str = "Exit codes: 0 allowed (check) or found (next); 10 blocked (check) or none within about 2 years (next); 1 error (bad policy, file, time or API); 2 bad usage.";
+
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about = "Manage a Sluice cluster", after_help = EXIT_CODES)]
+struct Cli {
+    /// The kubeconfig to reach the cluster with (default: $KUBECONFIG,
+    /// then ~/.kube/config).
+    #[arg(long, global = true, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// How to print: `human` lines or `json` for scripts.
+    #[arg(long, global = true, value_enum, default_value_t = Format::Human)]
+    format: Format,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The cluster's maintenance windows and exclusions (spec M).
+    Maintenance(maintenance::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Maintenance(args) => maintenance::run(args, cli.kubeconfig.as_deref(), cli.format),
+    };
+    ExitCode::from(code)
+}

@@ -16,4 +16,6 @@
 //! fixed ticks, so an idle week costs one step.
 
 pub mod agent;
+pub mod harness;
+pub mod invariants;
 pub mod world;

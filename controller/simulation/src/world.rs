@@ -182,6 +182,14 @@ impl World {
         }
     }
 
+    /// Every bound pod Ready by `now`: a cluster that has been running a
+    /// while, as a run starts.
+    pub fn settle(&mut self, now: Timestamp) {
+        for p in self.pods.values_mut().filter(|p| p.node.is_some()) {
+            p.ready_at = Some(p.ready_at.map_or(now, |t| t.min(now)));
+        }
+    }
+
     /// Start deleting `pod` gracefully (its grace from its workload,
     /// capped at `cap`): what an accepted eviction does.
     pub fn terminate(&mut self, pod: &str, cap: SignedDuration, now: Timestamp) {

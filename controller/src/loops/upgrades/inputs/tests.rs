@@ -74,7 +74,10 @@ fn local_services_name_their_serving_nodes() {
 fn only_live_upgrades_hold_their_pool() {
     use sluice_model::operation::{OperationSpec, OperationType};
     let link = format!("{}pool-a", OperationSpec::NODE_POOL_LINK);
-    let mut o = Operation::new("op-1", OperationSpec::new(OperationType::UpgradeNodes, link));
+    let mut o = Operation::new(
+        "op-1",
+        OperationSpec::new(OperationType::UpgradeNodes, link),
+    );
     assert_eq!(live_upgrade(&o), Some("pool-a"));
     for (state, live) in [
         (OperationState::Running, true),

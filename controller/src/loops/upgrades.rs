@@ -106,7 +106,15 @@ fn params() -> PatchParams {
 
 impl Upgrades {
     pub async fn reconcile(&self, key: Key) -> Result<Next, LoopError> {
-        let Some(op) = self.operations.get("", &key.1) else {
+        if self.operations.get("", &key.1).is_none() {
+            return Ok(None);
+        }
+        // Read fresh, not from the cache: a pass woken by the pool write
+        // of the pass that finished the upgrade would otherwise see the
+        // pool at the new version and the operation still running, and
+        // plan it again as a change with nothing to recreate.
+        let api: Api<Operation> = Api::all(self.client.clone());
+        let Some(op) = api.get_opt(&key.1).await? else {
             return Ok(None);
         };
         let Some(pool_name) = inputs::live_upgrade(&op).map(str::to_owned) else {

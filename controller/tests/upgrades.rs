@@ -1,0 +1,231 @@
+//! Node-pool upgrades end to end on both stores: the controller's upgrade
+//! loop runs `Operation`s written with the real kubectl against pools of
+//! simulated nodes (`--node-provider sim:1`), behind the cluster's
+//! maintenance policy.
+
+#[macro_use]
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{ok, wait_for, write, Backend, Server};
+use serde_json::Value;
+
+const LONG: Duration = Duration::from_secs(90);
+
+fn json(s: &Server, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    serde_json::from_str(&ok(s, "admin", &a)).unwrap_or(Value::Null)
+}
+
+/// Each Node of pool-a with its kubelet version.
+fn versions(s: &Server) -> BTreeMap<String, String> {
+    let list = json(
+        s,
+        &["get", "nodes", "-l", "cloud.google.com/gke-nodepool=pool-a"],
+    );
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| {
+            (
+                n["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                n["status"]["nodeInfo"]["kubeletVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn operation(s: &Server, name: &str) -> Value {
+    json(s, &["get", "operation", name])
+}
+
+fn state(s: &Server, name: &str) -> String {
+    operation(s, name)["status"]["status"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn upgrade(name: &str, kind: &str, version: &str) -> String {
+    format!(
+        "apiVersion: sluice.dev/v1
+kind: Operation
+metadata: {{name: {name}}}
+spec:
+  operationType: {kind}
+  targetLink: /apis/sluice.dev/v1/nodepools/pool-a
+  nodeVersion: '{version}'
+  upgradeSettings: {{maxSurge: 1, maxUnavailable: 0}}
+"
+    )
+}
+
+/// A cluster whose only window opens once a year, far from now.
+const CLOSED: &str = "apiVersion: sluice.dev/v1
+kind: Cluster
+metadata: {name: default}
+spec:
+  releaseChannel: {channel: REGULAR}
+  maintenancePolicy:
+    window:
+      recurringWindow:
+        window: {startTime: '2020-01-01T00:00:00Z', endTime: '2020-01-01T08:00:00Z'}
+        recurrence: FREQ=DAILY
+";
+
+fn upgrades_run_behind_the_policy(backend: Backend) {
+    let s = Server::start_on(
+        &format!("upgrades-{backend:?}").to_lowercase(),
+        backend,
+        &["--controllers=true", "--node-provider", "sim:1"],
+    );
+    let pool = write(
+        &s,
+        "pool.yaml",
+        "apiVersion: sluice.dev/v1
+kind: NodePool
+metadata: {name: pool-a}
+spec:
+  locations: [zone-a, zone-b]
+  initialNodeCount: 2
+  version: '1.33.2'
+  config: {capacity: {cpu: '2', memory: 4Gi}}
+",
+    );
+    ok(&s, "admin", &["apply", "-f", &pool]);
+    let first = wait_for(LONG, "4 nodes on 1.33.2", || {
+        let v = versions(&s);
+        (v.len() == 4 && v.values().all(|v| v == "v1.33.2")).then_some(v)
+    });
+
+    // spec: U1 — a manual upgrade runs at once (M8), one zone at a time,
+    // each node replaced by a surge node of the new version.
+    let f = write(&s, "op-1.yaml", &upgrade("op-1", "UPGRADE_NODES", "1.33.5"));
+    ok(&s, "admin", &["apply", "-f", &f]);
+    wait_for(LONG, "op-1 done", || {
+        (state(&s, "op-1") == "DONE").then_some(())
+    });
+    // The Nodes of the deleted instances go a moment after (the sim's
+    // kubelets and the pool loop remove them).
+    let after = wait_for(LONG, "4 nodes on 1.33.5", || {
+        let v = versions(&s);
+        (v.len() == 4 && v.values().all(|v| v == "v1.33.5")).then_some(v)
+    });
+    assert!(
+        after.keys().all(|n| !first.contains_key(n)),
+        "every node was replaced: {first:?} -> {after:?}"
+    );
+    let op = operation(&s, "op-1");
+    let metrics = &op["status"]["progress"]["metrics"];
+    let metric = |name: &str| {
+        metrics
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["name"] == name)
+            .and_then(|m| m["intValue"].as_i64())
+    };
+    assert_eq!(metric("nodes_total"), Some(4), "{op}");
+    assert_eq!(metric("nodes_upgraded"), Some(4), "{op}");
+    assert!(op["status"]["endTime"].is_string(), "{op}");
+    let pool = json(&s, &["get", "nodepool", "pool-a"]);
+    assert_eq!(
+        pool["spec"]["version"], "1.33.5",
+        "the pool moved with its nodes"
+    );
+
+    // spec: M1 — an automatic upgrade waits for the window, and says so;
+    // nothing is touched meanwhile.
+    let f = write(&s, "cluster.yaml", CLOSED);
+    ok(&s, "admin", &["apply", "-f", &f]);
+    let f = write(
+        &s,
+        "op-2.yaml",
+        &upgrade("op-2", "AUTO_UPGRADE_NODES", "1.33.6"),
+    );
+    ok(&s, "admin", &["apply", "-f", &f]);
+    let why = wait_for(LONG, "op-2 waiting for the window", || {
+        let op = operation(&s, "op-2");
+        let msg = op["status"]["statusMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (op["status"]["status"] == "PENDING" && msg.contains("window closed")).then_some(msg)
+    });
+    assert!(why.contains("next at"), "{why}");
+    // spec: U1 — one upgrade of a pool at a time: a second waits for the first.
+    let f = write(&s, "op-3.yaml", &upgrade("op-3", "UPGRADE_NODES", "1.33.7"));
+    ok(&s, "admin", &["apply", "-f", &f]);
+    let waiting = wait_for(LONG, "op-3 waiting for op-2", || {
+        let op = operation(&s, "op-3");
+        let msg = op["status"]["statusMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        msg.contains("op-2").then_some(msg)
+    });
+    assert!(waiting.contains("waiting for operation op-2"), "{waiting}");
+    assert_eq!(
+        versions(&s),
+        after,
+        "nothing moved while the window is closed"
+    );
+
+    // The policy lifted: the gate opens and the queued upgrades run in
+    // turn.
+    ok(
+        &s,
+        "admin",
+        &[
+            "patch",
+            "cluster",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"maintenancePolicy":null}}"#,
+        ],
+    );
+    wait_for(LONG, "op-2 done", || {
+        (state(&s, "op-2") == "DONE").then_some(())
+    });
+    wait_for(LONG, "op-3 done", || {
+        (state(&s, "op-3") == "DONE").then_some(())
+    });
+    wait_for(LONG, "4 nodes on 1.33.7", || {
+        let v = versions(&s);
+        (v.len() == 4 && v.values().all(|v| v == "v1.33.7")).then_some(v)
+    });
+    assert_eq!(
+        json(&s, &["get", "nodepool", "pool-a"])["spec"]["version"],
+        "1.33.7"
+    );
+
+    // spec: U6 — no rollback after completion: the API refuses it,
+    // naming why.
+    let out = s.kubectl(
+        "admin",
+        &[
+            "patch",
+            "operation",
+            "op-3",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"action":"ROLLBACK"}}"#,
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "a rollback after DONE was accepted");
+    assert!(err.contains("downgrade"), "{err}");
+}
+
+on_both_stores!(upgrades_run_behind_the_policy);

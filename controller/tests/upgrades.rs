@@ -210,6 +210,47 @@ spec:
         "1.33.7"
     );
 
+    // spec: M1 — an auto-upgrading pool follows the control plane: a
+    // newer control-plane version makes an AUTO_UPGRADE_NODES operation,
+    // which runs (no policy now) to the end.
+    ok(
+        &s,
+        "admin",
+        &[
+            "patch",
+            "nodepool",
+            "pool-a",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"management":{"autoUpgrade":true}}}"#,
+        ],
+    );
+    ok(
+        &s,
+        "admin",
+        &[
+            "patch",
+            "cluster",
+            "default",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"currentMasterVersion":"1.34.0"}}"#,
+        ],
+    );
+    let auto = "auto-upgrade-pool-a-1.34.0";
+    wait_for(LONG, "the automatic upgrade done", || {
+        (state(&s, auto) == "DONE").then_some(())
+    });
+    assert_eq!(
+        operation(&s, auto)["spec"]["operationType"],
+        "AUTO_UPGRADE_NODES"
+    );
+    wait_for(LONG, "4 nodes on 1.34.0", || {
+        let v = versions(&s);
+        (v.len() == 4 && v.values().all(|v| v == "v1.34.0")).then_some(v)
+    });
+
     // spec: U6 — no rollback after completion: the API refuses it,
     // naming why.
     let out = s.kubectl(

@@ -106,6 +106,9 @@ fn params() -> PatchParams {
 
 impl Upgrades {
     pub async fn reconcile(&self, key: Key) -> Result<Next, LoopError> {
+        if key.0 == AUTO {
+            return self.auto_upgrade(&key.1).await;
+        }
         if self.operations.get("", &key.1).is_none() {
             return Ok(None);
         }
@@ -231,6 +234,33 @@ impl Upgrades {
         Ok(requeue(plan.requeue_after))
     }
 
+    /// Makes the automatic upgrade `pool` needs, if any
+    /// (`sluice_upgrades::auto`); its fixed name makes a repeat a 409.
+    async fn auto_upgrade(&self, pool: &str) -> Result<Next, LoopError> {
+        let Some(pool) = self.pools.get("", pool) else {
+            return Ok(None);
+        };
+        let ops = self.operations.all();
+        let refs: Vec<&Operation> = ops.iter().map(AsRef::as_ref).collect();
+        let cluster = self.clusters.get("", "default");
+        let Some(op) = sluice_upgrades::auto::wanted(&pool, cluster.as_deref(), &refs) else {
+            return Ok(None);
+        };
+        let api: Api<Operation> = Api::all(self.client.clone());
+        match api.create(&kube::api::PostParams::default(), &op).await {
+            Ok(_) => {
+                tracing::info!(
+                    operation = op.metadata.name.as_deref().unwrap_or_default(),
+                    version = op.spec.node_version.as_deref().unwrap_or_default(),
+                    "automatic node upgrade"
+                );
+                Ok(None)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The oldest other live upgrade of `pool`, when it is older than
     /// `op` (creation time, then name).
     fn running_before(&self, op: &Operation, pool: &str) -> Option<String> {
@@ -274,8 +304,11 @@ impl Upgrades {
         }
     }
 
+    /// Every operation, and every pool's automatic-upgrade check.
     pub fn all_keys(&self) -> Vec<Key> {
-        self.operations.keys()
+        let mut keys = self.operations.keys();
+        keys.extend(self.pools.keys().into_iter().map(|(_, p)| auto_key(&p)));
+        keys
     }
 
     pub fn on_operation(&self, change: &Change<Operation>, queue: &Queue) {
@@ -327,13 +360,20 @@ impl Upgrades {
     }
 
     pub fn on_pool(&self, change: &Change<NodePool>, queue: &Queue) {
-        if let Change::Applied(p) | Change::Deleted(p) = change {
-            let name = p.metadata.name.as_deref().unwrap_or_default();
-            queue.add_all(self.live_keys_of_pool(name));
+        match change {
+            Change::Applied(p) | Change::Deleted(p) => {
+                let name = p.metadata.name.as_deref().unwrap_or_default();
+                queue.add_all(self.live_keys_of_pool(name));
+                if matches!(change, Change::Applied(_)) {
+                    queue.add(auto_key(name));
+                }
+            }
+            Change::Relisted => queue.add_all(self.all_keys()),
         }
     }
 
-    /// A change of the maintenance policy opens or closes every gate.
+    /// A change of the maintenance policy opens or closes every gate; a
+    /// new control-plane version may call for automatic upgrades.
     pub fn on_cluster(&self, change: &Change<Cluster>, queue: &Queue) {
         if !matches!(change, Change::Relisted) {
             queue.add_all(self.all_keys());
@@ -357,6 +397,14 @@ impl Upgrades {
             .map(|o| super::informer::key_of(o.as_ref()))
             .collect()
     }
+}
+
+/// The namespace part of the keys that ask for a pool's automatic-upgrade
+/// check (operations are cluster-scoped: their keys have none).
+const AUTO: &str = "auto-upgrade";
+
+fn auto_key(pool: &str) -> Key {
+    (AUTO.to_owned(), pool.to_owned())
 }
 
 /// The operation's status after an error that no pass can get past (a

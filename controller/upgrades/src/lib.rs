@@ -73,6 +73,7 @@
 //! states, [`drain`] and the [`Gate`].
 
 mod action;
+pub mod auto;
 pub mod drain;
 mod error;
 mod gate;

@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{ok, wait_for, write, Backend, Server};
+use common::{merge_patch, ok, wait_for, write, Backend, Server};
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(90);
@@ -183,17 +183,10 @@ spec:
 
     // The policy lifted: the gate opens and the queued upgrades run in
     // turn.
-    ok(
+    merge_patch(
         &s,
-        "admin",
-        &[
-            "patch",
-            "cluster",
-            "default",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"maintenancePolicy":null}}"#,
-        ],
+        &["cluster", "default"],
+        r#"{"spec":{"maintenancePolicy":null}}"#,
     );
     wait_for(LONG, "op-2 done", || {
         (state(&s, "op-2") == "DONE").then_some(())
@@ -213,30 +206,15 @@ spec:
     // spec: M1 — an auto-upgrading pool follows the control plane: a
     // newer control-plane version makes an AUTO_UPGRADE_NODES operation,
     // which runs (no policy now) to the end.
-    ok(
+    merge_patch(
         &s,
-        "admin",
-        &[
-            "patch",
-            "nodepool",
-            "pool-a",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"management":{"autoUpgrade":true}}}"#,
-        ],
+        &["nodepool", "pool-a"],
+        r#"{"spec":{"management":{"autoUpgrade":true}}}"#,
     );
-    ok(
+    merge_patch(
         &s,
-        "admin",
-        &[
-            "patch",
-            "cluster",
-            "default",
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            r#"{"status":{"currentMasterVersion":"1.34.0"}}"#,
-        ],
+        &["cluster", "default", "--subresource=status"],
+        r#"{"status":{"currentMasterVersion":"1.34.0"}}"#,
     );
     let auto = "auto-upgrade-pool-a-1.34.0";
     wait_for(LONG, "the automatic upgrade done", || {

@@ -341,6 +341,15 @@ pub fn ok(s: &Server, who: &str, args: &[&str]) -> String {
 
 /// Poll `f` until it gives a value or `limit` passes (then panic naming
 /// `what`): every wait of a test is bounded.
+/// `kubectl patch <target…> --type=merge -p <body>` as admin, which
+/// must succeed.
+pub fn merge_patch(s: &Server, target: &[&str], body: &str) -> String {
+    let mut args = vec!["patch"];
+    args.extend(target);
+    args.extend(["--type=merge", "-p", body]);
+    ok(s, "admin", &args)
+}
+
 pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {

@@ -229,6 +229,37 @@ spec:
         (v.len() == 4 && v.values().all(|v| v == "v1.34.0")).then_some(v)
     });
 
+    // An operation deleted mid-way: the marks and drains it left on the
+    // nodes are lifted (no node is left cordoned by an upgrade that will
+    // never finish it).
+    let f = write(&s, "op-4.yaml", &upgrade("op-4", "UPGRADE_NODES", "1.34.1"));
+    ok(&s, "admin", &["apply", "-f", &f]);
+    let marked = || -> Vec<String> {
+        let list = json(
+            &s,
+            &["get", "nodes", "-l", "cloud.google.com/gke-nodepool=pool-a"],
+        );
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| {
+                let a = &n["metadata"]["annotations"];
+                !a["sluice.dev/upgrading"].is_null()
+                    || !a["sluice.dev/drain"].is_null()
+                    || n["spec"]["unschedulable"] == true
+            })
+            .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    wait_for(LONG, "a node marked by op-4", || {
+        (!marked().is_empty()).then_some(())
+    });
+    ok(&s, "admin", &["delete", "operation", "op-4"]);
+    wait_for(LONG, "no node left marked", || {
+        marked().is_empty().then_some(())
+    });
+
     // spec: U6 — no rollback after completion: the API refuses it,
     // naming why.
     let out = s.kubectl(

@@ -21,6 +21,7 @@ pub mod maintenance;
 pub mod meta;
 pub mod objects;
 pub mod openapi;
+pub mod operations;
 pub mod patch;
 pub mod path;
 pub mod resources;

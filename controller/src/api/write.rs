@@ -248,6 +248,7 @@ async fn replace_read(
     let (mut merged, unknown) = updated(t, &old, new, status_only, req.mode, req.track)?;
     let now = crate::clock::now();
     maintenance::admit(t, Some(&old), &mut merged, status_only, &o.versions, now)?;
+    super::operations::admit(t, &old, &merged, status_only)?;
     let ok = |obj: Value, rev: i64, unknown: Vec<String>| Written {
         code: StatusCode::OK,
         obj: meta::with_resource_version(obj, rev),

@@ -28,6 +28,7 @@ use sluice_model::k8s::jiff::Timestamp;
 use sluice_model::k8s::{EndpointSlice, Node, Pod, PodDisruptionBudget, Service};
 use sluice_model::node_pool::NodePool;
 use sluice_model::operation::{Operation, OperationState, OperationStatus};
+use sluice_model::policy::eviction::{EvictionReason, DRAIN_ANNOTATION};
 use sluice_nodepools::node_object::POOL_LABEL;
 use sluice_nodepools::reconcile::{self, Config, ZoneHold};
 use sluice_nodepools::NodeProvider;
@@ -108,6 +109,9 @@ impl Upgrades {
     pub async fn reconcile(&self, key: Key) -> Result<Next, LoopError> {
         if key.0 == AUTO {
             return self.auto_upgrade(&key.1).await;
+        }
+        if key.0 == ORPHANS {
+            return self.release_orphans(&key.1).await;
         }
         if self.operations.get("", &key.1).is_none() {
             return Ok(None);
@@ -261,6 +265,64 @@ impl Upgrades {
         }
     }
 
+    /// Lifts the marks and upgrade drains an operation deleted mid-way
+    /// left on `pool`'s Nodes: nothing would ever finish them, and a node
+    /// left cordoned is a node lost. Its surge nodes are surplus to the
+    /// pool loop once the operation no longer holds the zone.
+    async fn release_orphans(&self, pool: &str) -> Result<Next, LoopError> {
+        let api: Api<Operation> = Api::all(self.client.clone());
+        let mut gone: BTreeMap<String, bool> = BTreeMap::new();
+        for node in self.nodes.all() {
+            let labels = node.metadata.labels.as_ref();
+            if labels.and_then(|l| l.get(POOL_LABEL)).map(String::as_str) != Some(pool) {
+                continue;
+            }
+            let Some(op) = node
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(sluice_upgrades::UPGRADING_ANNOTATION))
+            else {
+                continue;
+            };
+            let missing = match gone.get(op) {
+                Some(m) => *m,
+                None => {
+                    // Fresh, not the cache: a new operation may not be
+                    // in it yet.
+                    let m = api.get_opt(op).await?.is_none();
+                    gone.insert(op.clone(), m);
+                    m
+                }
+            };
+            if !missing {
+                continue;
+            }
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            tracing::info!(node = name, operation = %op, "releasing a node of a deleted upgrade");
+            let mut annotations = serde_json::Map::new();
+            annotations.insert(sluice_upgrades::UPGRADING_ANNOTATION.into(), Value::Null);
+            let upgrade_drain = sluice_upgrades::drain::drain_mark(&node)
+                .is_some_and(|d| d.reason == Some(EvictionReason::NodeUpgrade));
+            if upgrade_drain {
+                annotations.insert(DRAIN_ANNOTATION.into(), Value::Null);
+                annotations.insert(
+                    sluice_upgrades::drain::DRAIN_STARTED_ANNOTATION.into(),
+                    Value::Null,
+                );
+            }
+            let nodes: Api<Node> = Api::all(self.client.clone());
+            let patch = json!({"metadata": {"annotations": annotations}});
+            match nodes.patch(name, &params(), &Patch::Merge(patch)).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                r => {
+                    r?;
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// The oldest other live upgrade of `pool`, when it is older than
     /// `op` (creation time, then name).
     fn running_before(&self, op: &Operation, pool: &str) -> Option<String> {
@@ -304,10 +366,14 @@ impl Upgrades {
         }
     }
 
-    /// Every operation, and every pool's automatic-upgrade check.
+    /// Every operation, and per pool the automatic-upgrade check and the
+    /// release of marks a deleted operation left (after a restart too).
     pub fn all_keys(&self) -> Vec<Key> {
         let mut keys = self.operations.keys();
-        keys.extend(self.pools.keys().into_iter().map(|(_, p)| auto_key(&p)));
+        for (_, p) in self.pools.keys() {
+            keys.push((ORPHANS.to_owned(), p.clone()));
+            keys.push(auto_key(&p));
+        }
         keys
     }
 
@@ -319,6 +385,9 @@ impl Upgrades {
                 match inputs::live_upgrade(o).or_else(|| o.spec.node_pool()) {
                     Some(pool) => queue.add_all(self.keys_of_pool(pool)),
                     None => queue.add(super::informer::key_of(o.as_ref())),
+                }
+                if let (Change::Deleted(_), Some(pool)) = (change, o.spec.node_pool()) {
+                    queue.add((ORPHANS.to_owned(), pool.to_owned()));
                 }
             }
             Change::Relisted => queue.add_all(self.all_keys()),
@@ -402,6 +471,10 @@ impl Upgrades {
 /// The namespace part of the keys that ask for a pool's automatic-upgrade
 /// check (operations are cluster-scoped: their keys have none).
 const AUTO: &str = "auto-upgrade";
+
+/// The namespace part of the keys that release the nodes a deleted
+/// operation left marked.
+const ORPHANS: &str = "orphaned-marks";
 
 fn auto_key(pool: &str) -> Key {
     (AUTO.to_owned(), pool.to_owned())

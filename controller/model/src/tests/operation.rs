@@ -226,3 +226,35 @@ fn final_states() {
         assert!(!s.is_final(), "{s:?}");
     }
 }
+
+// spec: U1 — a version is one nodes can report and versions compare by:
+// a typo or a command never starts an upgrade.
+#[test]
+fn versions_are_kubernetes_versions() {
+    use crate::validation::version_error;
+    for good in [
+        "1.33",
+        "1.33.2",
+        "v1.33.2",
+        "1.33.2-gke.1200000",
+        "1.35.0-rc.1",
+    ] {
+        assert_eq!(version_error(good), None, "{good}");
+    }
+    for bad in [
+        "latest",
+        "1",
+        "1.33.",
+        "1..2",
+        "1.33.2.4",
+        "1.33.2-",
+        "1.33.2-gke 1",
+        "latest; rm -rf /",
+        "1.1234567.0",
+    ] {
+        let e = version_error(bad).expect(bad);
+        assert!(e.contains("not a version"), "{bad}: {e}");
+    }
+    let long = format!("1.33.{}", "9".repeat(100));
+    assert!(version_error(&long).is_some_and(|e| e.contains("at most 64")));
+}

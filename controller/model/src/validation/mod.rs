@@ -206,6 +206,34 @@ impl Errors {
 pub const SEVEN_DAYS: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Why `key` is not a Kubernetes label (or taint) key, if it is not.
+/// Why `v` is not a Kubernetes version as GKE spells one (`1.33.2`,
+/// `v1.33`, `1.33.2-gke.1200000`), if it is not: it is what nodes report
+/// and what versions are compared by, so a typo must not start an upgrade.
+pub fn version_error(v: &str) -> Option<String> {
+    const MAX: usize = 64;
+    if v.len() > MAX {
+        return Some(format!(
+            "a version has at most {MAX} characters, got {}",
+            v.len()
+        ));
+    }
+    let core = v.strip_prefix('v').unwrap_or(v);
+    let (numbers, suffix) = core.split_once('-').unwrap_or((core, ""));
+    let parts: Vec<&str> = numbers.split('.').collect();
+    let numeric = |p: &&str| !p.is_empty() && p.len() <= 6 && p.bytes().all(|b| b.is_ascii_digit());
+    let suffix_ok = suffix.is_empty() && !core.ends_with('-')
+        || !suffix.is_empty()
+            && suffix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.');
+    if (2..=3).contains(&parts.len()) && parts.iter().all(numeric) && suffix_ok {
+        return None;
+    }
+    Some(format!(
+        "{v:?} is not a version: MAJOR.MINOR[.PATCH][-SUFFIX], e.g. 1.33.2 or 1.33.2-gke.1200000"
+    ))
+}
+
 pub fn label_key_error(key: &str) -> Option<String> {
     check_label_key(key)
         .err()

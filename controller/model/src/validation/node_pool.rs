@@ -28,6 +28,9 @@ pub fn validate_node_pool(pool: &NodePool) -> Result<(), FieldErrors> {
             );
         }
     }
+    if let Some(e) = spec.version.as_deref().and_then(super::version_error) {
+        errors.invalid(&path.field("version"), e);
+    }
     errors.non_negative(&path.field("initialNodeCount"), spec.initial_node_count);
     // spec: C11 — a cluster holds at most 15 000 nodes: a count past it is
     // a mistake, and one near i32::MAX would overflow every sum of counts.

@@ -60,6 +60,8 @@ fn node_upgrade(
                 &path.field("nodeVersion"),
                 "may not be empty (leave it out to keep the pool's version)",
             );
+        } else if let Some(e) = super::version_error(v) {
+            errors.invalid(&path.field("nodeVersion"), e);
         }
     }
     if spec.node_version.is_none() && spec.config.is_none() {

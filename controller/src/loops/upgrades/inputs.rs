@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sluice_model::k8s::jiff::SignedDuration;
 use sluice_model::k8s::{EndpointSlice, Pod, PodDisruptionBudget, Service};
-use sluice_model::operation::{Operation, OperationState, OperationType};
+use sluice_model::operation::{Operation, OperationAction, OperationState, OperationType};
 use sluice_model::policy::disruption::{
     budget_status, decide, guards, refusal_cause, Budget, BudgetStatus, PodFacts,
     UnhealthyPodEvictionPolicy, Verdict,
@@ -24,14 +24,22 @@ const DEFAULT_GRACE: SignedDuration = SignedDuration::from_secs(30);
 
 /// An operation that is a node upgrade still to run or running: the pool
 /// it works on, if so. A cancelled one with nothing in flight holds
-/// nothing until resumed.
+/// nothing until a user asks it to resume or roll back (`spec.action`).
 pub fn live_upgrade(op: &Operation) -> Option<&str> {
     let upgrade = matches!(
         op.spec.operation_type,
         OperationType::UpgradeNodes | OperationType::AutoUpgradeNodes
     );
     let state = op.status.as_ref().and_then(|s| s.status);
-    let live = !state.is_some_and(|s| s.is_final() || s == OperationState::Cancelled);
+    let asked_on = matches!(
+        op.spec.action,
+        Some(OperationAction::Resume | OperationAction::Rollback)
+    );
+    let live = match state {
+        Some(s) if s.is_final() => false,
+        Some(OperationState::Cancelled) => asked_on,
+        _ => true,
+    };
     (upgrade && live).then(|| op.spec.node_pool()).flatten()
 }
 

@@ -1,6 +1,6 @@
 use super::*;
 use serde_json::json;
-use sluice_model::operation::OperationState;
+use sluice_model::operation::{OperationAction, OperationState};
 
 fn pod(name: &str, node: &str, phase: &str, owner: &str, grace: Option<i64>) -> Pod {
     serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns",
@@ -89,6 +89,14 @@ fn only_live_upgrades_hold_their_pool() {
         o.status.get_or_insert_with(Default::default).status = Some(state);
         assert_eq!(live_upgrade(&o).is_some(), live, "{state:?}");
     }
+    // Asked to go on or back: live again.
+    for action in [OperationAction::Resume, OperationAction::Rollback] {
+        o.status.get_or_insert_with(Default::default).status = Some(OperationState::Cancelled);
+        o.spec.action = Some(action);
+        assert_eq!(live_upgrade(&o), Some("pool-a"), "{action:?}");
+    }
+    o.spec.action = Some(OperationAction::Cancel);
+    assert_eq!(live_upgrade(&o), None);
     let zones = vec![("zone-a".to_string(), 3), ("zone-b".to_string(), 3)];
     let held = all_zones_held(&o, &zones);
     assert_eq!(held.len(), 2);

@@ -53,12 +53,15 @@ enum Command {
     /// The cluster's maintenance windows and exclusions (spec M).
     Maintenance(maintenance::Args),
     /// Upgrade or roll back a node pool's nodes (spec U).
-    NodePools(node_pools::Args),
+    #[command(subcommand, after_help = EXIT_CODES)]
+    NodePools(node_pools::Command),
     /// The cluster's long-running operations: list, describe, wait,
     /// cancel.
-    Operations(operations::Args),
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Operations(operations::Command),
     /// Steer a node pool's upgrade: resume a cancelled one (U6).
-    Upgrade(upgrade::Args),
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Upgrade(upgrade::Command),
 }
 
 fn main() -> ExitCode {

@@ -11,18 +11,11 @@ use sluice_model::operation::{Operation, OperationAction};
 use crate::api::{self, ApiError};
 use crate::exit;
 use crate::operations;
-use crate::output::Format;
+use crate::output::{self, Format};
 use crate::request::{self, Change};
 
-#[derive(Debug, clap::Args)]
-#[command(after_help = crate::EXIT_CODES)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(Debug, clap::Subcommand)]
-enum Command {
+pub enum Command {
     /// Move the pool's nodes to a version or a node config: creates an
     /// UPGRADE_NODES operation and, unless --async, waits for it as
     /// `operations wait` does.
@@ -60,8 +53,8 @@ pub struct UpgradeArgs {
 }
 
 /// Run a `node-pools` command; its exit code.
-pub fn run(args: Args, kubeconfig: Option<&Path>, format: Format) -> u8 {
-    match args.command {
+pub fn run(command: Command, kubeconfig: Option<&Path>, format: Format) -> u8 {
+    match command {
         Command::Upgrade(u) => {
             // The file is read before any request: a bad one costs nothing.
             let change = match change(&u) {
@@ -128,7 +121,7 @@ async fn upgrade(
     let name = op.metadata.name.clone().unwrap_or_default();
     match format {
         Format::Human => println!("created operation {name} (upgrade of node pool {})", u.pool),
-        Format::Json if u.run_async => print!("{}", crate::view::json_of(&op)),
+        Format::Json if u.run_async => print!("{}", output::either(format, String::new, &op)),
         Format::Json => {}
     }
     if u.run_async {

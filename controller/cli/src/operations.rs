@@ -12,21 +12,14 @@ use sluice_model::operation::{Operation, OperationAction};
 
 use crate::api::{self, ApiError};
 use crate::exit;
-use crate::output::Format;
+use crate::output::{self, Format};
 use crate::request;
 use crate::view;
 
 const WAIT_CODES: &str = "Exit codes: 0 DONE; 1 FAILED or an error; 10 CANCELLED, ROLLED_BACK or the timeout passed; 2 bad usage.";
 
-#[derive(Debug, clap::Args)]
-#[command(after_help = crate::EXIT_CODES)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(Debug, clap::Subcommand)]
-enum Command {
+pub enum Command {
     /// The operations, newest first.
     List {
         /// Only the operations on this node pool.
@@ -50,19 +43,13 @@ enum Command {
 }
 
 /// Run an `operations` command; its exit code.
-pub fn run(args: Args, kubeconfig: Option<&Path>, format: Format) -> u8 {
+pub fn run(command: Command, kubeconfig: Option<&Path>, format: Format) -> u8 {
     api::run(kubeconfig, |client| async move {
-        match args.command {
+        match command {
             Command::List { pool } => list(&client, pool.as_deref(), format).await,
             Command::Describe { name } => {
                 let op = api::operation(&client, &name).await?;
-                print!(
-                    "{}",
-                    match format {
-                        Format::Human => view::describe(&op),
-                        Format::Json => view::json_of(&op),
-                    }
-                );
+                print!("{}", output::either(format, || view::describe(&op), &op));
                 Ok(exit::OK)
             }
             Command::Wait { name, timeout } => wait(&client, &name, timeout, format).await,
@@ -79,14 +66,14 @@ pub fn run(args: Args, kubeconfig: Option<&Path>, format: Format) -> u8 {
 
 /// What a command that wrote `spec.action` prints.
 pub fn acted(op: &Operation, verb: &str, format: Format) -> String {
-    match format {
-        Format::Human => format!(
+    let human = || {
+        format!(
             "asked operation {} to {verb} (status {})\n",
             op.metadata.name.as_deref().unwrap_or_default(),
             request::state_name(op.status.as_ref().and_then(|s| s.status))
-        ),
-        Format::Json => view::json_of(op),
-    }
+        )
+    };
+    output::either(format, human, op)
 }
 
 async fn list(client: &Client, pool: Option<&str>, format: Format) -> Result<u8, ApiError> {
@@ -95,13 +82,7 @@ async fn list(client: &Client, pool: Option<&str>, format: Format) -> Result<u8,
         ops.retain(|o| o.spec.node_pool() == Some(p));
     }
     request::newest_first(&mut ops);
-    print!(
-        "{}",
-        match format {
-            Format::Human => view::table(&ops),
-            Format::Json => view::json_of(&ops),
-        }
-    );
+    print!("{}", output::either(format, || view::table(&ops), &ops));
     Ok(exit::OK)
 }
 

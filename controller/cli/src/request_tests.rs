@@ -30,6 +30,16 @@ fn op(name: &str, created: &str, pool: &str, state: Option<&str>) -> Operation {
     serde_json::from_value(v).unwrap()
 }
 
+/// Pool-a's upgrade `operation-<n>-0001`, created `n` minutes after 08:00.
+fn up(n: u32, state: Option<&str>) -> Operation {
+    op(
+        &format!("operation-{n}-0001"),
+        &format!("2026-11-27T08:{n:02}:00Z"),
+        "pool-a",
+        state,
+    )
+}
+
 #[test]
 fn operation_names_are_gcloud_shaped() {
     assert_eq!(
@@ -107,19 +117,9 @@ fn timeouts_parse_with_units() {
 #[test]
 fn a_pools_upgrades_come_newest_first() {
     let ops = vec![
-        op(
-            "operation-1-0001",
-            "2026-11-27T08:00:00Z",
-            "pool-a",
-            Some("DONE"),
-        ),
-        op("operation-3-0001", "2026-11-27T08:02:00Z", "pool-b", None),
-        op(
-            "operation-2-0001",
-            "2026-11-27T08:01:00Z",
-            "pool-a",
-            Some("RUNNING"),
-        ),
+        up(1, Some("DONE")),
+        op("operation-3-0001", "2026-11-27T08:03:00Z", "pool-b", None),
+        up(2, Some("RUNNING")),
     ];
     let names: Vec<_> = upgrades_of(&ops, "pool-a")
         .iter()
@@ -136,15 +136,7 @@ fn a_pools_upgrades_come_newest_first() {
 #[test]
 fn rollback_picks_the_latest_live_or_cancelled_upgrade() {
     let at = |s: Option<&str>| {
-        let ops = vec![
-            op(
-                "operation-1-0001",
-                "2026-11-27T08:00:00Z",
-                "pool-a",
-                Some("DONE"),
-            ),
-            op("operation-2-0001", "2026-11-27T08:01:00Z", "pool-a", s),
-        ];
+        let ops = vec![up(1, Some("DONE")), up(2, s)];
         action_target(&ops, "pool-a", OperationAction::Rollback)
     };
     for s in [
@@ -167,14 +159,7 @@ fn rollback_picks_the_latest_live_or_cancelled_upgrade() {
 /// spec: U6 — only a cancelled (or cancelling) upgrade resumes.
 #[test]
 fn resume_needs_a_cancelled_upgrade() {
-    let one = |s: &str| {
-        vec![op(
-            "operation-1-0001",
-            "2026-11-27T08:00:00Z",
-            "pool-a",
-            Some(s),
-        )]
-    };
+    let one = |s: &str| vec![up(1, Some(s))];
     for s in ["CANCELLED", "CANCELLING"] {
         assert!(action_target(&one(s), "pool-a", OperationAction::Resume).is_ok());
     }
@@ -190,7 +175,7 @@ fn resume_needs_a_cancelled_upgrade() {
 /// spec: U6 — a final operation is not cancelled.
 #[test]
 fn final_operations_are_not_cancellable() {
-    let o = |s| op("operation-1-0001", "2026-11-27T08:00:00Z", "pool-a", s);
+    let o = |s| up(1, s);
     assert!(cancellable(&o(None)).is_ok());
     assert!(cancellable(&o(Some("RUNNING"))).is_ok());
     for s in ["DONE", "FAILED", "ROLLED_BACK"] {

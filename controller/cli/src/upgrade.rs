@@ -10,23 +10,16 @@ use crate::api;
 use crate::node_pools;
 use crate::output::Format;
 
-#[derive(Debug, clap::Args)]
-#[command(after_help = crate::EXIT_CODES)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(Debug, clap::Subcommand)]
-enum Command {
+pub enum Command {
     /// Go on with the pool's cancelled upgrade: the nodes not yet
     /// upgraded are.
     Resume { pool: String },
 }
 
 /// Run an `upgrade` command; its exit code.
-pub fn run(args: Args, kubeconfig: Option<&Path>, format: Format) -> u8 {
-    match args.command {
+pub fn run(command: Command, kubeconfig: Option<&Path>, format: Format) -> u8 {
+    match command {
         Command::Resume { pool } => api::run(kubeconfig, |client| async move {
             node_pools::steer(&client, &pool, OperationAction::Resume, "resume", format).await
         }),

@@ -216,16 +216,6 @@ pub fn progress_json(op: &Operation, at: Timestamp) -> String {
     format!("{v}\n")
 }
 
-/// Objects for `--format json` of `list` and `describe`: the operations
-/// as the API holds them.
-pub fn json_of<T: serde::Serialize>(v: &T) -> String {
-    format!(
-        "{}\n",
-        serde_json::to_string_pretty(v)
-            .unwrap_or_else(|e| json!({"error": e.to_string()}).to_string())
-    )
-}
-
 /// When `wait` stops, and with what exit code: 0 done, 1 failed, 10
 /// cancelled or rolled back; `None`: keep waiting. A CANCELLED upgrade
 /// whose action is already RESUME or ROLLBACK is about to move on (the

@@ -231,35 +231,38 @@ fn an_upgrade_runs_is_listed_rolls_back_and_cancels() {
 // written on a cancelled upgrade are never acted on: these two fail
 // (the wait times out) until the loop runs them.
 
+/// Upgrade to 1.33.5, cancel, then `steer` (resume or rollback): the
+/// wait ends with `want` and the nodes at `version`.
+fn cancel_then(name: &str, steer: &[&str], want: i32, version: &str) {
+    let c = pool_a(name);
+    let kc = c.kubeconfig();
+    let op = start_async(&kc, "1.33.5");
+    cancel_and_wait(&kc, &op);
+    let o = run(&kc, steer);
+    assert_eq!(code(&o), Some(OK), "{}", text(&o));
+    let o = run(&kc, &["operations", "wait", &op, "--timeout", "90s"]);
+    assert_eq!(code(&o), Some(want), "{}", text(&o));
+    nodes_at(&c, version);
+}
+
 /// spec: U6 — resume upgrades the rest of a cancelled upgrade.
 #[test]
 #[ignore = "controller: a CANCELLED operation is not run again after RESUME (loops/upgrades/inputs.rs live_upgrade)"]
 fn a_cancelled_upgrade_resumes() {
-    let c = pool_a("resume");
-    let kc = c.kubeconfig();
-    let op = start_async(&kc, "1.33.5");
-    cancel_and_wait(&kc, &op);
-    let o = run(&kc, &["upgrade", "resume", "pool-a"]);
-    assert_eq!(code(&o), Some(OK), "{}", text(&o));
-    let o = run(&kc, &["operations", "wait", &op, "--timeout", "90s"]);
-    assert_eq!(code(&o), Some(OK), "{}", text(&o));
-    nodes_at(&c, "v1.33.5");
+    cancel_then("resume", &["upgrade", "resume", "pool-a"], OK, "v1.33.5");
 }
 
-/// spec: U6 — rollback of a cancelled, partly upgraded pool restores it.
+/// spec: U6 — rollback of a cancelled, partly upgraded pool restores it
+/// (the wait ends ROLLED_BACK: 10).
 #[test]
 #[ignore = "controller: a CANCELLED operation is not run again after ROLLBACK (loops/upgrades/inputs.rs live_upgrade)"]
 fn a_cancelled_upgrade_rolls_back() {
-    let c = pool_a("rollback");
-    let kc = c.kubeconfig();
-    let op = start_async(&kc, "1.33.5");
-    cancel_and_wait(&kc, &op);
-    let o = run(&kc, &["node-pools", "rollback", "pool-a"]);
-    assert_eq!(code(&o), Some(OK), "{}", text(&o));
-    let o = run(&kc, &["operations", "wait", &op, "--timeout", "90s"]);
-    assert_eq!(code(&o), Some(BLOCKED), "{}", text(&o));
-    assert!(text(&o).contains("ROLLED_BACK"), "{}", text(&o));
-    nodes_at(&c, "v1.33.2");
+    cancel_then(
+        "rollback",
+        &["node-pools", "rollback", "pool-a"],
+        BLOCKED,
+        "v1.33.2",
+    );
 }
 
 /// Bad input against a live API: each a one-line error, never a panic.

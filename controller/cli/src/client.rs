@@ -47,30 +47,40 @@ pub fn cluster_from_file(path: &Path) -> Result<Cluster, ClientError> {
     Ok(cluster)
 }
 
+/// A single-threaded runtime for one command's requests.
+pub fn runtime() -> Result<tokio::runtime::Runtime, ClientError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ClientError::Runtime)
+}
+
+/// A client for the API server `kubeconfig` (or the environment's)
+/// points at, as kubectl would reach it.
+pub async fn connect(kubeconfig: Option<&Path>) -> Result<kube::Client, ClientError> {
+    let config = match kubeconfig {
+        Some(p) => {
+            let fail = |source| ClientError::Kubeconfig {
+                path: Some(p.to_path_buf()),
+                source,
+            };
+            let kc = Kubeconfig::read_from(p).map_err(fail)?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(fail)?
+        }
+        None => kube::Config::from_kubeconfig(&KubeConfigOptions::default())
+            .await
+            .map_err(|source| ClientError::Kubeconfig { path: None, source })?,
+    };
+    kube::Client::try_from(config).map_err(ClientError::Client)
+}
+
 /// The Cluster `default` through the API server `kubeconfig` (or the
 /// environment's) points at.
 pub fn cluster_from_api(kubeconfig: Option<&Path>) -> Result<Cluster, ClientError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(ClientError::Runtime)?;
-    rt.block_on(async {
-        let config = match kubeconfig {
-            Some(p) => {
-                let fail = |source| ClientError::Kubeconfig {
-                    path: Some(p.to_path_buf()),
-                    source,
-                };
-                let kc = Kubeconfig::read_from(p).map_err(fail)?;
-                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                    .await
-                    .map_err(fail)?
-            }
-            None => kube::Config::from_kubeconfig(&KubeConfigOptions::default())
-                .await
-                .map_err(|source| ClientError::Kubeconfig { path: None, source })?,
-        };
-        let client = kube::Client::try_from(config).map_err(ClientError::Client)?;
+    runtime()?.block_on(async {
+        let client = connect(kubeconfig).await?;
         kube::Api::<Cluster>::all(client)
             .get(CLUSTER)
             .await

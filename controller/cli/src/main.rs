@@ -2,9 +2,15 @@
 //! container`. Each command group has its own module; `client` reaches
 //! the cluster, `output` prints for people or scripts.
 
+mod api;
 mod client;
 mod maintenance;
+mod node_pools;
+mod operations;
 mod output;
+mod request;
+mod upgrade;
+mod view;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,7 +32,7 @@ pub mod exit {
     pub const BLOCKED: u8 = 10;
 }
 
-const EXIT_CODES: &str = "Exit codes: 0 allowed (check) or found (next); 10 blocked (check) or none within about 2 years (next); 1 error (bad policy, file, time or API); 2 bad usage.";
+const EXIT_CODES: &str = "Exit codes: 0 allowed (check), found (next), done; 10 blocked (check), none within about 2 years (next), an operation CANCELLED or ROLLED_BACK or a wait timed out; 1 error (bad policy, file, time or API; an operation FAILED); 2 bad usage.";
 
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, about = "Manage a Sluice cluster", after_help = EXIT_CODES)]
@@ -46,12 +52,25 @@ struct Cli {
 enum Command {
     /// The cluster's maintenance windows and exclusions (spec M).
     Maintenance(maintenance::Args),
+    /// Upgrade or roll back a node pool's nodes (spec U).
+    #[command(subcommand, after_help = EXIT_CODES)]
+    NodePools(node_pools::Command),
+    /// The cluster's long-running operations: list, describe, wait,
+    /// cancel.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Operations(operations::Command),
+    /// Steer a node pool's upgrade: resume a cancelled one (U6).
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Upgrade(upgrade::Command),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Maintenance(args) => maintenance::run(args, cli.kubeconfig.as_deref(), cli.format),
+        Command::NodePools(args) => node_pools::run(args, cli.kubeconfig.as_deref(), cli.format),
+        Command::Operations(args) => operations::run(args, cli.kubeconfig.as_deref(), cli.format),
+        Command::Upgrade(args) => upgrade::run(args, cli.kubeconfig.as_deref(), cli.format),
     };
     ExitCode::from(code)
 }

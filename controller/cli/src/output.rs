@@ -11,6 +11,22 @@ pub enum Format {
     Json,
 }
 
+/// `human()` for people, `value` as pretty JSON for scripts.
+pub fn either<T: serde::Serialize>(
+    format: Format,
+    human: impl FnOnce() -> String,
+    value: &T,
+) -> String {
+    match format {
+        Format::Human => human(),
+        Format::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(value)
+                .unwrap_or_else(|e| json!({"error": e.to_string()}).to_string())
+        ),
+    }
+}
+
 const NOT_WITHIN: &str = "none within about 2 years";
 
 fn or_none(t: Option<Timestamp>) -> String {

@@ -1,0 +1,227 @@
+//! What the upgrade commands ask of the API, decided from what they read:
+//! the new operation's name and spec, the config file, and which of a
+//! pool's operations `rollback` and `resume` act on. Pure: no I/O.
+
+use sluice_model::decode::{decode, FieldValidation};
+use sluice_model::node_pool::{NodeConfig, NodePool, UpgradeSettings};
+use sluice_model::operation::{
+    Operation, OperationAction, OperationSpec, OperationState, OperationType,
+};
+
+/// What a manual upgrade changes (`--version` or `--config`, never both:
+/// clap enforces it).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    Version(String),
+    Config(NodeConfig),
+}
+
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    #[error("nothing to upgrade: node pool {pool:?} is already at {what}")]
+    NothingToUpgrade { pool: String, what: String },
+    #[error("{0}")]
+    NoOperation(String),
+    #[error("operation {name:?} is {state} and will not change again: nothing to {verb}")]
+    Final {
+        name: String,
+        state: String,
+        verb: &'static str,
+    },
+}
+
+/// GKE's operation name form: `operation-<unix millis>-<4 hex>`; `salt`
+/// keeps two commands in the same millisecond apart.
+pub fn operation_name(unix_millis: i64, salt: u16) -> String {
+    format!("operation-{unix_millis}-{salt:04x}")
+}
+
+/// A node config from YAML (or JSON), decoded strictly: an unknown field
+/// is an error naming its path, as the API server's strict decoding.
+pub fn config_from_yaml(text: &str) -> Result<NodeConfig, String> {
+    if text.trim().is_empty() {
+        return Err("empty: expected a NodeConfig (capacity, labels, taints, spot)".into());
+    }
+    let de = serde_yaml::Deserializer::from_str(text);
+    decode::<NodeConfig, _>(de, FieldValidation::Strict)
+        .map(|d| d.value)
+        .map_err(|e| {
+            if e.field.is_empty() {
+                e.message
+            } else {
+                format!("{}: {}", e.field, e.message)
+            }
+        })
+}
+
+/// The spec of a manual upgrade of `pool`: the settings are the pool's,
+/// with the flags' values over them (absent both: the API's defaults).
+/// Refused when it would change nothing.
+pub fn upgrade_spec(
+    pool: &NodePool,
+    change: Change,
+    max_surge: Option<i32>,
+    max_unavailable: Option<i32>,
+) -> Result<OperationSpec, RequestError> {
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    let mut spec = OperationSpec::new(
+        OperationType::UpgradeNodes,
+        format!("{}{name}", OperationSpec::NODE_POOL_LINK),
+    );
+    match change {
+        Change::Version(v) => {
+            if pool.spec.version.as_deref() == Some(v.as_str()) {
+                return Err(RequestError::NothingToUpgrade {
+                    pool: name,
+                    what: format!("version {v} (give --config to change its node config)"),
+                });
+            }
+            spec.node_version = Some(v);
+        }
+        Change::Config(c) => {
+            if c == pool.spec.config {
+                return Err(RequestError::NothingToUpgrade {
+                    pool: name,
+                    what: "that node config".into(),
+                });
+            }
+            spec.config = Some(c);
+        }
+    }
+    let mut settings = pool.spec.upgrade_settings.clone();
+    if max_surge.is_some() || max_unavailable.is_some() {
+        let s = settings.get_or_insert_with(UpgradeSettings::default);
+        if max_surge.is_some() {
+            s.max_surge = max_surge;
+        }
+        if max_unavailable.is_some() {
+            s.max_unavailable = max_unavailable;
+        }
+    }
+    spec.upgrade_settings = settings;
+    Ok(spec)
+}
+
+fn state(op: &Operation) -> Option<OperationState> {
+    op.status.as_ref().and_then(|s| s.status)
+}
+
+/// `PENDING` for an operation with no status yet, as the controller
+/// would first write.
+pub fn state_name(state: Option<OperationState>) -> String {
+    let s = state.unwrap_or(OperationState::Pending);
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_else(|| format!("{s:?}"))
+}
+
+/// Newest first: by creation time, then by name (GKE's names grow with
+/// time, so the name breaks ties within a second).
+fn newest_key(o: &Operation) -> (Option<sluice_model::k8s::jiff::Timestamp>, Option<&str>) {
+    (
+        o.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        o.metadata.name.as_deref(),
+    )
+}
+
+pub fn newest_first(ops: &mut [Operation]) {
+    ops.sort_by(|a, b| newest_key(b).cmp(&newest_key(a)));
+}
+
+/// The manual and automatic upgrades of `pool`, newest first.
+pub fn upgrades_of<'a>(ops: &'a [Operation], pool: &str) -> Vec<&'a Operation> {
+    let mut out: Vec<&Operation> = ops
+        .iter()
+        .filter(|o| {
+            matches!(
+                o.spec.operation_type,
+                OperationType::UpgradeNodes | OperationType::AutoUpgradeNodes
+            ) && o.spec.node_pool() == Some(pool)
+        })
+        .collect();
+    out.sort_by(|a, b| newest_key(b).cmp(&newest_key(a)));
+    out
+}
+
+fn name_of(op: &Operation) -> String {
+    op.metadata.name.clone().unwrap_or_default()
+}
+
+/// The operation `action` is written to for `pool` (U6), or why none.
+/// ROLLBACK goes to the latest upgrade when it is live or cancelled; a
+/// completed one is still sent, so that the API's refusal ("downgrade
+/// instead") is what the user reads.
+pub fn action_target(
+    ops: &[Operation],
+    pool: &str,
+    action: OperationAction,
+) -> Result<String, RequestError> {
+    let ups = upgrades_of(ops, pool);
+    let Some(latest) = ups.first() else {
+        return Err(RequestError::NoOperation(format!(
+            "node pool {pool:?} has no upgrade operation"
+        )));
+    };
+    let st = state(latest);
+    let fits = match action {
+        OperationAction::Rollback => {
+            st == Some(OperationState::Done) || !st.is_some_and(OperationState::is_final)
+        }
+        OperationAction::Resume => matches!(
+            st,
+            Some(OperationState::Cancelled | OperationState::Cancelling)
+        ),
+        OperationAction::Cancel => !st.is_some_and(OperationState::is_final),
+    };
+    if fits {
+        return Ok(name_of(latest));
+    }
+    let verb = match action {
+        OperationAction::Rollback => "roll back",
+        OperationAction::Resume => "resume (only a cancelled upgrade resumes)",
+        OperationAction::Cancel => "cancel",
+    };
+    Err(RequestError::NoOperation(format!(
+        "node pool {pool:?}'s latest upgrade {:?} is {}: nothing to {verb}",
+        name_of(latest),
+        state_name(st)
+    )))
+}
+
+/// `operations cancel NAME`: a final operation is refused here, before
+/// the write, with its state named.
+pub fn cancellable(op: &Operation) -> Result<(), RequestError> {
+    match state(op) {
+        Some(s) if s.is_final() => Err(RequestError::Final {
+            name: name_of(op),
+            state: state_name(Some(s)),
+            verb: "cancel",
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// `--timeout`: whole seconds, or a number with `s`, `m` or `h`.
+pub fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let (num, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c),
+        _ => (t, 's'),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration: expected e.g. 90s, 5m or 1h"))?;
+    let secs = match unit {
+        's' => Some(n),
+        'm' => n.checked_mul(60),
+        'h' => n.checked_mul(3600),
+        _ => None,
+    };
+    secs.map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("{text:?} is not a duration: expected e.g. 90s, 5m or 1h"))
+}
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod tests;

@@ -1,0 +1,185 @@
+use serde_json::json;
+use sluice_model::node_pool::NodePool;
+use sluice_model::operation::{Operation, OperationAction, OperationType};
+
+use super::*;
+
+fn pool(v: serde_json::Value) -> NodePool {
+    serde_json::from_value(v).unwrap()
+}
+
+fn pool_a() -> NodePool {
+    pool(json!({
+        "apiVersion": "sluice.dev/v1", "kind": "NodePool",
+        "metadata": {"name": "pool-a"},
+        "spec": {"version": "1.33.2", "config": {"capacity": {"cpu": "2", "memory": "4Gi"}}}
+    }))
+}
+
+fn op(name: &str, created: &str, pool: &str, state: Option<&str>) -> Operation {
+    let mut v = json!({
+        "apiVersion": "sluice.dev/v1", "kind": "Operation",
+        "metadata": {"name": name, "creationTimestamp": created},
+        "spec": {"operationType": "UPGRADE_NODES",
+                 "targetLink": format!("/apis/sluice.dev/v1/nodepools/{pool}"),
+                 "nodeVersion": "1.33.5"}
+    });
+    if let Some(s) = state {
+        v["status"] = json!({"status": s});
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+/// Pool-a's upgrade `operation-<n>-0001`, created `n` minutes after 08:00.
+fn up(n: u32, state: Option<&str>) -> Operation {
+    op(
+        &format!("operation-{n}-0001"),
+        &format!("2026-11-27T08:{n:02}:00Z"),
+        "pool-a",
+        state,
+    )
+}
+
+#[test]
+fn operation_names_are_gcloud_shaped() {
+    assert_eq!(
+        operation_name(1_764_000_000_123, 0xa),
+        "operation-1764000000123-000a"
+    );
+    assert_eq!(operation_name(5, 0xbeef), "operation-5-beef");
+}
+
+/// spec: U1 — the operation names the pool and the new version; with no
+/// flags and no pool settings, the API's defaults apply (absent).
+#[test]
+fn a_version_upgrade_names_pool_and_version() {
+    let s = upgrade_spec(&pool_a(), Change::Version("1.33.5".into()), None, None).unwrap();
+    assert_eq!(s.operation_type, OperationType::UpgradeNodes);
+    assert_eq!(s.node_pool(), Some("pool-a"));
+    assert_eq!(s.node_version.as_deref(), Some("1.33.5"));
+    assert_eq!(s.config, None);
+    assert_eq!(s.upgrade_settings, None);
+}
+
+/// spec: U3 — the flags go over the pool's own settings, field by field.
+#[test]
+fn flags_override_the_pools_settings() {
+    let mut p = pool_a();
+    p.spec.upgrade_settings = Some(UpgradeSettings {
+        max_surge: Some(3),
+        max_unavailable: Some(2),
+        ..UpgradeSettings::default()
+    });
+    let s = upgrade_spec(&p, Change::Version("1.33.5".into()), Some(1), None).unwrap();
+    let u = s.upgrade_settings.unwrap();
+    assert_eq!((u.max_surge, u.max_unavailable), (Some(1), Some(2)));
+    let s = upgrade_spec(&p, Change::Version("1.33.5".into()), None, None).unwrap();
+    assert_eq!(s.upgrade_settings, p.spec.upgrade_settings);
+}
+
+#[test]
+fn the_same_version_or_config_is_nothing_to_upgrade() {
+    let e = upgrade_spec(&pool_a(), Change::Version("1.33.2".into()), None, None).unwrap_err();
+    assert!(e.to_string().starts_with("nothing to upgrade"), "{e}");
+    let same = pool_a().spec.config;
+    let e = upgrade_spec(&pool_a(), Change::Config(same), None, None).unwrap_err();
+    assert!(e.to_string().starts_with("nothing to upgrade"), "{e}");
+}
+
+/// spec: U7 — a config change (labels) is carried whole.
+#[test]
+fn a_config_file_is_decoded_strictly() {
+    let c = config_from_yaml("capacity: {cpu: '2', memory: 4Gi}\nlabels: {tier: web}\n").unwrap();
+    assert_eq!(c.labels.get("tier").map(String::as_str), Some("web"));
+    let s = upgrade_spec(&pool_a(), Change::Config(c.clone()), None, None).unwrap();
+    assert_eq!(s.config, Some(c));
+    assert!(config_from_yaml("  \n").unwrap_err().starts_with("empty"));
+    let e = config_from_yaml("capacity: {cpu: '2', memory: 4Gi}\ncolour: red\n").unwrap_err();
+    assert!(e.contains("colour"), "{e}");
+    let e = config_from_yaml("capacity: {cpu: '2', memory: 4Gi, gpus: 1}\n").unwrap_err();
+    assert!(e.contains("capacity.gpus"), "{e}");
+    assert!(config_from_yaml(": : [").is_err());
+    let e = config_from_yaml("labels: {a: b}\n").unwrap_err();
+    assert!(e.contains("capacity"), "{e}");
+}
+
+#[test]
+fn timeouts_parse_with_units() {
+    assert_eq!(parse_timeout("90").unwrap().as_secs(), 90);
+    assert_eq!(parse_timeout("90s").unwrap().as_secs(), 90);
+    assert_eq!(parse_timeout("5m").unwrap().as_secs(), 300);
+    assert_eq!(parse_timeout("2h").unwrap().as_secs(), 7200);
+    for bad in ["", "m", "-1s", "5d", "1.5m", "99999999999999999999h"] {
+        assert!(parse_timeout(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn a_pools_upgrades_come_newest_first() {
+    let ops = vec![
+        up(1, Some("DONE")),
+        op("operation-3-0001", "2026-11-27T08:03:00Z", "pool-b", None),
+        up(2, Some("RUNNING")),
+    ];
+    let names: Vec<_> = upgrades_of(&ops, "pool-a")
+        .iter()
+        .map(|o| o.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["operation-2-0001", "operation-1-0001"]);
+    let mut all = ops.clone();
+    newest_first(&mut all);
+    assert_eq!(all[0].metadata.name.as_deref(), Some("operation-3-0001"));
+}
+
+/// spec: U6 — rollback goes to a live or cancelled upgrade; a completed
+/// one is still sent, for the API to refuse; a rolled-back one is not.
+#[test]
+fn rollback_picks_the_latest_live_or_cancelled_upgrade() {
+    let at = |s: Option<&str>| {
+        let ops = vec![up(1, Some("DONE")), up(2, s)];
+        action_target(&ops, "pool-a", OperationAction::Rollback)
+    };
+    for s in [
+        None,
+        Some("RUNNING"),
+        Some("CANCELLING"),
+        Some("CANCELLED"),
+        Some("DONE"),
+    ] {
+        assert_eq!(at(s).as_deref(), Ok("operation-2-0001"), "{s:?}");
+    }
+    for s in ["ROLLED_BACK", "FAILED"] {
+        let e = at(Some(s)).unwrap_err().to_string();
+        assert!(e.contains(s) && e.contains("nothing to roll back"), "{e}");
+    }
+    let e = action_target(&[], "pool-a", OperationAction::Rollback).unwrap_err();
+    assert!(e.to_string().contains("has no upgrade operation"), "{e}");
+}
+
+/// spec: U6 — only a cancelled (or cancelling) upgrade resumes.
+#[test]
+fn resume_needs_a_cancelled_upgrade() {
+    let one = |s: &str| vec![up(1, Some(s))];
+    for s in ["CANCELLED", "CANCELLING"] {
+        assert!(action_target(&one(s), "pool-a", OperationAction::Resume).is_ok());
+    }
+    for s in ["RUNNING", "DONE", "ROLLING_BACK"] {
+        let e = action_target(&one(s), "pool-a", OperationAction::Resume).unwrap_err();
+        assert!(
+            e.to_string().contains("only a cancelled upgrade resumes"),
+            "{e}"
+        );
+    }
+}
+
+/// spec: U6 — a final operation is not cancelled.
+#[test]
+fn final_operations_are_not_cancellable() {
+    let o = |s| up(1, s);
+    assert!(cancellable(&o(None)).is_ok());
+    assert!(cancellable(&o(Some("RUNNING"))).is_ok());
+    for s in ["DONE", "FAILED", "ROLLED_BACK"] {
+        let e = cancellable(&o(Some(s))).unwrap_err().to_string();
+        assert!(e.contains(s) && e.contains("nothing to cancel"), "{e}");
+    }
+}

@@ -247,7 +247,6 @@ fn cancel_then(name: &str, steer: &[&str], want: i32, version: &str) {
 
 /// spec: U6 — resume upgrades the rest of a cancelled upgrade.
 #[test]
-#[ignore = "controller: a CANCELLED operation is not run again after RESUME (loops/upgrades/inputs.rs live_upgrade)"]
 fn a_cancelled_upgrade_resumes() {
     cancel_then("resume", &["upgrade", "resume", "pool-a"], OK, "v1.33.5");
 }
@@ -255,7 +254,6 @@ fn a_cancelled_upgrade_resumes() {
 /// spec: U6 — rollback of a cancelled, partly upgraded pool restores it
 /// (the wait ends ROLLED_BACK: 10).
 #[test]
-#[ignore = "controller: a CANCELLED operation is not run again after ROLLBACK (loops/upgrades/inputs.rs live_upgrade)"]
 fn a_cancelled_upgrade_rolls_back() {
     cancel_then(
         "rollback",

@@ -19,6 +19,15 @@ pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 /// The label naming a node's host.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
+/// The pool a Node belongs to, by its pool label.
+pub fn pool_of(node: &Node) -> Option<&str> {
+    node.metadata
+        .labels
+        .as_ref()?
+        .get(POOL_LABEL)
+        .map(String::as_str)
+}
+
 /// `instance`'s Node, registered and Ready since its creation.
 pub fn node_object(instance: &Instance, spec: &NodeSpec) -> Node {
     let mut labels = spec.labels.clone();

@@ -22,7 +22,7 @@ use serde_json::json;
 use sluice_model::k8s::jiff::Timestamp;
 use sluice_model::k8s::{Lease, Node};
 use sluice_model::node_pool::NodePool;
-use sluice_nodepools::node_object::POOL_LABEL;
+use sluice_nodepools::node_object::pool_of;
 use sluice_nodepools::reconcile::{self, Config};
 use sluice_nodepools::sim::SimProvider;
 use sluice_nodepools::{execute, Instance, NodeProvider};
@@ -155,7 +155,7 @@ impl Pools {
             Change::Deleted(n) => (n, None),
             Change::Relisted => return,
         };
-        let Some(pool) = n.metadata.labels.as_ref().and_then(|l| l.get(POOL_LABEL)) else {
+        let Some(pool) = pool_of(n) else {
             return;
         };
         let name = n.metadata.name.clone().unwrap_or_default();
@@ -165,7 +165,7 @@ impl Pools {
             None => seen.remove(&name),
         };
         if before.is_none() || before != ready {
-            queue.add((String::new(), pool.clone()));
+            queue.add((String::new(), pool.to_owned()));
         }
     }
 }
@@ -240,13 +240,7 @@ pub fn stale_nodes<'a>(
 ) -> Vec<String> {
     nodes
         .into_iter()
-        .filter(|n| {
-            n.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(POOL_LABEL))
-                .is_some_and(|p| p == pool)
-        })
+        .filter(|n| pool_of(n) == Some(pool))
         .filter(|n| !reconcile::is_node_ready(n))
         .filter_map(|n| n.metadata.name.clone())
         .filter(|name| !listed.contains(name.as_str()))
@@ -390,7 +384,7 @@ mod tests {
 
     fn node(name: &str, pool: &str, ready: &str) -> Node {
         serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {POOL_LABEL: pool}},
+            "metadata": {"name": name, "labels": {sluice_nodepools::node_object::POOL_LABEL: pool}},
             "status": {"conditions": [{"type": "Ready", "status": ready}]}
         }))
         .expect("node")

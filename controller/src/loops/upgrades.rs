@@ -29,7 +29,7 @@ use sluice_model::k8s::{EndpointSlice, Node, Pod, PodDisruptionBudget, Service};
 use sluice_model::node_pool::NodePool;
 use sluice_model::operation::{Operation, OperationState, OperationStatus};
 use sluice_model::policy::eviction::{EvictionReason, DRAIN_ANNOTATION};
-use sluice_nodepools::node_object::POOL_LABEL;
+use sluice_nodepools::node_object::pool_of;
 use sluice_nodepools::reconcile::{self, Config, ZoneHold};
 use sluice_nodepools::NodeProvider;
 use sluice_upgrades::{Inputs, Quota};
@@ -151,13 +151,7 @@ impl Upgrades {
             .nodes
             .all()
             .into_iter()
-            .filter(|n| {
-                n.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(POOL_LABEL))
-                    .is_some_and(|p| *p == pool_name)
-            })
+            .filter(|n| pool_of(n) == Some(pool_name.as_str()))
             .collect();
         let names: BTreeSet<String> = nodes
             .iter()
@@ -273,8 +267,7 @@ impl Upgrades {
         let api: Api<Operation> = Api::all(self.client.clone());
         let mut gone: BTreeMap<String, bool> = BTreeMap::new();
         for node in self.nodes.all() {
-            let labels = node.metadata.labels.as_ref();
-            if labels.and_then(|l| l.get(POOL_LABEL)).map(String::as_str) != Some(pool) {
+            if pool_of(&node) != Some(pool) {
                 continue;
             }
             let Some(op) = node
@@ -401,12 +394,7 @@ impl Upgrades {
             Change::Applied(n) | Change::Deleted(n) => n,
             Change::Relisted => return queue.add_all(self.all_keys()),
         };
-        if let Some(pool) = node
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(POOL_LABEL))
-        {
+        if let Some(pool) = pool_of(node) {
             queue.add_all(self.live_keys_of_pool(pool));
         }
     }
@@ -422,7 +410,7 @@ impl Upgrades {
         let pool = self
             .nodes
             .get("", node)
-            .and_then(|n| n.metadata.labels.as_ref()?.get(POOL_LABEL).cloned());
+            .and_then(|n| pool_of(&n).map(str::to_owned));
         if let Some(pool) = pool {
             queue.add_all(self.live_keys_of_pool(&pool));
         }

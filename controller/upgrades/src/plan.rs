@@ -417,10 +417,20 @@ impl Pass<'_> {
                 .any(|m| m.counted && m.candidate && m.mark == Mark::Ours)
         });
         let current = busy_zone
-            .or_else(|| targets.iter().find(|(z, _)| !zone::is_done(&in_zone(z))))
+            .or_else(|| {
+                targets
+                    .iter()
+                    .find(|(z, t)| !zone::is_done(&in_zone(z), *t))
+            })
             .map(|(z, _)| z.clone());
         let mut taken: HashSet<String> = inputs.instances.iter().map(|i| i.name.clone()).collect();
         taken.extend(inputs.nodes.iter().filter_map(|n| n.metadata.name.clone()));
+        // Names the pool's last status lists as Nodes stay taken: the pool
+        // loop would read a new instance's missing Node under such a name
+        // as that Node deleted, and replace the instance.
+        if let Some(status) = &inputs.pool.status {
+            taken.extend(status.nodes.iter().cloned());
+        }
         let quota_blocked = match inputs.quota {
             q if q.allows(self.now) => None,
             Quota::Exhausted { message, retry_at } => Some(match retry_at {
@@ -432,7 +442,7 @@ impl Pass<'_> {
         let mut all_done = true;
         for (zone, target) in &targets {
             let zone_members = in_zone(zone);
-            let done = zone::is_done(&zone_members);
+            let done = zone::is_done(&zone_members, *target);
             all_done &= done;
             let fresh = zone_members.iter().filter(|m| m.counted && m.fresh).count();
             let mut line = ZoneLine {

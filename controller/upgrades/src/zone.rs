@@ -275,9 +275,12 @@ fn min(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
 /// The zone has nothing left to replace and no node marked by us, and
 /// every instance has registered: until its Node shows its config label,
 /// a new instance's config is a guess (a surge node made before a
-/// rollback looks like one of the rollback's own).
-pub(crate) fn is_done(members: &[Member<'_>]) -> bool {
+/// rollback looks like one of the rollback's own). And the zone is whole
+/// again: a node recreated whose new instance was refused (quota) is still
+/// owed, or the upgrade would end one node short.
+pub(crate) fn is_done(members: &[Member<'_>], target: usize) -> bool {
     members
         .iter()
         .all(|m| !(m.counted && (m.candidate || !m.registered)) && m.mark != Mark::Ours)
+        && members.iter().filter(|m| m.counted).count() >= target
 }

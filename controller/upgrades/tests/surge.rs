@@ -435,3 +435,38 @@ fn bad_settings_and_links_are_errors_naming_the_field() {
     w.op.spec.operation_type = OperationType::SetNodePoolSize;
     assert!(matches!(w.plan(), Err(UpgradeError::NotAnUpgrade { .. })));
 }
+
+#[test]
+fn u2_an_upgrade_ends_only_once_the_zone_is_whole_again() {
+    // spec: U2, U3 — a recreated node whose new instance is lost (its
+    // creation refused) is still owed: the upgrade does not end a node short.
+    let mut w = World::new(1, 3, 0, 1, 5);
+    calm(&mut w, 2, 1);
+    let (mut lost, mut recreates) = (None, 0);
+    for _ in 0..300 {
+        let p = w.pass(false).unwrap();
+        let recreated = p.actions.iter().find_map(|a| match a {
+            Action::Recreate { new, .. } => Some(new.name.clone()),
+            _ => None,
+        });
+        recreates += usize::from(recreated.is_some());
+        if let Some(new) = recreated.filter(|_| recreates == 3) {
+            w.lose(&new);
+            lost = Some(new);
+            break;
+        }
+    }
+    let lost = lost.expect("the last node was recreated");
+    // The old node's deletion completes before the next pass.
+    for _ in 0..3 {
+        w.advance();
+    }
+    assert_eq!(w.counts()["zone-0"], 2);
+    assert_eq!(w.instances().len(), 2);
+    let p = w.pass(false).unwrap();
+    assert_ne!(p.status.status, Some(OperationState::Done));
+    assert_eq!(creates(&p), 1, "{:?}", p.actions);
+    w.run_calm(300);
+    assert!(!w.nodes.contains_key(&lost));
+    assert_upgraded(&w);
+}

@@ -238,6 +238,10 @@ pub fn plan<N: std::borrow::Borrow<Node>>(
                 .iter()
                 .filter_map(|n| n.borrow().metadata.name.clone()),
         );
+        // A name the last status listed as a Node is not handed out again
+        // yet: the next pass would read the new instance's missing Node
+        // as that Node deleted, and replace it.
+        taken.extend(previous.nodes.iter().cloned());
         let version = pool
             .spec
             .version

@@ -444,6 +444,14 @@ impl World {
         }
     }
 
+    /// An instance vanishes (its creation was refused after all, or it
+    /// was lost), with its Node.
+    pub fn lose(&mut self, name: &str) {
+        self.sims.remove(name);
+        self.nodes.remove(name);
+        self.pods.remove(name);
+    }
+
     /// Move time on by one step: boots, drains, deletions progress.
     pub fn advance(&mut self) {
         self.now += self.step;

@@ -96,3 +96,29 @@ fn times_at_the_ends_of_the_calendar_do_not_panic() {
     let p = run(&pool(&["zone-a"], 2), &[far, early], &[]);
     assert_eq!(deletes(&p), [("p-a-2", &DeleteReason::StartupTimeout)]);
 }
+
+#[test]
+fn a_name_the_last_status_listed_as_a_node_is_not_handed_out_again() {
+    // The name a lone creation would get.
+    let p = run(&pool(&["zone-a"], 1), &[], &[]);
+    let [Action::Create(first)] = &p.actions[..] else {
+        panic!("{:?}", p.actions)
+    };
+    // That name's instance and Node are gone, but the last status still
+    // lists its Node: reused now, the next pass would read the new
+    // instance's missing Node as that Node deleted and replace it.
+    let mut pl = pool(&["zone-a"], 1);
+    pl.status = Some(NodePoolStatus {
+        nodes: vec![first.name.clone()],
+        ..Default::default()
+    });
+    let p = run(&pl, &[], &[]);
+    let [Action::Create(second)] = &p.actions[..] else {
+        panic!("{:?}", p.actions)
+    };
+    assert_ne!(second.name, first.name);
+    // The new instance, booting with no Node yet, is waited for.
+    let booting = [running(&second.name, "zone-a", 5)];
+    pl.status = Some(p.status);
+    assert_eq!(run(&pl, &booting, &[]).actions, []);
+}

@@ -99,8 +99,8 @@ fn is_progress(line: &str) -> bool {
         || line.contains("# Uses: ")
 }
 
-/// Build `only` that target, or every one; the directory of the binaries.
-fn build(only: Option<&str>) -> Result<PathBuf> {
+/// The `cargo fuzz build` of `only` that target, or every one.
+fn build_command(only: Option<&str>) -> Command {
     let dir = fuzz_dir();
     let project = workspace_root().join("controller/fuzz");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -124,13 +124,119 @@ fn build(only: Option<&str>) -> Result<PathBuf> {
         dir.display(),
         only.unwrap_or("")
     );
-    let status = cmd
+    cmd
+}
+
+fn bin_dir() -> Result<PathBuf> {
+    Ok(fuzz_dir().join(host_triple()?).join("debug"))
+}
+
+/// Build `only` that target, or every one; the directory of the binaries.
+fn build(only: Option<&str>) -> Result<PathBuf> {
+    let status = build_command(only)
         .status()
         .context("running cargo fuzz build (is cargo-fuzz installed? `cargo xtask setup`)")?;
     if !status.success() {
         bail!("cargo fuzz build failed with {status}");
     }
-    Ok(dir.join(host_triple()?).join("debug"))
+    bin_dir()
+}
+
+/// Every target's build, started beside the workspace's tests at the
+/// lowest CPU priority: the tests mostly wait on namespaces, etcd and
+/// sockets, and the build takes the cycles they leave (most of its
+/// minutes, on 2 cores) without slowing them. Killed with its compilers
+/// if dropped unfinished (a test failed).
+pub struct BackgroundBuild {
+    child: Option<std::process::Child>,
+    log: PathBuf,
+    started: Instant,
+}
+
+impl BackgroundBuild {
+    pub fn start() -> Result<Self> {
+        let dir = fuzz_dir();
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let log = dir.join("build.log");
+        let out =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out
+            .try_clone()
+            .context("duplicating the build log's handle")?;
+        let mut cmd = build_command(None);
+        println!(
+            "  (in the background at nice 19, beside the tests; log: {})",
+            log.display()
+        );
+        // SAFETY: setpriority is async-signal-safe; it only lowers this
+        // (forked) process's priority, which its compilers inherit.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                if libc::setpriority(libc::PRIO_PROCESS, 0, 19) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        use std::os::unix::process::CommandExt;
+        let child = cmd
+            .process_group(0)
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .context("running cargo fuzz build (is cargo-fuzz installed? `cargo xtask setup`)")?;
+        Ok(BackgroundBuild {
+            child: Some(child),
+            log,
+            started: Instant::now(),
+        })
+    }
+
+    /// Wait for the build (at full priority from here: the tests are
+    /// done); its log's tail on failure.
+    fn finish(mut self) -> Result<(PathBuf, std::time::Duration)> {
+        let mut child = self
+            .child
+            .take()
+            .context("the fuzz build was already waited for")?;
+        let pid = child.id() as libc::id_t;
+        // SAFETY: plain syscall on the build's process group; raising the
+        // priority back needs root, which the tests run as (if it fails,
+        // the build just finishes at nice 19).
+        unsafe {
+            libc::setpriority(libc::PRIO_PGRP, pid, 0);
+        }
+        let status = child.wait().context("waiting for cargo fuzz build")?;
+        println!(
+            "fuzz build: {} after {:.0} s from its start",
+            if status.success() { "done" } else { "FAILED" },
+            self.started.elapsed().as_secs_f64()
+        );
+        if !status.success() {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            for l in tail.into_iter().rev() {
+                println!("{l}");
+            }
+            bail!(
+                "cargo fuzz build failed with {status} (log: {})",
+                self.log.display()
+            );
+        }
+        Ok((bin_dir()?, self.started.elapsed()))
+    }
+}
+
+impl Drop for BackgroundBuild {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // The whole group: cargo's rustc children too.
+            let pgid = nix::unistd::Pid::from_raw(-(child.id() as i32));
+            let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait();
+        }
+    }
 }
 
 /// Run `target` for `seconds`; Ok with the number of inputs tried, or an
@@ -206,12 +312,27 @@ pub fn run_targets(targets: &[&str], seconds: u64) -> Result<()> {
         _ => None,
     };
     let bin_dir = build(only)?;
-    let built = start.elapsed();
+    run_built(&bin_dir, targets, seconds, start.elapsed())
+}
+
+/// Run every target, `seconds` each, from the background build.
+pub fn run_after(build: BackgroundBuild, seconds: u64) -> Result<()> {
+    let (bin_dir, built) = build.finish()?;
+    run_built(&bin_dir, TARGETS, seconds, built)
+}
+
+fn run_built(
+    bin_dir: &Path,
+    targets: &[&str],
+    seconds: u64,
+    built: std::time::Duration,
+) -> Result<()> {
+    let start = Instant::now();
     let mut failed = Vec::new();
     let mut lines = Vec::new();
     for t in targets {
         let t0 = Instant::now();
-        match run_one(&bin_dir, t, seconds) {
+        match run_one(bin_dir, t, seconds) {
             Ok(runs) => lines.push(format!(
                 "fuzz {t}: ok, {runs} inputs in {:.0} s",
                 t0.elapsed().as_secs_f64()
@@ -226,7 +347,7 @@ pub fn run_targets(targets: &[&str], seconds: u64) -> Result<()> {
         println!("{l}");
     }
     println!(
-        "fuzz: {} target(s), build {:.0} s, total {:.0} s",
+        "fuzz: {} target(s), build {:.0} s, runs {:.0} s",
         targets.len(),
         built.as_secs_f64(),
         start.elapsed().as_secs_f64()

@@ -1,7 +1,8 @@
 //! `cargo xtask test`: the one command that runs every test, as CI does.
 //!
 //! Installs what the tests need (idempotent), builds the agent binary the
-//! end-to-end tests drive, then runs the whole workspace's tests, then each
+//! end-to-end tests drive, then runs the whole workspace's tests (the fuzz
+//! targets build beside them, at the lowest priority), then each
 //! of the controller's fuzz targets for [`crate::fuzz::CI_SECONDS`]. The
 //! netns tests need root; they are not optional and are never skipped here.
 
@@ -57,6 +58,14 @@ pub fn run(opts: TestOpts) -> Result<()> {
         "-p",
         "sluice-lb",
     ])?;
+    // The tests' build first, alone: both cores. Then the fuzz targets'
+    // build goes on beside the test run, at the lowest priority.
+    cargo(&["test", "--workspace", "--no-run"])?;
+    let fuzz_build = if opts.no_fuzz {
+        None
+    } else {
+        Some(crate::fuzz::BackgroundBuild::start()?)
+    };
     let mut args = vec!["test", "--workspace"];
     let rest: Vec<&str> = opts.rest.iter().map(String::as_str).collect();
     if !rest.is_empty() {
@@ -64,8 +73,8 @@ pub fn run(opts: TestOpts) -> Result<()> {
         args.extend(rest);
     }
     let totals = cargo_test_summed(&args)?;
-    if !opts.no_fuzz {
-        crate::fuzz::run_targets(crate::fuzz::TARGETS, crate::fuzz::CI_SECONDS)?;
+    if let Some(build) = fuzz_build {
+        crate::fuzz::run_after(build, crate::fuzz::CI_SECONDS)?;
         // The tests' sum again, as the closing line (the fuzzers print
         // theirs above it).
         println!("{}", totals.line());

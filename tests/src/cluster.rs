@@ -504,6 +504,12 @@ pub fn lb_bin() -> Result<PathBuf> {
     workspace_bin("sluice-lb", "SLUICE_LB_BIN")
 }
 
+/// Locate the `sluice` CLI as [`agent_bin`] does `sluice-agent`
+/// (`$SLUICE_CLI_BIN`).
+pub fn sluice_cli_bin() -> Result<PathBuf> {
+    workspace_bin("sluice", "SLUICE_CLI_BIN")
+}
+
 /// Locate `sluice-whoami` (this crate's binary, what pods the agents run
 /// serve) as [`agent_bin`] does `sluice-agent` (`$SLUICE_WHOAMI_BIN`).
 pub fn whoami_bin() -> Result<PathBuf> {

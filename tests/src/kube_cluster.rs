@@ -288,6 +288,16 @@ impl KubeCluster {
         self.ctl()?.exec(&full)
     }
 
+    /// Another client of the API (the `sluice` CLI), as the admin inside
+    /// the control namespace: `bin --kubeconfig <admin> ARGS`; its stdout.
+    pub fn run_with_kubeconfig(&self, bin: &Path, args: &[&str]) -> Result<String> {
+        let kc = self.dir.join("admin.kubeconfig").display().to_string();
+        let bin = bin.display().to_string();
+        let mut full = vec![bin.as_str(), "--kubeconfig", &kc];
+        full.extend_from_slice(args);
+        self.ctl()?.exec(&full)
+    }
+
     /// `kubectl apply -f` of a manifest.
     pub fn apply(&self, yaml: &str) -> Result<String> {
         let n = CLUSTERS.fetch_add(1, Ordering::Relaxed);

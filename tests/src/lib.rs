@@ -15,11 +15,12 @@ pub mod http_probe;
 pub mod kube_cluster;
 pub mod netns;
 pub mod traffic;
+pub mod upgrade_scene;
 pub mod whoami;
 
 pub use cluster::{
-    agent_bin, controller_bin, node_name, whoami_bin, AgentStatus, Cluster, ClusterSpec,
-    EndpointSpec, Engine, Family, Policy, Proto, ServiceSpec,
+    agent_bin, controller_bin, node_name, sluice_cli_bin, whoami_bin, AgentStatus, Cluster,
+    ClusterSpec, EndpointSpec, Engine, Family, Policy, Proto, ServiceSpec,
 };
 pub use http_probe::{http_get, HttpAnswer};
 pub use netns::{exec, in_ns, Netns};

@@ -66,6 +66,7 @@ pub fn run(opts: LabOpts) -> Result<()> {
             controller: crate::bench::build_bin("sluice-controller", "sluice-controller", false)?,
             lb: crate::bench::build_bin("sluice-lb", "sluice-lb", false)?,
             whoami: crate::bench::build_bin("sluice-tests", "sluice-whoami", false)?,
+            sluice: crate::bench::build_bin("sluice-cli", "sluice", false)?,
         };
         crate::kubectl::install()?;
         if interrupted() {

@@ -47,8 +47,9 @@ pub fn run(opts: TestOpts) -> Result<()> {
     // The kernel engine's end-to-end tests and the differential test load
     // the release BPF object (the agent finds it in target/bpf).
     crate::ebpf::build(true)?;
-    // The end-to-end tests drive the agent and load-balancer binaries, and
-    // the agent's API tests the controller's; all must be current.
+    // The end-to-end tests drive the agent, load-balancer and `sluice` CLI
+    // binaries, and the agent's API tests the controller's; all must be
+    // current.
     cargo(&[
         "build",
         "-p",
@@ -57,6 +58,8 @@ pub fn run(opts: TestOpts) -> Result<()> {
         "sluice-controller",
         "-p",
         "sluice-lb",
+        "-p",
+        "sluice-cli",
     ])?;
     // The tests' build first, alone: both cores. Then the fuzz targets'
     // build goes on beside the test run, at the lowest priority.

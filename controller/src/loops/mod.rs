@@ -381,6 +381,8 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         config: sluice_lifecycle::node_lifecycle::Config {
             grace_period: SignedDuration::try_from(config.node_monitor_grace_period)
                 .unwrap_or(SignedDuration::from_secs(40)),
+            // A restart (kill -9 included) is not the nodes' silence.
+            watching_since: Some(crate::clock::now()),
             ..Default::default()
         },
         missing: Default::default(),

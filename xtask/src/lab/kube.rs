@@ -7,7 +7,9 @@
 //! the API's load-balancer objects) and the client reaches every VIP only
 //! through it. Then: the groups (`kubectl get l4lb,hc,neg,ig`), the traffic
 //! table, the spread over the nodes, a drain and a node killed outright,
-//! each under traffic. Every line that can be checked is, and the lab fails
+//! each under traffic; then the pool's surge upgrades under traffic (one
+//! with the controller killed -9, one cancelled and resumed, one rolled
+//! back). Every line that can be checked is, and the lab fails
 //! if one fails.
 
 use std::collections::BTreeMap;
@@ -20,7 +22,9 @@ use sluice_tests::kube_cluster::{
     internal_lb_service, lb_service, lingering_deployment, KubeCluster, KubeClusterSpec, PodView,
     SUBSETTING_ON,
 };
-use sluice_tests::{http_get, tcp_request, Engine, Family, TcpConn, TcpOutcome, Traffic};
+use sluice_tests::{
+    http_get, tcp_request, upgrade_scene, Engine, Family, TcpConn, TcpOutcome, Traffic,
+};
 
 use super::lb;
 
@@ -74,6 +78,8 @@ pub struct Bins {
     pub controller: PathBuf,
     pub lb: PathBuf,
     pub whoami: PathBuf,
+    /// The `sluice` CLI the upgrade scene drives.
+    pub sluice: PathBuf,
 }
 
 /// Counts checks; a failed one is printed and counted, never hidden.
@@ -220,7 +226,55 @@ fn demo(c: &mut KubeCluster, bins: &Bins, engine: Engine) -> Result<usize> {
         bail!("interrupted");
     }
     kill_node(c, &mut checks)?;
+    if interrupted() {
+        bail!("interrupted");
+    }
+    upgrades(c, bins, &mut checks)?;
     Ok(checks.failed)
+}
+
+/// The surge-upgrade scene (`sluice_tests::upgrade_scene`, which CI runs
+/// too): three upgrades of the pool with the `sluice` CLI under traffic
+/// through web (Cluster) and web-local (Local), the controller killed -9
+/// in the first, the second cancelled and resumed, the third rolled back.
+fn upgrades(c: &mut KubeCluster, bins: &Bins, checks: &mut Checks) -> Result<()> {
+    let scene = upgrade_scene::Scene {
+        sluice: bins.sluice.clone(),
+        pool: "pool".into(),
+        nodes: 4,
+        versions: ["1.37.1".into(), "1.37.2".into(), "1.37.3".into()],
+        wait: Duration::from_secs(120),
+    };
+    let report = scene.run(c)?;
+    for (ok, _) in &report.checks {
+        if !ok {
+            checks.failed += 1;
+        }
+    }
+    println!("==> the upgrades' figures");
+    println!(
+        "  {:<40} {:>6} {:>8} {:>10}  REQUESTS SERVED / FAILED",
+        "PHASE", "NODES", "SECONDS", "PER NODE"
+    );
+    for f in &report.figures {
+        let requests: Vec<String> = f
+            .requests
+            .iter()
+            .map(|(s, (ok, failed))| format!("{s} {ok}/{failed}"))
+            .collect();
+        println!(
+            "  {:<40} {:>6} {:>8.1} {:>10}  {}",
+            f.phase,
+            f.nodes_upgraded,
+            f.seconds,
+            f.per_node()
+                .map_or("-".to_string(), |s| format!("{s:.1} s")),
+            requests.join(", ")
+        );
+    }
+    println!("==> kubectl get nodepool,operations");
+    print_indented(&c.kubectl(&["get", "nodepool,operations"])?);
+    Ok(())
 }
 
 fn lb_engine_word(engine: Engine) -> &'static str {

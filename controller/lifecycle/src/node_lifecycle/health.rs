@@ -44,7 +44,8 @@ pub struct Health {
 /// Assess one node at `now`. The last sign of life is the later of the
 /// Lease's `renewTime` and the Ready condition's `lastHeartbeatTime`; a
 /// node that never reported Ready is given the start-up grace period from
-/// its creation instead.
+/// its creation instead; neither counts from before the controller began
+/// watching.
 pub fn assess(node: &Node, lease: Option<&Lease>, config: &Config, now: Timestamp) -> Health {
     let conditions = node
         .status
@@ -66,6 +67,9 @@ pub fn assess(node: &Node, lease: Option<&Lease>, config: &Config, now: Timestam
         Some(_) => (renewed.max(heartbeat).or(created), config.grace_period),
         None => (renewed.max(created), config.startup_grace_period),
     };
+    // Never from before this controller was watching (see
+    // `Config::watching_since`).
+    let last_seen = last_seen.max(config.watching_since);
     // A node with no time at all to go by (not even its creation) is
     // counted from now: it is never declared dead on no evidence.
     let deadline = after(last_seen.unwrap_or(now), grace);

@@ -53,6 +53,12 @@ pub struct Config {
     pub eviction_rate: f64,
     /// `--secondary-node-eviction-rate` (0.01).
     pub secondary_eviction_rate: f64,
+    /// When this controller began watching. Silence is counted from no
+    /// earlier: upstream times a node's silence from its own observations
+    /// (`probeTimestamp`, set when it first sees the node), so a restarted
+    /// controller gives every node a full grace period instead of reading
+    /// its own downtime, when no Lease could be renewed, as theirs.
+    pub watching_since: Option<Timestamp>,
 }
 
 impl Default for Config {
@@ -64,6 +70,7 @@ impl Default for Config {
             large_cluster_size: 50,
             eviction_rate: 0.1,
             secondary_eviction_rate: 0.01,
+            watching_since: None,
         }
     }
 }

@@ -173,6 +173,28 @@ fn a_silent_node_goes_unknown_after_the_grace_period() {
 }
 
 #[test]
+fn a_restarted_controller_gives_every_node_a_full_grace_period() {
+    // The controller was down from 0 to 100 s (kill -9): no Lease could be
+    // renewed meanwhile. Its downtime is not the nodes' silence; counted
+    // from when it began watching again, as upstream's probeTimestamp.
+    let nodes = [node("n1", "z", "True", -300), witness()];
+    let leases = [lease("n1", 0)];
+    let restarted = Config {
+        watching_since: Some(t(100)),
+        ..Config::default()
+    };
+    let at = |now| reconcile::<Node, Lease, Pod>(&nodes, &leases, &[], &restarted, t(now));
+    let plan = at(101);
+    assert!(plan.node_updates.is_empty(), "{plan:?}");
+    assert_eq!(plan.requeue_after, Some(SignedDuration::from_secs(39)));
+    assert!(at(139).node_updates.is_empty());
+    // Still silent a full grace period after: Unknown, as ever.
+    assert_eq!(at(141).node_updates.len(), 1);
+    // Without the restart the same node was silent at 41 s.
+    assert_eq!(run(&nodes, &leases, &[], 101).node_updates.len(), 1);
+}
+
+#[test]
 fn without_a_lease_the_ready_heartbeat_counts() {
     let nodes = [node("n1", "z", "True", 0)];
     assert!(run(&nodes, &[], &[], 39).node_updates.is_empty());

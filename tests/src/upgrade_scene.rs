@@ -1,0 +1,611 @@
+//! The surge-upgrade scene (issue 12), shared by `cargo xtask lab` and the
+//! CI test `controller_upgrade`: a node pool of a cluster run by
+//! `sluice-controller` (the `netns` provider) upgraded with the `sluice`
+//! CLI while clients loop over a `Cluster` and a `Local` LoadBalancer
+//! Service through `sluice-lb`:
+//!
+//! 1. a surge upgrade to a new node version, the controller killed with
+//!    SIGKILL halfway and started again (it picks the operation up from
+//!    the API);
+//! 2. a second upgrade cancelled halfway (the pool runs two versions, no
+//!    node left cordoned or marked), then resumed to the end;
+//! 3. a third rolled back after its first node (every node back on the
+//!    pool's version).
+//!
+//! Every phase counts the requests served and failed per Service and the
+//! time per node upgraded. Checks are recorded, printed as they happen,
+//! never hidden; the caller fails on any. Waits are bounded; nothing is
+//! timed against a limit.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+
+use crate::kube_cluster::{internal_lb_service, lingering_deployment, KubeCluster, SUBSETTING_ON};
+use crate::{tcp_request, Engine, Family, TcpOutcome, Traffic};
+
+/// The annotations an upgrade leaves on a node while it works on it.
+const UPGRADING: &str = "sluice.dev/upgrading";
+const DRAIN: &str = "sluice.dev/drain";
+
+/// The Services the clients loop over: (name, VIP number, policy).
+pub const SERVICES: [(&str, u8, &str); 2] = [("web", 1, "Cluster"), ("web-local", 2, "Local")];
+
+/// What the scene needs to know about the cluster it runs on.
+pub struct Scene {
+    /// The `sluice` CLI.
+    pub sluice: PathBuf,
+    /// The node pool upgraded, and how many nodes it has.
+    pub pool: String,
+    pub nodes: usize,
+    /// The three versions the upgrades go to, in order.
+    pub versions: [String; 3],
+    /// The longest any one wait may take.
+    pub wait: Duration,
+}
+
+/// One phase's figures.
+#[derive(Debug, Clone)]
+pub struct Figures {
+    pub phase: String,
+    pub nodes_upgraded: usize,
+    pub seconds: f64,
+    /// Per Service: (served, failed).
+    pub requests: BTreeMap<String, (u64, u64)>,
+}
+
+impl Figures {
+    pub fn per_node(&self) -> Option<f64> {
+        (self.nodes_upgraded > 0).then(|| self.seconds / self.nodes_upgraded as f64)
+    }
+}
+
+/// The checks made and the figures measured.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub checks: Vec<(bool, String)>,
+    pub figures: Vec<Figures>,
+}
+
+impl Report {
+    fn check(&mut self, ok: bool, what: String) {
+        println!("  {:<4} {what}", if ok { "ok" } else { "FAIL" });
+        self.checks.push((ok, what));
+    }
+
+    pub fn failed(&self) -> Vec<&str> {
+        self.checks
+            .iter()
+            .filter(|(ok, _)| !ok)
+            .map(|(_, w)| w.as_str())
+            .collect()
+    }
+}
+
+/// An operation as `kubectl get operation -o json` shows it.
+#[derive(Debug, Clone, Default)]
+struct OpView {
+    state: String,
+    upgraded: usize,
+    total: usize,
+    message: String,
+}
+
+impl OpView {
+    fn is_final(&self) -> bool {
+        matches!(
+            self.state.as_str(),
+            "DONE" | "CANCELLED" | "ROLLED_BACK" | "FAILED"
+        )
+    }
+}
+
+/// A node of the pool as the scene checks it.
+#[derive(Debug, Clone)]
+struct NodeState {
+    name: String,
+    version: String,
+    ready: bool,
+    cordoned: bool,
+    marked: bool,
+    draining: bool,
+}
+
+/// The clients: one loop of new connections per Service (IPv4).
+struct Loops(Vec<(String, Traffic)>);
+
+impl Loops {
+    fn start(c: &KubeCluster) -> Loops {
+        Loops(
+            SERVICES
+                .iter()
+                .map(|(svc, n, _)| {
+                    let vip = SocketAddr::new(Family::V4.vip(*n), 80);
+                    (svc.to_string(), Traffic::start(c.client(), vip))
+                })
+                .collect(),
+        )
+    }
+
+    /// Per Service: (served, failed, the first errors).
+    fn finish(self) -> BTreeMap<String, (u64, u64, Vec<String>)> {
+        self.0
+            .into_iter()
+            .map(|(svc, t)| {
+                let (ok, failed, errors) = t.finish();
+                (svc, (ok, failed, errors))
+            })
+            .collect()
+    }
+}
+
+/// The demo the scene runs against, for a cluster that has none yet:
+/// subsetting on, a Deployment `web` of 4 pods (each serving 8 s past its
+/// SIGTERM), the Services of [`SERVICES`] over it with their VIPs, a PDB
+/// keeping 3 of the 4; `sluice-lb` started; every node healthy at the
+/// load balancer and a first answer through each VIP.
+pub fn prepare(
+    c: &mut KubeCluster,
+    engine: Engine,
+    whoami: &Path,
+    lb: Option<&Path>,
+) -> Result<()> {
+    c.apply(SUBSETTING_ON)?;
+    let manifest = [
+        lingering_deployment("web", 4, whoami, 5),
+        internal_lb_service("web", "web", "Cluster", "http"),
+        internal_lb_service("web-local", "web", "Local", "8080"),
+        "apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web}
+spec:
+  minAvailable: 3
+  selector: {matchLabels: {app: web}}
+"
+        .to_string(),
+    ]
+    .join("---\n");
+    c.apply(&manifest)?;
+    for (svc, n, _) in SERVICES {
+        c.set_vips(svc, n)?;
+    }
+    // A quicker check for the Cluster Service than GKE's 8 s × 3, set on
+    // the Sluice object as a user would.
+    c.kubectl(&[
+        "patch",
+        "healthcheck",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"checkIntervalSec":2,"unhealthyThreshold":2}}"#,
+    ])?;
+    c.start_load_balancer(engine, lb)?;
+    Ok(())
+}
+
+impl Scene {
+    /// The whole scene; the checks and figures. An `Err` is a step that
+    /// could not run at all (a command refused, a wait out of time before
+    /// the phase could start).
+    pub fn run(&self, c: &mut KubeCluster) -> Result<Report> {
+        let mut report = Report::default();
+        self.settle(c)?;
+        self.upgrade_with_a_crash(c, &mut report)?;
+        self.settle(c)?;
+        self.cancel_and_resume(c, &mut report)?;
+        self.settle(c)?;
+        self.roll_back(c, &mut report)?;
+        Ok(report)
+    }
+
+    /// Until the pool has its nodes, all Ready, 4 web pods Ready, every
+    /// node healthy for `web` at the load balancer and each VIP answering.
+    fn settle(&self, c: &KubeCluster) -> Result<()> {
+        c.wait_for(
+            &format!("{} Ready nodes and 4 Ready web pods", self.nodes),
+            self.wait,
+            || {
+                let nodes = self.node_states(c).ok()?;
+                let pods = c.pods("app=web").ok()?;
+                let ready = pods.iter().filter(|p| p.ready && !p.deleting).count();
+                (nodes.len() == self.nodes && nodes.iter().all(|n| n.ready) && ready == 4)
+                    .then_some(())
+            },
+        )?;
+        c.wait_for(
+            &format!("{} nodes healthy for web at the load balancer", self.nodes),
+            self.wait,
+            || {
+                let h = c.lb_per_node("sluice_lb_backend_healthy", "web");
+                let nodes = self.node_states(c).ok()?;
+                nodes
+                    .iter()
+                    .all(|n| h.get(&n.name) == Some(&1.0))
+                    .then_some(())
+            },
+        )?;
+        for (svc, n, _) in SERVICES {
+            let vip = SocketAddr::new(Family::V4.vip(n), 80);
+            c.wait_for(&format!("an answer from {svc}"), self.wait, || {
+                matches!(tcp_request(c.client(), vip), Ok(TcpOutcome::Reply { .. })).then_some(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `sluice ARGS` as the admin, inside the control namespace.
+    fn sluice(&self, c: &KubeCluster, args: &[&str]) -> Result<String> {
+        c.run_with_kubeconfig(&self.sluice, args)
+    }
+
+    /// `sluice node-pools upgrade POOL --version V --async`: the
+    /// operation's name.
+    fn start_upgrade(&self, c: &KubeCluster, version: &str) -> Result<String> {
+        let out = self.sluice(
+            c,
+            &[
+                "node-pools",
+                "upgrade",
+                &self.pool,
+                "--version",
+                version,
+                "--max-surge",
+                "1",
+                "--max-unavailable",
+                "0",
+                "--async",
+                "--format",
+                "json",
+            ],
+        )?;
+        let op: Value = serde_json::from_str(out.trim())
+            .with_context(|| format!("sluice node-pools upgrade printed {out:?}"))?;
+        op["metadata"]["name"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow!("no operation name in {op}"))
+    }
+
+    fn op(&self, c: &KubeCluster, name: &str) -> Result<OpView> {
+        let op = c.get_json(&["operations", name])?;
+        let status = &op["status"];
+        let metric = |m: &str| -> usize {
+            status["progress"]["metrics"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|x| x["name"] == m)
+                .and_then(|x| x["intValue"].as_u64())
+                .unwrap_or(0) as usize
+        };
+        Ok(OpView {
+            state: status["status"].as_str().unwrap_or("").to_owned(),
+            upgraded: metric("nodes_upgraded"),
+            total: metric("nodes_total"),
+            message: status["statusMessage"].as_str().unwrap_or("").to_owned(),
+        })
+    }
+
+    fn wait_op(
+        &self,
+        c: &KubeCluster,
+        name: &str,
+        what: &str,
+        until: impl Fn(&OpView) -> bool,
+    ) -> Result<OpView> {
+        c.wait_for(&format!("operation {name}: {what}"), self.wait, || {
+            self.op(c, name).ok().filter(|o| until(o))
+        })
+    }
+
+    fn node_states(&self, c: &KubeCluster) -> Result<Vec<NodeState>> {
+        let list = c.get_json(&["nodes"])?;
+        Ok(list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|n| {
+                let ann = |k: &str| !n["metadata"]["annotations"][k].is_null();
+                let ready = n["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
+                NodeState {
+                    name: n["metadata"]["name"].as_str().unwrap_or("").to_owned(),
+                    version: n["status"]["nodeInfo"]["kubeletVersion"]
+                        .as_str()
+                        .unwrap_or("")
+                        .trim_start_matches('v')
+                        .to_owned(),
+                    ready,
+                    cordoned: n["spec"]["unschedulable"] == true,
+                    marked: ann(UPGRADING),
+                    draining: ann(DRAIN),
+                }
+            })
+            .collect())
+    }
+
+    fn pool_version(&self, c: &KubeCluster) -> String {
+        c.get_json(&["nodepool", &self.pool])
+            .ok()
+            .and_then(|p| p["spec"]["version"].as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+
+    /// Nodes by version, and the nodes left cordoned, marked or draining.
+    fn versions(&self, c: &KubeCluster) -> Result<(BTreeMap<String, usize>, Vec<String>)> {
+        let nodes = self.node_states(c)?;
+        let mut by = BTreeMap::new();
+        for n in &nodes {
+            *by.entry(n.version.clone()).or_insert(0) += 1;
+        }
+        let left = nodes
+            .iter()
+            .filter(|n| n.cordoned || n.marked || n.draining)
+            .map(|n| n.name.clone())
+            .collect();
+        Ok((by, left))
+    }
+
+    /// Wait until every node of the pool is Ready on `version` (the Nodes
+    /// of deleted instances go a moment after the operation ends).
+    fn all_on(&self, c: &KubeCluster, version: &str) -> Result<Vec<NodeState>> {
+        c.wait_for(
+            &format!("{} Ready nodes on {version}", self.nodes),
+            self.wait,
+            || {
+                let n = self.node_states(c).ok()?;
+                (n.len() == self.nodes && n.iter().all(|n| n.ready && n.version == version))
+                    .then_some(n)
+            },
+        )
+    }
+
+    /// The traffic checks and the phase's figures.
+    fn traffic(
+        &self,
+        report: &mut Report,
+        phase: &str,
+        loops: Loops,
+        took: Duration,
+        upgraded: usize,
+    ) {
+        let counts = loops.finish();
+        for (svc, _, policy) in SERVICES {
+            let (ok, failed, errors) = counts.get(svc).cloned().unwrap_or_default();
+            report.check(
+                ok > 0 && failed == 0,
+                format!(
+                    "{svc} ({policy}): {ok} requests served, {failed} failed during {phase}{}",
+                    errors
+                        .first()
+                        .map(|e| format!(" (first: {e})"))
+                        .unwrap_or_default()
+                ),
+            );
+        }
+        report.figures.push(Figures {
+            phase: phase.to_owned(),
+            nodes_upgraded: upgraded,
+            seconds: took.as_secs_f64(),
+            requests: counts
+                .into_iter()
+                .map(|(s, (ok, failed, _))| (s, (ok, failed)))
+                .collect(),
+        });
+    }
+
+    /// Nothing left cordoned, marked or draining (U6, and the kill -9 rule).
+    fn clean(&self, c: &KubeCluster, report: &mut Report, when: &str) -> Result<()> {
+        let (_, left) = self.versions(c)?;
+        report.check(
+            left.is_empty(),
+            format!(
+                "{when}: no node left cordoned, marked or draining{}",
+                listed(&left)
+            ),
+        );
+        Ok(())
+    }
+
+    /// Phase 1. spec: U1, U2, U3 (a surge upgrade, one zone at a time);
+    /// the controller survives `kill -9` mid-upgrade.
+    fn upgrade_with_a_crash(&self, c: &mut KubeCluster, report: &mut Report) -> Result<()> {
+        let v = &self.versions[0];
+        let before: BTreeSet<String> = self.node_states(c)?.into_iter().map(|n| n.name).collect();
+        println!(
+            "==> sluice node-pools upgrade {} --version {v} --max-surge 1 --max-unavailable 0, clients looping over web and web-local; the controller killed -9 halfway",
+            self.pool
+        );
+        let loops = Loops::start(c);
+        let t = Instant::now();
+        let op = self.start_upgrade(c, v)?;
+        let half = self.wait_op(c, &op, "half the nodes upgraded", |o| {
+            o.is_final() || o.upgraded * 2 >= self.nodes
+        })?;
+        println!(
+            "    {op}: {} of {} upgraded after {:.1} s ({}); kill -9 the controller, start it again",
+            half.upgraded,
+            half.total,
+            t.elapsed().as_secs_f64(),
+            half.message
+        );
+        c.crash_and_restart_controller()?;
+        let done = self.wait_op(c, &op, "finished", OpView::is_final)?;
+        let took = t.elapsed();
+        report.check(
+            done.state == "DONE" && done.upgraded == self.nodes,
+            format!(
+                "{op} {} after {:.1} s: {} of {} nodes upgraded, the restarted controller carried it on ({})",
+                done.state,
+                took.as_secs_f64(),
+                done.upgraded,
+                done.total,
+                done.message
+            ),
+        );
+        let after = self.all_on(c, v);
+        let names: BTreeSet<String> = after
+            .as_ref()
+            .map(|n| n.iter().map(|n| n.name.clone()).collect())
+            .unwrap_or_default();
+        report.check(
+            after.is_ok() && names.is_disjoint(&before),
+            format!(
+                "every node replaced by a new one on {v}: {}",
+                names.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        );
+        let pool_v = self.pool_version(c);
+        report.check(
+            pool_v == *v,
+            format!("the pool's spec.version moved with its nodes: {pool_v}"),
+        );
+        self.clean(c, report, "after the upgrade")?;
+        self.traffic(
+            report,
+            "the upgrade and the controller's crash",
+            loops,
+            took,
+            self.nodes,
+        );
+        Ok(())
+    }
+
+    /// Phase 2. spec: U6 — cancel lets started nodes finish and leaves the
+    /// others (two versions); resume upgrades the rest.
+    fn cancel_and_resume(&self, c: &mut KubeCluster, report: &mut Report) -> Result<()> {
+        let (from, v) = (&self.versions[0], &self.versions[1]);
+        println!(
+            "==> sluice node-pools upgrade {} --version {v}, cancelled halfway (sluice operations cancel), then resumed (sluice upgrade resume)",
+            self.pool
+        );
+        let loops = Loops::start(c);
+        let t = Instant::now();
+        let op = self.start_upgrade(c, v)?;
+        let half = self.wait_op(c, &op, "half the nodes upgraded", |o| {
+            o.is_final() || o.upgraded * 2 >= self.nodes
+        })?;
+        let out = self.sluice(c, &["operations", "cancel", &op])?;
+        println!(
+            "    {} of {} upgraded after {:.1} s: {}",
+            half.upgraded,
+            half.total,
+            t.elapsed().as_secs_f64(),
+            out.trim()
+        );
+        let cancelled = self.wait_op(c, &op, "cancelled", OpView::is_final)?;
+        // The cancelled operation's nodes: those started finished, the
+        // others stay; the deleted ones' Nodes go a moment after.
+        let split = c.wait_for("the cancelled pool settled", self.wait, || {
+            let (by, left) = self.versions(c).ok()?;
+            let total: usize = by.values().sum();
+            (total == self.nodes && left.is_empty()).then_some(by)
+        });
+        let by = split.as_ref().cloned().unwrap_or_default();
+        report.check(
+            cancelled.state == "CANCELLED"
+                && by.get(v).is_some_and(|n| *n > 0)
+                && by.get(from).is_some_and(|n| *n > 0),
+            format!(
+                "{op} {} with {} of {} upgraded: the pool runs two versions {by:?} ({})",
+                cancelled.state, cancelled.upgraded, cancelled.total, cancelled.message
+            ),
+        );
+        self.clean(c, report, "after the cancel")?;
+        let out = self.sluice(c, &["upgrade", "resume", &self.pool])?;
+        println!("    {}", out.trim());
+        let done = self.wait_op(c, &op, "done after the resume", |o| {
+            o.state == "DONE" || o.state == "FAILED"
+        })?;
+        let took = t.elapsed();
+        let after = self.all_on(c, v);
+        report.check(
+            done.state == "DONE" && after.is_ok(),
+            format!(
+                "resumed, {op} {}: every node on {v} after {:.1} s in all",
+                done.state,
+                took.as_secs_f64()
+            ),
+        );
+        self.clean(c, report, "after the resume")?;
+        self.traffic(
+            report,
+            "the cancelled and resumed upgrade",
+            loops,
+            took,
+            self.nodes,
+        );
+        Ok(())
+    }
+
+    /// Phase 3. spec: U6 — rollback restores the upgraded nodes.
+    fn roll_back(&self, c: &mut KubeCluster, report: &mut Report) -> Result<()> {
+        let (back, v) = (&self.versions[1], &self.versions[2]);
+        println!(
+            "==> sluice node-pools upgrade {} --version {v}, rolled back after its first node (sluice node-pools rollback)",
+            self.pool
+        );
+        let loops = Loops::start(c);
+        let t = Instant::now();
+        let op = self.start_upgrade(c, v)?;
+        let first = self.wait_op(c, &op, "a node upgraded", |o| {
+            o.is_final() || o.upgraded >= 1
+        })?;
+        if first.is_final() {
+            bail!(
+                "{op} ended ({}) before it could be rolled back",
+                first.state
+            );
+        }
+        let out = self.sluice(c, &["node-pools", "rollback", &self.pool])?;
+        println!(
+            "    {} of {} upgraded after {:.1} s: {}",
+            first.upgraded,
+            first.total,
+            t.elapsed().as_secs_f64(),
+            out.trim()
+        );
+        let end = self.wait_op(c, &op, "rolled back", OpView::is_final)?;
+        let took = t.elapsed();
+        let after = self.all_on(c, back);
+        report.check(
+            end.state == "ROLLED_BACK" && after.is_ok(),
+            format!(
+                "{op} {} after {:.1} s: every node back on {back} ({})",
+                end.state,
+                took.as_secs_f64(),
+                end.message
+            ),
+        );
+        let pool_v = self.pool_version(c);
+        report.check(
+            pool_v == *back,
+            format!("the pool's spec.version stayed {back}: {pool_v}"),
+        );
+        self.clean(c, report, "after the rollback")?;
+        // Nodes made: the upgraded ones, then as many again back.
+        self.traffic(
+            report,
+            "the rolled-back upgrade",
+            loops,
+            took,
+            first.upgraded.max(1) * 2,
+        );
+        Ok(())
+    }
+}
+
+fn listed(names: &[String]) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", names.join(", "))
+    }
+}

@@ -1,0 +1,59 @@
+//! Surge upgrades under live traffic (issue 12), end to end: a cluster run
+//! by `sluice-controller` with the `netns` provider, a node pool of 2 nodes
+//! in each of 2 zones, `sluice-lb` in front, and clients looping over a
+//! `Cluster` and a `Local` Service through it while the `sluice` CLI
+//! upgrades the pool (the controller killed -9 halfway), cancels and
+//! resumes a second upgrade, and rolls back a third. Not one request may
+//! fail, no node may be left cordoned or marked, and each operation ends
+//! where U6 says. The scene is `sluice_tests::upgrade_scene`, the one
+//! `cargo xtask lab` runs too. Under each engine (the agents' and the load
+//! balancer's alike).
+//!
+//! Everything goes when the cluster guard drops, also on failure (the
+//! logs are printed first). Waits are bounded; nothing is timed.
+
+use std::time::Duration;
+
+use sluice_tests::kube_cluster::{KubeCluster, KubeClusterSpec};
+use sluice_tests::upgrade_scene::{prepare, Scene};
+use sluice_tests::{sluice_cli_bin, whoami_bin, Engine};
+
+fn upgrades_under_traffic(tag: &str, engine: Engine) {
+    // spec: U1, U2, U3, U6, E1
+    let mut spec = KubeClusterSpec::new(&["u-a", "u-b"], 2);
+    spec.engine = engine;
+    spec.monitor_grace_s = 6;
+    let mut c = KubeCluster::start(tag, &spec).expect("the cluster");
+    let whoami = whoami_bin().expect("sluice-whoami (cargo build -p sluice-tests --bins)");
+    prepare(&mut c, engine, &whoami, None).expect("the Services and the load balancer");
+    let scene = Scene {
+        sluice: sluice_cli_bin().expect("sluice (cargo build -p sluice-cli)"),
+        pool: "pool".into(),
+        nodes: 4,
+        versions: ["1.37.1".into(), "1.37.2".into(), "1.37.3".into()],
+        wait: Duration::from_secs(120),
+    };
+    let report = scene.run(&mut c).expect("the scene ran");
+    for f in &report.figures {
+        println!(
+            "{}: {} node(s) in {:.1} s ({:.1} s per node), requests {:?}",
+            f.phase,
+            f.nodes_upgraded,
+            f.seconds,
+            f.per_node().unwrap_or(0.0),
+            f.requests
+        );
+    }
+    let failed = report.failed();
+    assert!(failed.is_empty(), "failed checks: {failed:#?}");
+}
+
+#[test]
+fn surge_upgrades_under_traffic_emulated() {
+    upgrades_under_traffic("upe", Engine::Emulated);
+}
+
+#[test]
+fn surge_upgrades_under_traffic_kernel() {
+    upgrades_under_traffic("upk", Engine::Kernel);
+}

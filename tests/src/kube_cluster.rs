@@ -575,11 +575,40 @@ impl KubeCluster {
     }
 }
 
+impl KubeCluster {
+    /// With `$SLUICE_TEST_KEEP_LOGS=DIR`, every log of the cluster (the
+    /// controller's, the load balancer's, each node's) copied whole to
+    /// `DIR/<the cluster's directory name>/` before it is removed: the
+    /// tails printed on failure rarely reach back to the moment that
+    /// matters.
+    fn keep_logs(&self) {
+        let Some(keep) = std::env::var_os("SLUICE_TEST_KEEP_LOGS") else {
+            return;
+        };
+        let Some(name) = self.dir.file_name() else {
+            return;
+        };
+        let to = PathBuf::from(keep).join(name);
+        if fs::create_dir_all(&to).is_err() {
+            return;
+        }
+        for dir in [self.dir.clone(), self.dir.join("nodes-netns")] {
+            for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.extension().is_some_and(|x| x == "log") {
+                    let _ = fs::copy(&p, to.join(e.file_name()));
+                }
+            }
+        }
+    }
+}
+
 impl Drop for KubeCluster {
     fn drop(&mut self) {
         if thread::panicking() {
             eprintln!("{}", self.logs());
         }
+        self.keep_logs();
         if let Some(mut lb) = self.lb.take() {
             stop_child(&mut lb, Duration::from_secs(10));
         }

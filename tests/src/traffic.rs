@@ -30,6 +30,7 @@ impl Traffic {
         let last = last_failure.clone();
         let thread = thread::spawn(move || {
             let mut errors = Vec::new();
+            let t0 = Instant::now();
             for _ in 0..20_000 {
                 if s.load(Ordering::Relaxed) {
                     break;
@@ -41,7 +42,17 @@ impl Traffic {
                     }
                     other => {
                         f.fetch_add(1, Ordering::Relaxed);
-                        errors.push(format!("{other:?}"));
+                        // When, too: a burst of failures reads differently
+                        // from failures spread over the run.
+                        // An error's Debug form carries its backtrace.
+                        let what = match other {
+                            Ok(o) => format!("{o:?}"),
+                            Err(e) => format!("{e:#}"),
+                        };
+                        errors.push(format!(
+                            "{what} at {:.2} s",
+                            started.duration_since(t0).as_secs_f64()
+                        ));
                         if let Ok(mut l) = last.lock() {
                             *l = Some(started);
                         }

@@ -383,10 +383,19 @@ impl Scene {
                 ok > 0 && failed == 0,
                 format!(
                     "{svc} ({policy}): {ok} requests served, {failed} failed during {phase}{}",
-                    errors
-                        .first()
-                        .map(|e| format!(" (first: {e})"))
-                        .unwrap_or_default()
+                    if errors.is_empty() {
+                        String::new()
+                    } else {
+                        // The first few, and the last: when they fell says
+                        // which step of the upgrade they belong to.
+                        let mut shown: Vec<&str> =
+                            errors.iter().take(8).map(String::as_str).collect();
+                        if errors.len() > 8 {
+                            shown.push("…");
+                            shown.extend(errors.last().map(String::as_str));
+                        }
+                        format!(" ({})", shown.join("; "))
+                    }
                 ),
             );
         }
@@ -436,7 +445,13 @@ impl Scene {
             t.elapsed().as_secs_f64(),
             half.message
         );
+        let killed = t.elapsed();
         c.crash_and_restart_controller()?;
+        println!(
+            "    the controller killed at {:.1} s and serving again at {:.1} s",
+            killed.as_secs_f64(),
+            t.elapsed().as_secs_f64()
+        );
         let done = self.wait_op(c, &op, "finished", OpView::is_final)?;
         let took = t.elapsed();
         report.check(

@@ -4,7 +4,8 @@
 //! configuration, a probe's result, the neighbour table, the time) and
 //! carries out what it asks (probes to start, a state to apply).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::time::Duration;
 
 use tracing::{info, warn};
@@ -13,7 +14,7 @@ use crate::build::{build, LeftOut};
 use crate::config::LbConfig;
 use crate::desired::LbDesired;
 use crate::draining::Draining;
-use crate::health::{Board, Change, ProbeKey, ProbeStart};
+use crate::health::{Board, Change, ProbeKey, ProbeStart, Transition};
 use crate::ids::Ids;
 use crate::metrics::{BackendSample, Snapshot};
 use crate::neighbours::Macs;
@@ -38,6 +39,16 @@ pub struct Control {
     /// built: a probe result that changes no verdict (most of them) costs
     /// no build.
     dirty: bool,
+    /// Neighbour-table reads started so far.
+    reads_started: u64,
+    /// Backend addresses whose MAC must come from a read started after
+    /// the given one: each backend that appears or turns healthy. An
+    /// address a replaced node handed on to its replacement still has the
+    /// dead node's MAC in `macs` until the table is read again (the new
+    /// node's gratuitous ARP, or the probe that found it healthy, has
+    /// updated the kernel's entry by then); until that read the backend is
+    /// left out, as one with no MAC.
+    await_read: BTreeMap<IpAddr, u64>,
 }
 
 impl Control {
@@ -56,6 +67,17 @@ impl Control {
 
     /// A new configuration at `now`.
     pub fn set_config(&mut self, config: LbConfig, now: Duration) {
+        let known: BTreeSet<(String, String)> = self
+            .effective
+            .backends()
+            .map(|(s, b)| (s.name.clone(), b.node.clone()))
+            .collect();
+        for (s, b) in config.backends() {
+            if !known.contains(&(s.name.clone(), b.node.clone())) {
+                self.await_read
+                    .insert(IpAddr::V4(b.address), self.reads_started);
+            }
+        }
         self.draining.update(&self.config, &config, now);
         self.config = config;
         self.resync(now);
@@ -101,9 +123,24 @@ impl Control {
         }
     }
 
-    /// The neighbour table as read now.
-    pub fn set_macs(&mut self, macs: Macs) {
-        if macs != self.macs {
+    /// A neighbour-table read is starting; its number, for
+    /// [`Control::set_macs`].
+    pub fn neighbour_read_started(&mut self) -> u64 {
+        self.reads_started += 1;
+        self.reads_started
+    }
+
+    /// Whether some backend waits for a fresh read of the neighbour table
+    /// (the caller reads it at once).
+    pub fn wants_neighbours(&self) -> bool {
+        !self.await_read.is_empty()
+    }
+
+    /// The neighbour table as read by read number `read`.
+    pub fn set_macs(&mut self, macs: Macs, read: u64) {
+        let before = self.await_read.len();
+        self.await_read.retain(|_, after| *after >= read);
+        if macs != self.macs || self.await_read.len() != before {
             self.macs = macs;
             self.dirty = true;
         }
@@ -117,6 +154,16 @@ impl Control {
     fn changed(&mut self, changes: &[Change]) {
         for c in changes {
             info!(service = %c.service, node = %c.node, to = c.transition.as_str(), "health changed");
+            if matches!(c.transition, Transition::ToHealthy) {
+                let address = self
+                    .effective
+                    .backends()
+                    .find(|(s, b)| s.name == c.service && b.node == c.node)
+                    .map(|(_, b)| IpAddr::V4(b.address));
+                if let Some(a) = address {
+                    self.await_read.insert(a, self.reads_started);
+                }
+            }
         }
         self.dirty |= !changes.is_empty();
     }
@@ -135,10 +182,22 @@ impl Control {
         }
         self.dirty = false;
         let (board, draining) = (&self.board, &self.draining);
+        let fresh: Macs;
+        let macs = if self.await_read.is_empty() {
+            &self.macs
+        } else {
+            fresh = self
+                .macs
+                .iter()
+                .filter(|(ip, _)| !self.await_read.contains_key(ip))
+                .map(|(ip, m)| (*ip, *m))
+                .collect();
+            &fresh
+        };
         let built = build(
             &self.effective,
             |s, n| board.healthy(s, n) && !draining.is_draining(s, n),
-            &self.macs,
+            macs,
             &self.ids,
         );
         let now: BTreeSet<(String, String)> = built

@@ -160,7 +160,7 @@ async fn serve(
         Source::Api { rx, tasks } => (Some(rx), tasks),
     };
     let (tx, mut results) = mpsc::unbounded_channel::<ProbeDone>();
-    let mut neigh: Option<tokio::task::JoinHandle<Result<neighbours::Macs>>> = None;
+    let mut neigh: Option<tokio::task::JoinHandle<Result<(neighbours::Macs, u64)>>> = None;
     let mut next_neigh = epoch;
     let mut next_counters = epoch;
     let mut retry: Option<Instant> = None;
@@ -179,10 +179,15 @@ async fn serve(
                 });
             });
         }
+        // A backend that appeared or turned healthy waits for a fresh read.
+        if control.wants_neighbours() {
+            next_neigh = next_neigh.min(Instant::now());
+        }
         if neigh.is_none() && Instant::now() >= next_neigh {
             let iface = iface.clone();
+            let read = control.neighbour_read_started();
             neigh = Some(tokio::task::spawn_blocking(move || {
-                neighbours::read(&iface)
+                neighbours::read(&iface).map(|m| (m, read))
             }));
         }
         if Instant::now() >= next_counters {
@@ -227,7 +232,7 @@ async fn serve(
             r = finished(&mut neigh), if neigh.is_some() => {
                 neigh = None;
                 match r {
-                    Ok(Ok(macs)) => control.set_macs(macs),
+                    Ok(Ok((macs, read))) => control.set_macs(macs, read),
                     Ok(Err(e)) => warn!(error = %format!("{e:#}"), "reading the neighbour table"),
                     Err(e) => warn!(error = %e, "neighbour task"),
                 }

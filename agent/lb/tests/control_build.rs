@@ -35,6 +35,26 @@ fn macs(lasts: &[u8]) -> Macs {
     lasts.iter().map(|&l| (ip(l), [2, 0, 0, 0, 0, l])).collect()
 }
 
+/// A read of the neighbour table that finds `lasts` resolved.
+fn read(c: &mut Control, lasts: &[u8]) {
+    let r = c.neighbour_read_started();
+    c.set_macs(macs(lasts), r);
+}
+
+/// The control state with every backend of [`CONFIG`] resolved and
+/// healthy at 2 s.
+fn all_healthy() -> Control {
+    let mut c = Control::new(Ids::default());
+    c.set_config(config(), Duration::ZERO);
+    read(&mut c, &[2, 3, 4]);
+    let t = Duration::from_secs(2);
+    for p in c.due(t) {
+        c.report(&p.key, p.seq, true, t);
+    }
+    read(&mut c, &[2, 3, 4]);
+    c
+}
+
 fn ids_for(cfg: &LbConfig) -> Ids {
     let mut ids = Ids::default();
     ids.sync(
@@ -115,7 +135,7 @@ fn ids_survive_a_reconfiguration_and_a_removed_backend_s_id_is_not_handed_on() {
 fn the_engine_is_handed_a_state_only_when_it_changed() {
     let mut c = Control::new(Ids::default());
     c.set_config(config(), Duration::ZERO);
-    c.set_macs(macs(&[2, 3, 4]));
+    read(&mut c, &[2, 3, 4]);
     let first = c.pending().expect("a first state");
     c.applied(first.clone(), true);
     assert!(c.pending().is_none(), "nothing changed");
@@ -123,20 +143,23 @@ fn the_engine_is_handed_a_state_only_when_it_changed() {
     c.set_config(config(), Duration::from_secs(1));
     assert!(c.pending().is_none());
     // A refused apply is asked for again.
-    c.set_macs(macs(&[2, 3]));
+    read(&mut c, &[2, 3]);
     let second = c.pending().expect("c left out");
     assert_eq!(second.services[0].backends.len(), 2);
     c.applied(second.clone(), false);
     assert_eq!(c.pending(), Some(second));
     // A probe's success changes a verdict, and so the state.
     c.applied(first.clone(), true);
-    c.set_macs(macs(&[2, 3, 4]));
+    read(&mut c, &[2, 3, 4]);
     assert!(c.pending().is_none());
     let starts = c.due(Duration::from_secs(2));
     assert!(!starts.is_empty(), "every phase is within the 2 s interval");
     for p in &starts {
         c.report(&p.key, p.seq, true, Duration::from_secs(2));
     }
+    // Backends turned healthy wait for a fresh read of their MACs.
+    assert!(c.wants_neighbours());
+    read(&mut c, &[2, 3, 4]);
     let healthy = c.pending().expect("verdicts changed");
     assert!(healthy.services[0].backends.iter().any(|b| b.healthy));
     c.applied(healthy, true);
@@ -208,13 +231,7 @@ fn metrics_render_every_family_with_escaped_labels() {
 // unhealthy (no new connections), with its id, then goes.
 #[test]
 fn a_backend_leaving_the_configuration_drains_before_it_goes() {
-    let mut c = Control::new(Ids::default());
-    c.set_config(config(), Duration::ZERO);
-    c.set_macs(macs(&[2, 3, 4]));
-    let t = Duration::from_secs(2);
-    for p in c.due(t) {
-        c.report(&p.key, p.seq, true, t);
-    }
+    let mut c = all_healthy();
     let before = c.pending().expect("a state");
     let b_id = before.services[0]
         .backends
@@ -252,4 +269,54 @@ fn a_backend_leaving_the_configuration_drains_before_it_goes() {
     c.due(end);
     let after = c.pending().expect("b gone");
     assert!(after.services[0].backends.iter().all(|x| x.node != "b"));
+}
+
+// A node replaced under the same address (the provider hands a dead
+// node's address to its replacement): the load balancer's MACs still
+// name the dead node's link until the neighbour table is read again. The
+// new backend is left out until a read started after it appeared and
+// after it turned healthy, so no flow is sent to a MAC that is gone.
+#[test]
+fn a_backend_that_appears_or_turns_healthy_waits_for_a_fresh_read_of_its_mac() {
+    let mut c = all_healthy();
+    assert!(!c.wants_neighbours());
+    let first = c.pending().expect("a state");
+    c.applied(first, true);
+    // b is replaced by e under b's address; the table read before still
+    // has b's MAC for it.
+    let replaced = parse(&CONFIG.replace("node: b,", "node: e,")).expect("valid");
+    c.set_config(replaced, Duration::from_secs(3));
+    assert!(c.wants_neighbours(), "e appeared");
+    let stale = c.neighbour_read_started();
+    // A read started before e appeared does not count.
+    let early = stale - 1;
+    c.set_macs(macs(&[2, 3, 4]), early);
+    assert!(c.wants_neighbours());
+    let mut fresh_mac = macs(&[2, 3, 4]);
+    fresh_mac.insert(ip(3), [2, 0, 0, 0, 0, 0xee]);
+    c.set_macs(fresh_mac.clone(), stale);
+    assert!(!c.wants_neighbours());
+    // e turns healthy: one more read, and only then is it served.
+    for step in 4..10u64 {
+        let now = Duration::from_secs(step);
+        for p in c.due(now) {
+            c.report(&p.key, p.seq, true, now);
+        }
+    }
+    assert!(c.wants_neighbours(), "e turned healthy");
+    let waiting = c.pending().expect("a state");
+    assert!(
+        waiting.services[0].backends.iter().all(|b| b.node != "e"),
+        "e is left out until its MAC is read again: {waiting:?}"
+    );
+    let r = c.neighbour_read_started();
+    c.set_macs(fresh_mac, r);
+    let served = c.pending().expect("e joins");
+    let e = served.services[0]
+        .backends
+        .iter()
+        .find(|b| b.node == "e")
+        .expect("e is in");
+    assert_eq!(e.mac, [2, 0, 0, 0, 0, 0xee]);
+    assert!(e.healthy);
 }

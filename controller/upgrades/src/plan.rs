@@ -444,7 +444,12 @@ impl Pass<'_> {
             let zone_members = in_zone(zone);
             let done = zone::is_done(&zone_members, *target);
             all_done &= done;
-            let fresh = zone_members.iter().filter(|m| m.counted && m.fresh).count();
+            // Upgraded: on the new side and joined (its Node registered);
+            // an instance still booting is not an upgraded node yet.
+            let fresh = zone_members
+                .iter()
+                .filter(|m| m.counted && m.fresh && m.registered)
+                .count();
             let mut line = ZoneLine {
                 zone: zone.clone(),
                 state: if done {

@@ -252,9 +252,10 @@ impl Window<'_> {
     }
 
     fn create(&self, taken: &mut HashSet<String>) -> CreateNode {
-        let name = naming::fresh_names(self.pool, self.zone, 1, taken)
+        let salt = naming::salt(self.now);
+        let name = naming::fresh_names(self.pool, self.zone, salt, 1, taken)
             .pop()
-            .unwrap_or_else(|| naming::node_name(self.pool, self.zone, u32::MAX));
+            .unwrap_or_else(|| naming::node_name(self.pool, self.zone, salt, u32::MAX));
         CreateNode {
             pool: self.pool.to_owned(),
             zone: self.zone.to_owned(),

@@ -76,6 +76,16 @@ fn u1_the_default_drains_an_old_node_only_once_its_surge_node_is_ready() {
     w.op.spec.upgrade_settings = None;
     let first = w.pass(false).unwrap();
     assert_eq!((marks(&first), creates(&first), drains(&first)), (1, 1, 0));
+    // The surge node booting is not an upgraded node yet.
+    let upgraded = |p: &sluice_upgrades::UpgradePlan| {
+        p.status.progress.as_ref().and_then(|g| {
+            g.metrics
+                .iter()
+                .find(|m| m.name == NODES_UPGRADED)
+                .and_then(|m| m.int_value)
+        })
+    };
+    assert_eq!(upgraded(&w.pass(false).unwrap()), Some(0));
     let mut passes = 0;
     while w.disrupted_old(OLD) == 0 {
         let p = w.pass(false).unwrap();

@@ -248,7 +248,7 @@ pub fn plan<N: std::borrow::Borrow<Node>>(
             .clone()
             .unwrap_or_else(|| config.cluster_version.clone());
         for (zone, count) in spread(&deficits, budget) {
-            for name in naming::fresh_names(pool_name, zone, count, &mut taken) {
+            for name in naming::fresh_names(pool_name, zone, naming::salt(now), count, &mut taken) {
                 actions.push(Action::Create(CreateNode {
                     pool: pool_name.to_owned(),
                     zone: zone.to_owned(),

@@ -187,6 +187,7 @@ impl World {
             for name in sluice_nodepools::naming::fresh_names(
                 POOL,
                 zone,
+                0,
                 per_zone,
                 &mut w.sims.keys().cloned().collect(),
             ) {

@@ -151,10 +151,11 @@ fn creations_in_flight_are_bounded_and_spread_over_zones() {
 #[test]
 fn new_names_avoid_instances_and_nodes_in_use() {
     // A stale Node holding the first name a new node of zone-a would get.
-    let first = crate::naming::node_name("p", "zone-a", 0);
+    let salt = crate::naming::salt(now());
+    let first = crate::naming::node_name("p", "zone-a", salt, 0);
     let p = run(&pool(&["zone-a"], 1), &[], &[node(&first, false)]);
     assert!(
-        matches!(&p.actions[0], Action::Create(c) if c.name == crate::naming::node_name("p", "zone-a", 1))
+        matches!(&p.actions[0], Action::Create(c) if c.name == crate::naming::node_name("p", "zone-a", salt, 1))
     );
 }
 

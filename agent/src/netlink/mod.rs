@@ -142,12 +142,18 @@ impl Netns {
             .map(|_| ())
     }
 
+    /// Delete a route; one already gone is not an error (see
+    /// [`del_route`]).
     pub fn del_route(&self, dst: &str, via: Option<IpAddr>, dev: Option<&str>) -> Result<()> {
-        self.ip(&route_args("del", dst, via, dev)
+        match self.ip(&route_args("del", dst, via, dev)
             .iter()
             .map(String::as_str)
             .collect::<Vec<_>>())
-            .map(|_| ())
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_no_such_route(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -224,10 +230,24 @@ pub fn add_route(dst_cidr: &str, via: Option<IpAddr>, dev: Option<&str>) -> Resu
     ip(&a.iter().map(String::as_str).collect::<Vec<_>>()).map(|_| ())
 }
 
-/// Delete a route in the calling thread's namespace.
+/// Delete a route in the calling thread's namespace; a route that is
+/// already gone is not an error. (The kernel answers ESRCH, "No such
+/// process", when no route matches: the prefix was taken over by a route
+/// via another gateway, as when a dead node's pod CIDR goes to its
+/// replacement, or someone else removed it. Failing on that would stop
+/// every later route change of the agent, retried forever.)
 pub fn del_route(dst_cidr: &str, via: Option<IpAddr>, dev: Option<&str>) -> Result<()> {
     let a = route_args("del", dst_cidr, via, dev);
-    ip(&a.iter().map(String::as_str).collect::<Vec<_>>()).map(|_| ())
+    match ip(&a.iter().map(String::as_str).collect::<Vec<_>>()) {
+        Ok(_) => Ok(()),
+        Err(e) if is_no_such_route(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `ip route del`'s answer when nothing matches.
+fn is_no_such_route(e: &anyhow::Error) -> bool {
+    format!("{e:#}").contains("No such process")
 }
 
 /// The interface index of `name` in the calling thread's namespace.
@@ -261,6 +281,45 @@ pub fn netns_del(name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A namespace of this test's own, deleted also on failure.
+    struct TestNs(String);
+    impl Drop for TestNs {
+        fn drop(&mut self) {
+            let _ = netns_del(&self.0);
+        }
+    }
+
+    #[test]
+    fn deleting_a_route_already_gone_or_taken_over_is_not_an_error() {
+        // Needs root (namespaces), as every netns test here does.
+        let name = format!("sl-rt-del-{}", std::process::id());
+        let guard = TestNs(name.clone());
+        let ns = netns_add(&guard.0).expect("a namespace");
+        ns.ip(&["link", "add", "d0", "type", "veth", "peer", "name", "d1"])
+            .expect("a veth pair");
+        ns.ip(&["link", "set", "d1", "up"]).expect("up");
+        ns.ip(&["link", "set", "d0", "up"]).expect("up");
+        ns.ip(&["addr", "add", "198.18.9.1/24", "dev", "d0"])
+            .expect("addr");
+        let a: IpAddr = "198.18.9.14".parse().unwrap();
+        let b: IpAddr = "198.18.9.16".parse().unwrap();
+        // A dead node's pod CIDR, taken over by its replacement's route.
+        ns.add_route("198.19.9.0/24", Some(a), None).expect("via a");
+        ns.add_route("198.19.9.0/24", Some(b), None).expect("via b");
+        ns.del_route("198.19.9.0/24", Some(a), None)
+            .expect("the route via a is gone: not an error");
+        let routes = ns.ip(&["route", "show", "198.19.9.0/24"]).expect("routes");
+        assert!(routes.contains("via 198.18.9.16"), "{routes}");
+        // Deleted twice.
+        ns.del_route("198.19.9.0/24", Some(b), None)
+            .expect("deleted");
+        ns.del_route("198.19.9.0/24", Some(b), None)
+            .expect("already gone: not an error");
+        // Other failures still are.
+        assert!(ns.del_route("not-a-prefix", Some(b), None).is_err());
+        drop(ns);
+    }
 
     #[test]
     fn macs_parse() {

@@ -269,6 +269,33 @@ fn routes_go_to_other_nodes_pod_ranges_via_their_internal_ip() {
 }
 
 #[test]
+fn no_route_goes_via_one_of_the_node_s_own_addresses() {
+    // node-c is dead, its Node not yet gone; node-a was given its addresses.
+    let text = format!(
+        r#"{NODES}
+---
+apiVersion: v1
+kind: Node
+metadata: {{name: node-c}}
+spec: {{podCIDRs: ["198.19.3.0/24", "fd00:19:3::/64"]}}
+status: {{addresses: [{{type: InternalIP, address: 198.18.0.11}}, {{type: InternalIP, address: "fd00:18::11"}}]}}
+"#
+    );
+    let state = parse_state(&text).expect("valid");
+    let r: Vec<String> = desired_routes(&state, "node-a")
+        .iter()
+        .map(|r| format!("{} via {}", r.dst, r.via))
+        .collect();
+    assert_eq!(
+        r,
+        [
+            "198.19.2.0/24 via 198.18.0.12",
+            "fd00:19:2::/64 via fd00:18::12"
+        ]
+    );
+}
+
+#[test]
 fn pods_with_a_netns_are_wired_with_a_stable_short_link_name() {
     let text = format!(
         r#"{NODES}

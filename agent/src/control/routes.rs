@@ -15,6 +15,16 @@ pub struct PodRoute {
 }
 
 pub fn desired_routes(state: &DesiredState, node_name: &str) -> Vec<PodRoute> {
+    // A dead node's Node can linger while its replacement, this node, has
+    // been given its address: a route via one of this node's own
+    // addresses is refused by the kernel ("Gateway can not be a local
+    // address") and would fail the whole apply until that Node goes.
+    let own: Vec<IpAddr> = state
+        .nodes
+        .values()
+        .filter(|n| n.name == node_name)
+        .flat_map(|n| n.addrs.iter().copied())
+        .collect();
     let mut out = Vec::new();
     for node in state.nodes.values() {
         if node.name == node_name {
@@ -25,7 +35,7 @@ pub fn desired_routes(state: &DesiredState, node_name: &str) -> Vec<PodRoute> {
                 IpNet::V4(_) => node.addr_v4(),
                 IpNet::V6(_) => node.addr_v6(),
             };
-            if let Some(via) = via {
+            if let Some(via) = via.filter(|v| !own.contains(v)) {
                 out.push(PodRoute { dst: *cidr, via });
             }
         }

@@ -387,12 +387,12 @@ fn pdb_refusal_is_retried_with_backoff() {
         "refused: still serving"
     );
     let _ = ev;
-    // First retry after PDB_RETRY_INITIAL, then doubling.
+    // Retried every PDB_RETRY_INITIAL (5 s), as kubectl drain does.
     m.tick(t0 + PDB_RETRY_INITIAL - MS);
     assert_eq!(asked(&f), 1);
     m.tick(t0 + PDB_RETRY_INITIAL);
     assert_eq!(asked(&f), 2);
-    let second = t0 + PDB_RETRY_INITIAL + 2 * PDB_RETRY_INITIAL;
+    let second = t0 + 2 * PDB_RETRY_INITIAL;
     m.tick(second - MS);
     assert_eq!(asked(&f), 2);
     f.w().pdb_allow = true;

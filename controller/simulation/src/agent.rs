@@ -2,8 +2,8 @@
 //! NodeUpgrade` (see `docs/architecture.md`, the agent's `drain.rs`): it
 //! cordons the node and evicts every pod bound to it, each eviction
 //! decided by the pod's budget exactly as the Eviction API decides it
-//! (`sluice_model::policy::disruption::decide`); a refusal is retried after
-//! 5 s doubling to 60 s, and after the reason's budget wait (1 h for an
+//! (`sluice_model::policy::disruption::decide`); a refusal is retried every
+//! 5 s (as the agent, and `kubectl drain`), and after the reason's budget wait (1 h for an
 //! upgrade, E1) the pod is deleted past its budget. An accepted eviction
 //! deletes the pod with its grace period capped by the reason (1 h).
 
@@ -35,7 +35,7 @@ impl Default for DrainLimits {
 }
 
 const RETRY_FIRST: SignedDuration = SignedDuration::from_secs(5);
-const RETRY_MAX: SignedDuration = SignedDuration::from_secs(60);
+const RETRY_MAX: SignedDuration = RETRY_FIRST;
 
 /// The agents' eviction state across steps.
 #[derive(Debug, Clone, Default)]

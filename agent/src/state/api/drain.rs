@@ -18,7 +18,7 @@
 //! 3. a 201 is the end of this side's work: the pod's graceful deletion
 //!    follows the path every deletion takes (endpoints terminating, SIGTERM,
 //!    the object deleted once the pod has stopped). A 429 (a budget
-//!    refuses) is retried after [`backoff`] (5 s doubling to 60 s); the
+//!    refuses) is retried after [`backoff`] (every 5 s, as `kubectl drain`); the
 //!    reason decides for how long ([`PdbPolicy`]): a scale-down gives up
 //!    after 10 min (C5), an upgrade deletes the pod after 1 h (U1, E1),
 //!    a user's drain retries for good. Reasons that ignore budgets (B5,

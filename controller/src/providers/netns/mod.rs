@@ -119,6 +119,10 @@ impl NetnsProvider {
             closed: AtomicBool::new(false),
         };
         inner.adopt_or_sweep();
+        let used: BTreeSet<u32> = lock(&inner.nodes).values().map(|r| r.index).collect();
+        inner
+            .next_index
+            .store(plan::resume_from(&used), Ordering::SeqCst);
         Ok(NetnsProvider {
             inner: Arc::new(inner),
         })

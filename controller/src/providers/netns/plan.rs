@@ -49,6 +49,15 @@ pub fn allocate(cfg: &NetnsConfig, used: &BTreeSet<u32>, from: u32) -> Option<u3
         .or_else(|| (cfg.first_host..start).find(free))
 }
 
+/// Where [`allocate`] goes on from after a restart: one past the highest
+/// index the adopted nodes hold (0 with none). The cursor is not stored;
+/// starting over from the lowest free index would hand a node that just
+/// died its addresses again, the case `allocate`'s order exists to avoid,
+/// and a controller killed mid-upgrade restarts right among such deaths.
+pub fn resume_from(used: &BTreeSet<u32>) -> u32 {
+    used.iter().next_back().map_or(0, |i| i.saturating_add(1))
+}
+
 /// A node's addresses, one per configured family, with the prefix
 /// length (`198.18.0.20/24`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -287,6 +296,16 @@ mod tests {
         assert_eq!(allocate(&c, &used, 0), Some(22));
         used.insert(22);
         assert_eq!(allocate(&c, &used, 0), Some(24));
+    }
+
+    #[test]
+    fn after_a_restart_indices_go_on_past_the_adopted_ones() {
+        let c = cfg(Some(("198.18.0.0", 24)), None, 11);
+        // Nodes 11 and 14 adopted; 12 and 13 died just before the restart.
+        let used: BTreeSet<u32> = [11, 14].into();
+        assert_eq!(resume_from(&used), 15);
+        assert_eq!(allocate(&c, &used, resume_from(&used)), Some(15));
+        assert_eq!(resume_from(&BTreeSet::new()), 0);
     }
 
     #[test]

@@ -317,7 +317,10 @@ impl Inner {
         note(system::remove_namespace(&n.namespace));
         system::remove_link(&self.cfg.fabric_namespace, &n.fabric_veth);
         note(self.creds.revoke(name));
-        for f in [&n.kubeconfig, &n.status, &n.record] {
+        // The agent writes its status file through a temporary beside it
+        // and renames it; an agent stopped mid-write leaves the temporary.
+        let status_tmp = n.status.with_extension("tmp");
+        for f in [&n.kubeconfig, &n.status, &status_tmp, &n.record] {
             let _ = std::fs::remove_file(f);
         }
         let _ = std::fs::remove_dir_all(&n.pod_logs);

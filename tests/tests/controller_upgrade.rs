@@ -5,8 +5,8 @@
 //! upgrades the pool (the controller killed -9 halfway), cancels and
 //! resumes a second upgrade, and rolls back a third. No node may be left
 //! cordoned or marked, each operation ends where U6 says, and requests
-//! fail at most 1 in 40 per phase (zero is the goal, and what `cargo
-//! xtask lab` checks; see the assertion). The scene is `sluice_tests::upgrade_scene`, the one
+//! fail at most 1 in 200 per Service over the three upgrades (zero is the
+//! goal, and what `cargo xtask lab` checks; see the assertion). The scene is `sluice_tests::upgrade_scene`, the one
 //! `cargo xtask lab` runs too. Under each engine (the agents' and the load
 //! balancer's alike).
 //!
@@ -48,19 +48,27 @@ fn upgrades_under_traffic(tag: &str, engine: Engine) {
     let failed = report.failed_besides_traffic();
     assert!(failed.is_empty(), "failed checks: {failed:#?}");
     // spec: U1 — the traffic. The scene asks for zero failed requests and
-    // the lab fails on any; here a phase may lose at most 1 request in 40
-    // per Service, the sporadic losses still open in issue 12 (every run
-    // prints them above), so that CI catches a broken upgrade path (before
-    // the fixes of this scene, phases lost up to 175 of 1 400) without
-    // failing on those.
+    // the lab fails on any; here the three phases together may lose at
+    // most 1 request in 200 per Service, the sporadic losses still open in
+    // issue 12 (every run prints them above; a few per run at most, most
+    // runs none), so that CI catches a broken upgrade path (before the
+    // fixes of this scene single phases lost up to 175 of 1 400) without
+    // failing on those. Summed over the phases: the rollback's is short
+    // (a few hundred requests), where a handful would read as a rate.
+    let mut totals: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
     for f in &report.figures {
         for (svc, (served, lost)) in &f.requests {
-            assert!(
-                *served > 0 && lost * 40 <= *served,
-                "{svc} during {}: {served} served, {lost} failed",
-                f.phase
-            );
+            let t = totals.entry(svc.as_str()).or_default();
+            t.0 += served;
+            t.1 += lost;
         }
+    }
+    assert!(!totals.is_empty(), "no traffic measured");
+    for (svc, (served, lost)) in totals {
+        assert!(
+            served > 0 && lost * 200 <= served,
+            "{svc}: {served} served, {lost} failed over the three upgrades"
+        );
     }
 }
 

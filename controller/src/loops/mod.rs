@@ -606,10 +606,23 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
                 let p = pc.clone();
                 follow(&mut tasks, &nodes, q.clone(), move |c, q| p.on_node(c, q));
                 let p = pc.clone();
-                tasks.spawn(q.work("pod-cidrs", move |k| {
-                    let p = p.clone();
-                    async move { p.reconcile(k).await }
-                }));
+                let n = nodes.clone();
+                tasks.spawn(async move {
+                    // No block is handed out before the allocator knows
+                    // every Node's: the Nodes' first list may have come
+                    // (and its `Relisted` gone) before this loop followed
+                    // them, and after a restart an empty allocator gave a
+                    // new Node the lowest block, an existing Node's, so
+                    // two nodes routed one pod range.
+                    n.ready().await;
+                    p.rebuild();
+                    q.add_all(n.keys());
+                    q.work("pod-cidrs", move |k| {
+                        let p = p.clone();
+                        async move { p.reconcile(k).await }
+                    })
+                    .await
+                });
             }
             Err(e) => tracing::error!(error = %e, "pod CIDRs are not allocated"),
         }

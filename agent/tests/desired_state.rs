@@ -251,16 +251,19 @@ fn a_node_missing_from_the_state_is_an_error() {
     );
 }
 
+/// The node's routes as `DST via GATEWAY`.
+fn routes(state: &sluice_agent::state::DesiredState, node: &str) -> Vec<String> {
+    desired_routes(state, node)
+        .iter()
+        .map(|r| format!("{} via {}", r.dst, r.via))
+        .collect()
+}
+
 #[test]
 fn routes_go_to_other_nodes_pod_ranges_via_their_internal_ip() {
     let state = parse_state(NODES).expect("valid");
-    let r = desired_routes(&state, "node-a");
-    let s: Vec<String> = r
-        .iter()
-        .map(|r| format!("{} via {}", r.dst, r.via))
-        .collect();
     assert_eq!(
-        s,
+        routes(&state, "node-a"),
         [
             "198.19.2.0/24 via 198.18.0.12",
             "fd00:19:2::/64 via fd00:18::12"
@@ -282,12 +285,8 @@ status: {{addresses: [{{type: InternalIP, address: 198.18.0.11}}, {{type: Intern
 "#
     );
     let state = parse_state(&text).expect("valid");
-    let r: Vec<String> = desired_routes(&state, "node-a")
-        .iter()
-        .map(|r| format!("{} via {}", r.dst, r.via))
-        .collect();
     assert_eq!(
-        r,
+        routes(&state, "node-a"),
         [
             "198.19.2.0/24 via 198.18.0.12",
             "fd00:19:2::/64 via fd00:18::12"

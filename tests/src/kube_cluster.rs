@@ -632,6 +632,20 @@ impl Drop for KubeCluster {
     }
 }
 
+/// A PodDisruptionBudget `name` keeping `min_available` of the pods
+/// labelled `app: <app>`.
+pub fn pdb(name: &str, app: &str, min_available: u32) -> String {
+    format!(
+        "apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: {name}}}
+spec:
+  minAvailable: {min_available}
+  selector: {{matchLabels: {{app: {app}}}}}
+"
+    )
+}
+
 /// A dual-stack LoadBalancer Service manifest: port 80 to `target` of the
 /// pods with label `app: <app>` (an app no pod has: no endpoints), with
 /// `externalTrafficPolicy` `policy` (`Cluster` or `Local`). External: no

@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 
-use crate::kube_cluster::{internal_lb_service, lingering_deployment, KubeCluster, SUBSETTING_ON};
+use crate::kube_cluster::{
+    internal_lb_service, lingering_deployment, pdb, KubeCluster, SUBSETTING_ON,
+};
 use crate::{tcp_request, Engine, Family, TcpOutcome, Traffic};
 
 /// The annotations an upgrade leaves on a node while it works on it.
@@ -171,14 +173,7 @@ pub fn prepare(
         lingering_deployment("web", 4, whoami, 5),
         internal_lb_service("web", "web", "Cluster", "http"),
         internal_lb_service("web-local", "web", "Local", "8080"),
-        "apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: web}
-spec:
-  minAvailable: 3
-  selector: {matchLabels: {app: web}}
-"
-        .to_string(),
+        pdb("web", "web", 3),
     ]
     .join("---\n");
     c.apply(&manifest)?;
@@ -440,6 +435,23 @@ impl Scene {
         Ok(())
     }
 
+    /// A phase's start: the clients looping, the clock, the upgrade to
+    /// `version` created, and the operation once it has `upgraded` nodes
+    /// upgraded (or ended before).
+    fn begin(
+        &self,
+        c: &KubeCluster,
+        version: &str,
+        upgraded: usize,
+        what: &str,
+    ) -> Result<(Loops, Instant, String, OpView)> {
+        let loops = Loops::start(c);
+        let t = Instant::now();
+        let op = self.start_upgrade(c, version)?;
+        let seen = self.wait_op(c, &op, what, |o| o.is_final() || o.upgraded >= upgraded)?;
+        Ok((loops, t, op, seen))
+    }
+
     /// Phase 1. spec: U1, U2, U3 (a surge upgrade, one zone at a time);
     /// the controller survives `kill -9` mid-upgrade.
     fn upgrade_with_a_crash(&self, c: &mut KubeCluster, report: &mut Report) -> Result<()> {
@@ -449,12 +461,8 @@ impl Scene {
             "==> sluice node-pools upgrade {} --version {v} --max-surge 1 --max-unavailable 0, clients looping over web and web-local; the controller killed -9 halfway",
             self.pool
         );
-        let loops = Loops::start(c);
-        let t = Instant::now();
-        let op = self.start_upgrade(c, v)?;
-        let half = self.wait_op(c, &op, "half the nodes upgraded", |o| {
-            o.is_final() || o.upgraded * 2 >= self.nodes
-        })?;
+        let (loops, t, op, half) =
+            self.begin(c, v, self.nodes.div_ceil(2), "half the nodes upgraded")?;
         println!(
             "    {op}: {} of {} upgraded after {:.1} s ({}); kill -9 the controller, start it again",
             half.upgraded,
@@ -518,12 +526,8 @@ impl Scene {
             "==> sluice node-pools upgrade {} --version {v}, cancelled halfway (sluice operations cancel), then resumed (sluice upgrade resume)",
             self.pool
         );
-        let loops = Loops::start(c);
-        let t = Instant::now();
-        let op = self.start_upgrade(c, v)?;
-        let half = self.wait_op(c, &op, "half the nodes upgraded", |o| {
-            o.is_final() || o.upgraded * 2 >= self.nodes
-        })?;
+        let (loops, t, op, half) =
+            self.begin(c, v, self.nodes.div_ceil(2), "half the nodes upgraded")?;
         let out = self.sluice(c, &["operations", "cancel", &op])?;
         println!(
             "    {} of {} upgraded after {:.1} s: {}",
@@ -584,12 +588,7 @@ impl Scene {
             "==> sluice node-pools upgrade {} --version {v}, rolled back after its first node (sluice node-pools rollback)",
             self.pool
         );
-        let loops = Loops::start(c);
-        let t = Instant::now();
-        let op = self.start_upgrade(c, v)?;
-        let first = self.wait_op(c, &op, "a node upgraded", |o| {
-            o.is_final() || o.upgraded >= 1
-        })?;
+        let (loops, t, op, first) = self.begin(c, v, 1, "a node upgraded")?;
         if first.is_final() {
             bail!(
                 "{op} ended ({}) before it could be rolled back",

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use sluice_tests::kube_cluster::{
-    internal_lb_service, lb_service, lingering_deployment, KubeCluster, KubeClusterSpec, PodView,
-    SUBSETTING_ON,
+    internal_lb_service, lb_service, lingering_deployment, pdb, KubeCluster, KubeClusterSpec,
+    PodView, SUBSETTING_ON,
 };
 use sluice_tests::{
     http_get, tcp_request, upgrade_scene, Engine, Family, TcpConn, TcpOutcome, Traffic,
@@ -53,14 +53,7 @@ fn demo_manifest(whoami: &Path) -> String {
         internal_lb_service("web-local", "web", "Local", "8080"),
         internal_lb_service("solo", "solo", "Local", "8080"),
         lb_service("empty", "nothing", "Cluster", "8080"),
-        "apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: web}
-spec:
-  minAvailable: 3
-  selector: {matchLabels: {app: web}}
-"
-        .to_string(),
+        pdb("web", "web", 3),
     ]
     .join("---\n")
 }

@@ -338,12 +338,30 @@ fn v4(a: &Addr) -> [u8; 4] {
     [a[12], a[13], a[14], a[15]]
 }
 
+/// The destination MAC of frames for this node. `BPF_PROG_TEST_RUN`
+/// classifies a frame (`skb->pkt_type`) against the device it runs on,
+/// loopback when none is given, whose MAC is all zeros.
+const NODE_MAC: [u8; 6] = [0; 6];
+/// Another host's MAC: a frame to it reached the node only by flooding.
+const OTHER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
+
+/// What the kernel's `eth_type_trans` concludes on the test-run device:
+/// unicast to a MAC not [`NODE_MAC`] is `PACKET_OTHERHOST`.
+fn for_other_host(frame: &[u8]) -> bool {
+    frame.len() >= 6 && frame[0] & 1 == 0 && frame[..6] != NODE_MAC
+}
+
+fn with_dst_mac(mut f: Vec<u8>, mac: [u8; 6]) -> Vec<u8> {
+    f[..6].copy_from_slice(&mac);
+    f
+}
+
 fn builder(
     v6: bool,
     src: &Addr,
     dst: &Addr,
 ) -> etherparse::PacketBuilderStep<etherparse::IpHeaders> {
-    let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]);
+    let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0xa], NODE_MAC);
     if v6 {
         b.ipv6(*src, *dst, 64)
     } else {
@@ -730,6 +748,7 @@ impl Driver {
         *self.rules.entry(rule).or_default() += 1;
         let kernel = self.kernel.run(frame, hook);
         let mut pkt = VecPacket::new(frame.to_vec());
+        pkt.other_host = for_other_host(frame);
         let o = process(&mut pkt, &mut self.host, &mut self.clock, hook);
         let host_out = pkt.into_inner();
         *self.events.entry(o.event.name()).or_default() += 1;
@@ -1237,6 +1256,60 @@ fn rejections(d: &mut Driver, net: Net) {
     d.run("P6", "endpoint of the other family", Hook::WireIngress, &f);
 }
 
+/// Frames a bridge flooded to this node, addressed to another host: passed
+/// untouched at both ingress hooks, whatever they carry; broadcast and
+/// multicast destinations are not another host's.
+fn flooded(d: &mut Driver, net: Net) {
+    let vip = net.vip();
+    for (port, what) in [
+        (PORT_CLUSTER, "SYN to a Cluster VIP"),
+        (PORT_LOCAL, "SYN to a Local VIP, pod on this node"),
+        (PORT_NONE, "SYN, no endpoint"),
+    ] {
+        let f = tcp(net.client(40), 48000, vip, port, TCP_SYN, 1, 0, b"");
+        d.run(
+            "flooded",
+            what,
+            Hook::WireIngress,
+            &with_dst_mac(f, OTHER_MAC),
+        );
+    }
+    let f = udp(net.client(40), 48001, vip, PORT_UDP_NONE, b"x");
+    d.run(
+        "flooded",
+        "UDP, no endpoint",
+        Hook::WireIngress,
+        &with_dst_mac(f, OTHER_MAC),
+    );
+    let f = tcp(net.pod(1), TARGET, net.node(), SNAT_MIN, TCP_ACK, 1, 2, b"");
+    d.run(
+        "flooded",
+        "pod reply",
+        Hook::FromPod,
+        &with_dst_mac(f, OTHER_MAC),
+    );
+    let f = tcp(net.client(41), 48002, vip, PORT_CLUSTER, TCP_SYN, 1, 0, b"");
+    d.run(
+        "flooded",
+        "to the node, at WireEgress",
+        Hook::WireEgress,
+        &with_dst_mac(f.clone(), OTHER_MAC),
+    );
+    d.run(
+        "flooded",
+        "broadcast MAC",
+        Hook::WireIngress,
+        &with_dst_mac(f, [0xff; 6]),
+    );
+    let f = tcp(net.client(42), 48003, vip, PORT_CLUSTER, TCP_SYN, 1, 0, b"");
+    d.run(
+        "flooded",
+        "multicast MAC",
+        Hook::WireIngress,
+        &with_dst_mac(f, [1, 0, 0x5e, 0, 0, 1]),
+    );
+}
+
 fn odd_frames(d: &mut Driver, net: Net) {
     let vip = net.vip();
     let syn = tcp(net.client(8), 48000, vip, PORT_CLUSTER, TCP_SYN, 1, 0, b"");
@@ -1509,6 +1582,7 @@ fn kernel_and_host_agree() {
         udp_flows(&mut d, net);
         local_delivery(&mut d, net);
         rejections(&mut d, net);
+        flooded(&mut d, net);
         odd_frames(&mut d, net);
         d.compare_maps(&format!("odd frames ({})", net.tag()));
     }
@@ -1560,6 +1634,7 @@ fn kernel_and_host_agree() {
         Event::NoSnatPort,
         Event::NoNodeAddr,
         Event::BadEndpoint,
+        Event::OtherHost,
     ];
     for e in required {
         assert!(

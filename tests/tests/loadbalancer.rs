@@ -681,6 +681,79 @@ fn snat_reconnect_avoids_time_wait(engine: Engine, f: Family) {
     );
 }
 
+// spec: P1, P4, P6
+/// A bridge floods a frame whose destination MAC it has not learnt to every
+/// port. Only the host the frame is addressed to may act on it: here the
+/// client sends to a MAC no node has, so no node may answer (a pod's
+/// SYN-ACK, or a reset where nothing serves), and each counts the frame.
+/// Before nodes checked, every node answered for node 1.
+fn flooded_frames_left_to_their_node(engine: Engine, f: Family) {
+    let c = start(
+        "flood",
+        engine,
+        f,
+        ClusterSpec::new(2)
+            .pod("web-1", 1)
+            .pod("web-2", 2)
+            .service(web(Policy::Local).endpoint(EndpointSpec::ready("web-2")))
+            .service(
+                ServiceSpec::lb("spread", 2)
+                    .tcp("http", 80, 8080)
+                    .endpoint(EndpointSpec::ready("web-1"))
+                    .endpoint(EndpointSpec::ready("web-2")),
+            )
+            .service(ServiceSpec::lb("empty", 3).tcp("http", 80, 8080))
+            .via(1),
+    );
+    let node1 = f.node_ip(1).to_string();
+    let before: Vec<u64> = (1..=2)
+        .map(|n| c.agent_status(n).map_or(0, |s| s.counter("other_host")))
+        .collect();
+    c.client()
+        .ip(&[
+            "neigh",
+            "replace",
+            &node1,
+            "lladdr",
+            "02:00:5e:00:de:ad",
+            "nud",
+            "permanent",
+            "dev",
+            "eth0",
+        ])
+        .expect("static neighbour");
+    for svc in ["web", "spread", "empty"] {
+        let vip = c.vip(svc, f, 80).expect("vip");
+        let out = tcp_request(c.client_ns(), vip).expect("client runs");
+        assert!(
+            matches!(out, TcpOutcome::TimedOut),
+            "{svc} ({vip}) sent to a MAC no node has: expected no answer, got {out:?}"
+        );
+    }
+    for (n, b) in (1..=2).zip(before) {
+        let now = counter_reaching(&c, n, "other_host", b + 3);
+        assert!(
+            now >= b + 3,
+            "node {n} counted {} flooded frames, expected the 3 SYNs at least",
+            now - b
+        );
+    }
+    // With node 1's MAC learnt again, node 1 answers as before: `spread`
+    // from a pod, `web` (no pod of it on node 1) and `empty` with a reset.
+    c.client()
+        .ip(&["neigh", "del", &node1, "dev", "eth0"])
+        .expect("neighbour removed");
+    ask(&c, "spread", f, 80);
+    for svc in ["web", "empty"] {
+        let vip = c.vip(svc, f, 80).expect("vip");
+        let out = tcp_request(c.client_ns(), vip).expect("client runs");
+        assert!(
+            matches!(out, TcpOutcome::Refused),
+            "P4/P6: {svc}: got {out:?}"
+        );
+    }
+}
+
 /// Instantiate every scenario for one engine and both families.
 macro_rules! instantiate {
     ($module:ident, $engine:expr, $($name:ident),* $(,)?) => {
@@ -744,4 +817,5 @@ engine_tests!(
     agent_restores_node_on_sigterm,
     snat_reconnect_avoids_time_wait,
     local_pod_reached_on_its_link,
+    flooded_frames_left_to_their_node,
 );

@@ -44,6 +44,13 @@ pub trait Packet {
 
     /// Grow or shrink the frame at its tail (`bpf_skb_change_tail`).
     fn resize(&mut self, new_len: usize) -> Option<()>;
+
+    /// Whether the frame arrived addressed to another host: the kernel's
+    /// `skb->pkt_type == PACKET_OTHERHOST`, decided from the destination
+    /// MAC before any hook runs. Such a frame reaches the node only because
+    /// a bridge or switch flooded it (unknown unicast); its real receiver
+    /// answers it, so this node must not.
+    fn for_other_host(&self) -> bool;
 }
 
 /// The maps the control side fills and the program reads (services,

@@ -132,6 +132,12 @@ pub fn process<P: Packet, M: Maps, C: Clock>(
     clock: &mut C,
     hook: Hook,
 ) -> Outcome {
+    // A flooded frame meant for another host: translating it would answer
+    // for that host (a second SYN-ACK from a local pod, or a reset when this
+    // node has no endpoint). The node's stack drops what passes.
+    if hook != Hook::WireEgress && pkt.for_other_host() {
+        return out(Verdict::Pass, Event::OtherHost);
+    }
     let mut slot = core::mem::MaybeUninit::<Run>::uninit();
     let run = Run::zero_in(&mut slot);
     match parse::parse(pkt, &mut run.flow) {

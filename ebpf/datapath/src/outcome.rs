@@ -107,4 +107,8 @@ events! {
     BadEndpoint => "bad_endpoint",
     /// Conntrack refused the entry: dropped.
     CtFull => "ct_full",
+    /// Arrived at an ingress hook addressed to another host's MAC (the
+    /// kernel's `PACKET_OTHERHOST`, as a bridge floods unknown unicast):
+    /// passed untouched, for the node's stack to drop.
+    OtherHost => "other_host",
 }

@@ -61,6 +61,9 @@ impl Packet for Guarded {
         assert!(new_len <= self.inner.len() + 128, "resize {new_len}");
         self.inner.resize(new_len)
     }
+    fn for_other_host(&self) -> bool {
+        self.inner.for_other_host()
+    }
 }
 
 struct Rng(u64);
@@ -347,7 +350,10 @@ fn random_and_mutated_frames() {
         let (maps, clock) = &mut envs[rng.below(3)];
         clock.advance_ns(rng.below(2_000_000_000) as u64);
         let mut p = Guarded {
-            inner: VecPacket::new(std::mem::take(&mut buf)),
+            inner: VecPacket {
+                data: std::mem::take(&mut buf),
+                other_host: rng.below(8) == 0,
+            },
             oob_attempts: Default::default(),
             violations: 0,
         };

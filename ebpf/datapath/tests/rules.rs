@@ -52,6 +52,7 @@ both!(
     snat_port_held_for_time_wait,
     snat_reused_tuple_gets_a_fresh_port,
     local_pod_frames_go_to_its_link,
+    flooded_frames_are_left_to_their_host,
 );
 
 fn tcp_svc(net: Net, flags: u32, ready: &[u16], terminating: &[u16]) -> common::Env {
@@ -1030,6 +1031,80 @@ fn local_pod_frames_go_to_its_link(net: Net) {
     let (o, out) = env.run(&syn, Hook::WireIngress);
     assert_eq!(o.verdict, Verdict::Pass);
     assert_eq!(decode(&out).ttl, 64);
+}
+
+// spec: P1, P2, P6 (a node translates, or answers with a reset, only what
+// was sent to it: a bridge floods unknown unicast to every port, and each
+// node answering for the real receiver gave the client a second SYN-ACK or
+// a reset)
+fn flooded_frames_are_left_to_their_host(net: Net) {
+    let syn = tcp(net, net.client(), 40000, net.vip(), PORT, &syn(1));
+
+    // Nothing serves: a frame for this node gets a reset, a flooded one none.
+    let mut env = tcp_svc(net, 0, &[], &[]);
+    assert_eq!(env.run(&syn, Hook::WireIngress).0.event, Event::Reset);
+    let (o, out) = env.run_flooded(&syn, Hook::WireIngress);
+    assert_eq!((o.verdict, o.event), (Verdict::Pass, Event::OtherHost));
+    assert_eq!(out, syn, "passed untouched, for the node's stack to drop");
+
+    for policy in [SVC_F_LOCAL, 0] {
+        // A pod on this node would answer a flooded SYN: it must not see it,
+        // and no conntrack entry or SNAT port is taken for it.
+        let mut env = tcp_svc(net, policy, &[1], &[]);
+        env.maps.set_local_link(LocalKey { addr: net.pod(1) }, LINK);
+        let (o, out) = env.run_flooded(&syn, Hook::WireIngress);
+        assert_eq!((o.verdict, o.event), (Verdict::Pass, Event::OtherHost));
+        assert_eq!(out, syn);
+        assert_eq!(env.maps.ct_len(), 0, "no conntrack for a flooded frame");
+
+        // A flow of this node's stays this node's: its later segments
+        // flooded elsewhere (the switch forgot the MAC) are not taken
+        // over here, and replies are reverse-translated only when sent here.
+        let (o, _) = env.run(&syn, Hook::WireIngress);
+        assert_eq!(o.event, Event::NewFlow);
+        let cts = env.maps.ct_len();
+        let data = tcp(
+            net,
+            net.client(),
+            40000,
+            net.vip(),
+            PORT,
+            &seg(TCP_ACK, 2, 2, b"x"),
+        );
+        let (o, out) = env.run_flooded(&data, Hook::WireIngress);
+        assert_eq!(
+            (o.verdict, o.event, out),
+            (Verdict::Pass, Event::OtherHost, data.clone())
+        );
+        assert_eq!(
+            env.run(&data, Hook::WireIngress).0.event,
+            Event::Established
+        );
+        assert_eq!(env.maps.ct_len(), cts);
+
+        // At `FromPod` the same holds; `WireEgress` frames are the node's
+        // own, never classified for another host.
+        let reply_dst = if policy == SVC_F_LOCAL {
+            net.client()
+        } else {
+            net.node()
+        };
+        let (_, fwd) = env.run(&syn, Hook::WireIngress);
+        let reply = tcp(
+            net,
+            net.pod(1),
+            TARGET,
+            reply_dst,
+            decode(&fwd).ports().0,
+            &seg(TCP_SYN | TCP_ACK, 5, 2, b""),
+        );
+        let (o, out) = env.run_flooded(&reply, Hook::FromPod);
+        assert_eq!(
+            (o.verdict, o.event, out),
+            (Verdict::Pass, Event::OtherHost, reply.clone())
+        );
+        assert_eq!(env.run(&reply, Hook::FromPod).0.event, Event::ReplyNat);
+    }
 }
 
 #[test]

@@ -26,6 +26,9 @@ use sluice_datapath::{
 /// most 64 KiB); it also keeps every offset a small, bounded scalar.
 const MAX_OFF: usize = 0xffff;
 
+/// `skb->pkt_type` of a frame addressed to another host (`linux/if_packet.h`).
+const PACKET_OTHERHOST: u32 = 3;
+
 pub struct SkbPacket {
     ctx: TcContext,
 }
@@ -128,5 +131,12 @@ impl Packet for SkbPacket {
         // no packet pointer outlives the change.
         let r = unsafe { bpf_skb_change_tail(self.skb().cast(), new_len as u32, 0) };
         (r == 0).then_some(())
+    }
+
+    #[inline(always)]
+    fn for_other_host(&self) -> bool {
+        // SAFETY: the context is a live `__sk_buff`; `pkt_type` is readable
+        // at every TC hook.
+        unsafe { (*self.skb()).pkt_type == PACKET_OTHERHOST }
     }
 }

@@ -168,6 +168,14 @@ enum Out {
     Sock(RawFd),
 }
 
+/// How a frame came in: the hook to run (none on a pod's ingress) and
+/// whether the kernel classified it as for another host.
+#[derive(Clone, Copy)]
+struct Rx {
+    hook: Option<Hook>,
+    other_host: bool,
+}
+
 pub struct Relay {
     pub shared: Arc<Shared>,
     /// `AF_PACKET` on the real `nic0` (in the wire namespace).
@@ -289,12 +297,12 @@ impl Worker<'_> {
         let shared = self.shared;
         for _ in 0..BATCH {
             let r = if from_socket {
-                sys::read_frame(fd, &mut self.buf, true)
+                sys::read_frame_typed(fd, &mut self.buf, true)
             } else {
-                sys::read_frame(fd, &mut self.buf[VNET_HDR_LEN..], false)
+                sys::read_frame_typed(fd, &mut self.buf[VNET_HDR_LEN..], false)
             };
-            let n = match r {
-                Ok(Some(n)) => n,
+            let (n, other_host) = match r {
+                Ok(Some(rx)) => (rx.len, rx.other_host),
                 Ok(None) => return,
                 Err(e) => {
                     shared
@@ -307,10 +315,11 @@ impl Worker<'_> {
                 }
             };
             let res = catch_unwind(AssertUnwindSafe(|| {
+                let rx = Rx { hook, other_host };
                 if from_socket {
-                    self.socket_frame(n, hook, out);
+                    self.socket_frame(n, rx, out);
                 } else {
-                    self.run_and_forward(None, n, hook, out);
+                    self.run_and_forward(None, n, rx, out);
                 }
             }));
             if res.is_err() {
@@ -325,7 +334,7 @@ impl Worker<'_> {
     }
 
     /// A frame read with a vnet header sits in `buf[..n]`.
-    fn socket_frame(&mut self, n: usize, hook: Option<Hook>, out: Out) {
+    fn socket_frame(&mut self, n: usize, rx: Rx, out: Out) {
         let c = &self.shared.counters.engine;
         if n > self.buf.len() {
             c.rx_truncated.fetch_add(1, Ordering::Relaxed);
@@ -345,13 +354,13 @@ impl Worker<'_> {
                 if hdr.flags & offload::VNET_F_NEEDS_CSUM != 0 {
                     c.csum_completed.fetch_add(1, Ordering::Relaxed);
                 }
-                self.run_and_forward(None, len, hook, out);
+                self.run_and_forward(None, len, rx, out);
             }
             Ok(Some(k)) => {
                 c.gso_frames.fetch_add(1, Ordering::Relaxed);
                 c.gso_segments.fetch_add(k as u64, Ordering::Relaxed);
                 for s in &segments {
-                    self.run_and_forward(Some(s), s.len(), hook, out);
+                    self.run_and_forward(Some(s), s.len(), rx, out);
                 }
             }
             Err(e) => {
@@ -363,7 +372,7 @@ impl Worker<'_> {
 
     /// Run the program on a frame (in `buf[VNET_HDR_LEN..][..len]`, or a
     /// copy of `seg`) and forward it if it passes.
-    fn run_and_forward(&mut self, seg: Option<&Vec<u8>>, len: usize, hook: Option<Hook>, out: Out) {
+    fn run_and_forward(&mut self, seg: Option<&Vec<u8>>, len: usize, rx: Rx, out: Out) {
         let shared = self.shared;
         let buf: &mut Vec<u8> = match seg {
             Some(s) => {
@@ -382,7 +391,7 @@ impl Worker<'_> {
         };
         let mut len = len;
         let mut out = out;
-        if let Some(hook) = hook {
+        if let Some(hook) = rx.hook {
             // At a TC ingress hook the kernel has classified the frame
             // (pkt_type) from its destination MAC before the program runs,
             // so a program rewriting MACs (the P6 answers swap them) does not
@@ -394,6 +403,7 @@ impl Worker<'_> {
                 dst_mac.copy_from_slice(&buf[VNET_HDR_LEN..VNET_HDR_LEN + 6]);
             }
             let mut pkt = FramePacket::new(&mut buf[VNET_HDR_LEN..], len);
+            pkt.other_host = rx.other_host;
             let outcome = {
                 let mut maps = shared.maps();
                 process(&mut pkt, &mut *maps, &mut self.clock, hook)

@@ -231,10 +231,39 @@ pub fn eventfd_drain(fd: RawFd) {
 /// Non-blocking read; `Ok(None)` when nothing is queued. With `trunc`
 /// (sockets) the real length is returned even when it exceeded `buf`.
 pub fn read_frame(fd: RawFd, buf: &mut [u8], socket: bool) -> io::Result<Option<usize>> {
-    // SAFETY: reads at most buf.len() bytes into buf.
+    Ok(read_frame_typed(fd, buf, socket)?.map(|rx| rx.len))
+}
+
+/// `sll_pkttype` of a frame addressed to another host (`linux/if_packet.h`).
+const PACKET_OTHERHOST: u8 = 3;
+
+/// One frame read: its length and, for packet sockets, how the kernel
+/// classified it on arrival.
+#[derive(Clone, Copy, Debug)]
+pub struct Received {
+    pub len: usize,
+    /// `PACKET_OTHERHOST`: the destination MAC is another host's (the frame
+    /// was flooded to this port); what a TC hook reads in `skb->pkt_type`.
+    pub other_host: bool,
+}
+
+/// [`read_frame`], keeping a packet socket's `sll_pkttype`.
+pub fn read_frame_typed(fd: RawFd, buf: &mut [u8], socket: bool) -> io::Result<Option<Received>> {
+    // SAFETY: an all-zero sockaddr_ll is valid.
+    let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    let mut from_len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+    // SAFETY: reads at most buf.len() bytes into buf; `from` is a live
+    // sockaddr_ll of `from_len` bytes.
     let r = unsafe {
         if socket {
-            libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_TRUNC)
+            libc::recvfrom(
+                fd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_TRUNC,
+                (&mut from as *mut libc::sockaddr_ll).cast(),
+                &mut from_len,
+            )
         } else {
             libc::read(fd, buf.as_mut_ptr().cast(), buf.len())
         }
@@ -246,7 +275,10 @@ pub fn read_frame(fd: RawFd, buf: &mut [u8], socket: bool) -> io::Result<Option<
             _ => Err(e),
         };
     }
-    Ok(Some(r as usize))
+    Ok(Some(Received {
+        len: r as usize,
+        other_host: socket && from.sll_pkttype == PACKET_OTHERHOST,
+    }))
 }
 
 /// Non-blocking write of one frame (TAP write or packet-socket send).

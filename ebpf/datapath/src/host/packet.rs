@@ -40,11 +40,22 @@ fn l4_apply(bytes: &mut [u8], off: usize, diff: u32, how: L4Csum) -> Option<()> 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VecPacket {
     pub data: Vec<u8>,
+    /// The kernel's `PACKET_OTHERHOST`: see [`Packet::for_other_host`].
+    pub other_host: bool,
 }
 
 impl VecPacket {
     pub fn new(data: Vec<u8>) -> Self {
-        Self { data }
+        Self {
+            data,
+            other_host: false,
+        }
+    }
+
+    /// The same frame, as arrived addressed to another host (flooded).
+    pub fn flooded(mut self) -> Self {
+        self.other_host = true;
+        self
     }
 
     pub fn into_inner(self) -> Vec<u8> {
@@ -54,7 +65,7 @@ impl VecPacket {
 
 impl From<Vec<u8>> for VecPacket {
     fn from(data: Vec<u8>) -> Self {
-        Self { data }
+        Self::new(data)
     }
 }
 
@@ -83,6 +94,10 @@ impl Packet for VecPacket {
         self.data.resize(new_len, 0);
         Some(())
     }
+
+    fn for_other_host(&self) -> bool {
+        self.other_host
+    }
 }
 
 /// A frame in a caller's buffer (a ring slot, a stack array): the first
@@ -91,13 +106,20 @@ impl Packet for VecPacket {
 pub struct FramePacket<'a> {
     pub buf: &'a mut [u8],
     pub len: usize,
+    /// The kernel's `PACKET_OTHERHOST` (`sll_pkttype` of the socket that
+    /// read it): see [`Packet::for_other_host`].
+    pub other_host: bool,
 }
 
 impl<'a> FramePacket<'a> {
     /// `len` is clamped to the buffer.
     pub fn new(buf: &'a mut [u8], len: usize) -> Self {
         let len = len.min(buf.len());
-        Self { buf, len }
+        Self {
+            buf,
+            len,
+            other_host: false,
+        }
     }
 
     pub fn frame(&self) -> &[u8] {
@@ -140,6 +162,10 @@ impl Packet for FramePacket<'_> {
         }
         self.len = new_len;
         Some(())
+    }
+
+    fn for_other_host(&self) -> bool {
+        self.other_host
     }
 }
 

@@ -133,6 +133,14 @@ impl Env {
         (o, p.into_inner())
     }
 
+    /// [`Env::run`] on a frame that arrived addressed to another host's MAC
+    /// (the kernel's `PACKET_OTHERHOST`: flooded by a bridge).
+    pub fn run_flooded(&mut self, frame: &[u8], hook: Hook) -> (Outcome, Vec<u8>) {
+        let mut p = VecPacket::new(frame.to_vec()).flooded();
+        let o = process(&mut p, &mut self.maps, &mut self.clock, hook);
+        (o, p.into_inner())
+    }
+
     pub fn now(&self) -> u64 {
         self.clock.now_ns()
     }

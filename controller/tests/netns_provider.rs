@@ -467,9 +467,9 @@ spec:
     assert!(!lab.state_dir().exists(), "the state directory is left");
 }
 
-#[test]
-fn a_controller_killed_outright_adopts_its_running_nodes_when_restarted() {
-    let mut lab = start("na", 4);
+/// The lab's pool with one node in zone-a (`extra`: more of its spec, one
+/// line), applied; the node's name once it is Ready.
+fn one_node_pool(lab: &Lab, extra: &str) -> String {
     let pool = format!(
         "apiVersion: sluice.dev/v1
 kind: NodePool
@@ -478,16 +478,23 @@ spec:
   locations: [zone-a]
   initialNodeCount: 1
   config: {{capacity: {{cpu: '1', memory: 1Gi}}}}
+  {extra}
 ",
         lab.pool
     );
     let manifest = lab.dir.join("pool.yaml");
     std::fs::write(&manifest, pool).expect("write the pool");
     lab.ok(&["apply", "-f", &manifest.display().to_string()]);
-    let first = lab.wait_for("one Ready node", || {
+    lab.wait_for("one Ready node", || {
         let ns = lab.nodes();
         (ns.len() == 1 && ns.iter().all(is_ready)).then(|| name(&ns[0]))
-    });
+    })
+}
+
+#[test]
+fn a_controller_killed_outright_adopts_its_running_nodes_when_restarted() {
+    let mut lab = start("na", 4);
+    let first = one_node_pool(&lab, "");
     let pid = lab.agent_pid(&first);
 
     // SIGKILL: the controller cannot clean up; its agent keeps running.
@@ -526,4 +533,93 @@ spec:
     assert!(!lab.state_dir().exists(), "the state directory is left");
     let tokens = std::fs::read_to_string(lab.dir.join("tokens.csv")).expect("tokens.csv");
     assert!(!tokens.contains("system:node:"), "{tokens}");
+}
+
+// spec: U1, U2 — a controller killed mid-upgrade resumes from the API's
+// state: the surge node its last run made is the upgrade's, kept and used,
+// not deleted as a zone's surplus by a pool loop that had not yet seen the
+// Operation (the upgrade scene caught one deleted while it served, with no
+// drain: requests to it timed out).
+#[test]
+fn a_surge_node_outlives_the_controllers_restart_mid_upgrade() {
+    let mut lab = start("nu", 4);
+    let old = one_node_pool(&lab, "version: '1.33.2'");
+
+    // A pod no budget lets go holds the old node's drain, so the upgrade
+    // stays in the middle: surge node up, old node cordoned.
+    let hold = format!(
+        "apiVersion: v1
+kind: Pod
+metadata: {{name: hold, namespace: default, labels: {{app: hold}}}}
+spec:
+  nodeName: {old}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {{name: c, image: sleep, command: [/bin/sleep, '3600']}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: hold, namespace: default}}
+spec: {{minAvailable: 1, selector: {{matchLabels: {{app: hold}}}}}}
+---
+apiVersion: sluice.dev/v1
+kind: Operation
+metadata: {{name: up-{pool}}}
+spec:
+  operationType: UPGRADE_NODES
+  targetLink: /apis/sluice.dev/v1/nodepools/{pool}
+  nodeVersion: '1.33.5'
+  upgradeSettings: {{maxSurge: 1, maxUnavailable: 0}}
+",
+        pool = lab.pool
+    );
+    let manifest = lab.dir.join("hold.yaml");
+    std::fs::write(&manifest, hold).expect("write the manifests");
+    lab.ok(&["apply", "-f", &manifest.display().to_string()]);
+    let op = format!("up-{}", lab.pool);
+    let surge = lab.wait_for("the surge node Ready, the old one cordoned", || {
+        let ns = lab.nodes();
+        let cordoned = ns
+            .iter()
+            .any(|n| name(n) == old && n["spec"]["unschedulable"] == true);
+        let surge = ns.iter().find(|n| name(n) != old && is_ready(n))?;
+        (ns.len() == 2 && cordoned).then(|| name(surge))
+    });
+    let pid = lab.agent_pid(&surge);
+
+    // kill -9 and start again, with the drain still held.
+    if let Some(mut s) = lab.serve.take() {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    lab.spawn_serve();
+    let until = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < until {
+        assert!(
+            lab.namespaces().contains(&format!("{}{surge}", lab.prefix)),
+            "the surge node {surge} was removed after the restart: {:?}\n{}",
+            lab.namespaces(),
+            lab.logs()
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(lab.agent_pid(&surge), pid, "the same agent");
+    let status = lab.ok(&["get", "operation", &op, "-o", "jsonpath={.status.status}"]);
+    assert_eq!(status, "RUNNING", "the upgrade goes on");
+
+    // The budget lifted: the old node drains and goes, the surge node
+    // stays as the pool's one node, and the upgrade is done.
+    lab.ok(&["delete", "pdb", "hold", "-n", "default"]);
+    lab.wait_for("the upgrade done", || {
+        let s = lab
+            .kubectl(&["get", "operation", &op, "-o", "jsonpath={.status.status}"])
+            .ok()?;
+        (s == "DONE").then_some(())
+    });
+    let left = lab.wait_for("the old node gone", || {
+        let ns = lab.nodes();
+        (ns.len() == 1).then(|| name(&ns[0]))
+    });
+    assert_eq!(left, surge, "the surge node is the pool's node");
+    assert_eq!(lab.agent_pid(&surge), pid, "never recreated");
 }

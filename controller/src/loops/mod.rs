@@ -578,12 +578,16 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
             }
         });
         let p = pl.clone();
-        let (n, ps) = (nodes.clone(), pools_inf.clone());
+        let (n, ps, ops) = (nodes.clone(), pools_inf.clone(), operations.clone());
         tasks.spawn(async move {
             // A pool's plan needs every Node: one missing from a cache
-            // still filling would look deleted and be replaced.
+            // still filling would look deleted and be replaced. And every
+            // Operation: with none known yet, no upgrade holds its zones,
+            // and a restarted controller deleted the surge node its last
+            // run had made as surplus, with no drain, while it served.
             n.ready().await;
             ps.ready().await;
+            ops.ready().await;
             q.add_all(ps.keys());
             q.work("nodepool", move |k| {
                 let p = p.clone();

@@ -262,10 +262,20 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         Change::Relisted => q.add_all(s.keys()),
     });
     let r = rs.clone();
-    tasks.spawn(q.work("replicaset", move |k| {
-        let r = r.clone();
-        async move { r.reconcile(k).await }
-    }));
+    let (ss, ps) = (sets.clone(), pods.clone());
+    tasks.spawn(async move {
+        // Every loop below starts from complete caches, as upstream's
+        // controllers wait for their informers to sync: a set whose pods
+        // are not listed yet looks empty and would be given new ones.
+        ss.ready().await;
+        ps.ready().await;
+        q.add_all(ss.keys());
+        q.work("replicaset", move |k| {
+            let r = r.clone();
+            async move { r.reconcile(k).await }
+        })
+        .await
+    });
 
     let dep = Arc::new(workloads::Deployments {
         client: client.clone(),
@@ -284,10 +294,20 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         Change::Relisted => q.add_all(ds.keys()),
     });
     let d = dep.clone();
-    tasks.spawn(q.work("deployment", move |k| {
-        let d = d.clone();
-        async move { d.reconcile(k).await }
-    }));
+    let (ds, ss, ps) = (deployments.clone(), sets.clone(), pods.clone());
+    tasks.spawn(async move {
+        // A Deployment whose ReplicaSets are not listed yet would make
+        // its current one again.
+        ds.ready().await;
+        ss.ready().await;
+        ps.ready().await;
+        q.add_all(ds.keys());
+        q.work("deployment", move |k| {
+            let d = d.clone();
+            async move { d.reconcile(k).await }
+        })
+        .await
+    });
 
     let eps = Arc::new(endpoints::EndpointSlices {
         client: client.clone(),
@@ -310,10 +330,27 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         Change::Relisted => q.add_all(sv.keys()),
     });
     let e = eps.clone();
-    tasks.spawn(q.work("endpointslice", move |k| {
-        let e = e.clone();
-        async move { e.reconcile(k).await }
-    }));
+    let (sv, ps, ns, sl) = (
+        services.clone(),
+        pods.clone(),
+        nodes.clone(),
+        slices.clone(),
+    );
+    tasks.spawn(async move {
+        // A Service whose pods are not listed yet has no endpoints: its
+        // slices were written empty after a restart, and every agent
+        // answered new connections with resets until the pods came.
+        sv.ready().await;
+        ps.ready().await;
+        ns.ready().await;
+        sl.ready().await;
+        q.add_all(sv.keys());
+        q.work("endpointslice", move |k| {
+            let e = e.clone();
+            async move { e.reconcile(k).await }
+        })
+        .await
+    });
 
     let lb = Arc::new(loadbalancers::LoadBalancers {
         client: client.clone(),

@@ -1,0 +1,216 @@
+//! Decisions after a controller's `kill -9` start from complete caches:
+//! a loop that acted on one kind's list before another's had come saw a
+//! Service without pods (its EndpointSlice written empty, so every agent
+//! answered new connections with resets) or a ReplicaSet without pods (new
+//! ones made, the surplus then deleted). Upstream's controllers wait for
+//! their informers to sync for the same reason. Both stores.
+
+#[macro_use]
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{ok, wait_for, write, Backend, Server};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(60);
+/// Pods of the ReplicaSet, each given an address and Ready by hand (no
+/// agent runs here).
+const REPLICAS: usize = 6;
+/// Pods of no Service, to make the pods' list longer than the others'.
+const BYSTANDERS: usize = 150;
+
+fn manifests() -> String {
+    let mut m = format!(
+        "apiVersion: v1
+kind: Node
+metadata: {{name: rc-node}}
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {{name: web, namespace: default}}
+spec:
+  replicas: {REPLICAS}
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      nodeName: rc-node
+      containers: [{{name: c, image: web}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: default}}
+spec:
+  selector: {{app: web}}
+  ports: [{{port: 80, targetPort: 8080}}]
+"
+    );
+    for i in 0..BYSTANDERS {
+        m.push_str(&format!(
+            "---
+apiVersion: v1
+kind: Pod
+metadata: {{name: idle-{i}, namespace: default, labels: {{app: idle}}}}
+spec:
+  nodeName: rc-node
+  containers: [{{name: c, image: idle}}]
+"
+        ));
+    }
+    m
+}
+
+fn json(s: &Server, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    serde_json::from_str(&ok(s, "admin", &a)).unwrap_or(Value::Null)
+}
+
+/// The web pods: name → uid.
+fn web_pods(s: &Server) -> BTreeMap<String, String> {
+    json(s, &["get", "pods", "-n", "default", "-l", "app=web"])["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let m = &p["metadata"];
+            (
+                m["name"].as_str().unwrap_or_default().to_owned(),
+                m["uid"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The web Service's slice: (resourceVersion, endpoint addresses).
+fn slice(s: &Server) -> Option<(String, Vec<String>)> {
+    let list = json(
+        s,
+        &[
+            "get",
+            "endpointslices",
+            "-n",
+            "default",
+            "-l",
+            "kubernetes.io/service-name=web",
+        ],
+    );
+    let items = list["items"].as_array()?;
+    let [one] = items.as_slice() else {
+        return None;
+    };
+    let addrs = one["endpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|e| e["addresses"].as_array().cloned().unwrap_or_default())
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    Some((
+        one["metadata"]["resourceVersion"].as_str()?.to_owned(),
+        addrs,
+    ))
+}
+
+fn caches_complete_before_decisions(backend: Backend) {
+    let mut s = Server::start_on(
+        &format!("restartcaches-{backend:?}").to_lowercase(),
+        backend,
+        &["--controllers=true"],
+    );
+    let f = write(&s, "all.yaml", &manifests());
+    ok(&s, "admin", &["apply", "-f", &f]);
+    // The node reports Ready (just now: the node lifecycle's grace of 40 s
+    // outlasts the test), so its pods are not marked NotReady meanwhile.
+    let now = ok(
+        &s,
+        "admin",
+        &[
+            "get",
+            "node",
+            "rc-node",
+            "-o",
+            "jsonpath={.metadata.creationTimestamp}",
+        ],
+    );
+    let ready = format!(
+        r#"{{"status":{{"conditions":[{{"type":"Ready","status":"True","reason":"KubeletReady","lastHeartbeatTime":"{now}","lastTransitionTime":"{now}"}}]}}}}"#,
+        now = now.trim()
+    );
+    ok(
+        &s,
+        "admin",
+        &[
+            "patch",
+            "node",
+            "rc-node",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &ready,
+        ],
+    );
+    let pods = wait_for(WAIT, "the ReplicaSet's pods", || {
+        let p = web_pods(&s);
+        (p.len() == REPLICAS).then_some(p)
+    });
+    for (i, name) in pods.keys().enumerate() {
+        let ip = format!("198.19.0.{}", 10 + i);
+        let status = format!(
+            r#"{{"status":{{"phase":"Running","podIP":"{ip}","podIPs":[{{"ip":"{ip}"}}],"conditions":[{{"type":"Ready","status":"True"}}]}}}}"#
+        );
+        ok(
+            &s,
+            "admin",
+            &[
+                "patch",
+                "pod",
+                name,
+                "-n",
+                "default",
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &status,
+            ],
+        );
+    }
+    let (version, addrs) = wait_for(WAIT, "every pod in the web slice", || {
+        slice(&s).filter(|(_, a)| a.len() == REPLICAS)
+    });
+
+    // kill -9 and the same serve again, three times over.
+    for round in 0..3 {
+        s.restart();
+        // The loops' first passes are over once a write made after the
+        // restart is visible (the store answers in order).
+        let mark = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: mark-{round}, namespace: default}}\n\
+             spec: {{nodeName: rc-node, containers: [{{name: c, image: mark}}]}}\n"
+        );
+        let f = write(&s, "mark.yaml", &mark);
+        ok(&s, "admin", &["apply", "-f", &f]);
+        std::thread::sleep(Duration::from_secs(3));
+
+        // spec: the EndpointSlice controller's rule — a slice holds the
+        // Service's serving pods: never rewritten without them.
+        let now = slice(&s);
+        assert_eq!(
+            now,
+            Some((version.clone(), addrs.clone())),
+            "round {round}: the web slice was rewritten after the restart\n{}",
+            s.log()
+        );
+        // spec: the ReplicaSet controller's rule — replicas pods, no more:
+        // none made or deleted for want of a complete view.
+        assert_eq!(
+            web_pods(&s),
+            pods,
+            "round {round}: the ReplicaSet's pods changed after the restart"
+        );
+    }
+}
+
+on_both_stores!(caches_complete_before_decisions);

@@ -430,12 +430,14 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
     let l = life.clone();
     follow(&mut tasks, &leases, q.clone(), move |c, q| l.on_lease(c, q));
     let l = life.clone();
-    let (n, ls) = (nodes.clone(), leases.clone());
+    let (n, ls, ps) = (nodes.clone(), leases.clone(), pods.clone());
     tasks.spawn(async move {
         // The first pass waits for a complete view: a node is not silent
-        // just because its Lease is not listed yet.
+        // just because its Lease is not listed yet, and a silent node's
+        // pods are all marked and evicted, not those listed so far.
         n.ready().await;
         ls.ready().await;
+        ps.ready().await;
         q.add(nodes::cluster_key());
         q.work("node-lifecycle", move |_| {
             let l = l.clone();

@@ -71,8 +71,6 @@ impl Figures {
 pub struct Report {
     pub checks: Vec<(bool, String)>,
     pub figures: Vec<Figures>,
-    /// Which of `checks` are the traffic's (zero failed requests).
-    traffic_checks: Vec<String>,
 }
 
 impl Report {
@@ -85,16 +83,6 @@ impl Report {
         self.checks
             .iter()
             .filter(|(ok, _)| !ok)
-            .map(|(_, w)| w.as_str())
-            .collect()
-    }
-
-    /// The failed checks other than the traffic's (the operations' end
-    /// states, versions, nodes left cordoned or marked).
-    pub fn failed_besides_traffic(&self) -> Vec<&str> {
-        self.checks
-            .iter()
-            .filter(|(ok, w)| !ok && !self.traffic_checks.contains(w))
             .map(|(_, w)| w.as_str())
             .collect()
     }
@@ -386,7 +374,6 @@ impl Scene {
         let counts = loops.finish();
         for (svc, _, policy) in SERVICES {
             let (ok, failed, errors) = counts.get(svc).cloned().unwrap_or_default();
-            let start = report.checks.len();
             report.check(
                 ok > 0 && failed == 0,
                 format!(
@@ -406,10 +393,6 @@ impl Scene {
                     }
                 ),
             );
-            if let Some((_, what)) = report.checks.get(start) {
-                let what = what.clone();
-                report.traffic_checks.push(what);
-            }
         }
         report.figures.push(Figures {
             phase: phase.to_owned(),

@@ -4,10 +4,9 @@
 //! `Cluster` and a `Local` Service through it while the `sluice` CLI
 //! upgrades the pool (the controller killed -9 halfway), cancels and
 //! resumes a second upgrade, and rolls back a third. No node may be left
-//! cordoned or marked, each operation ends where U6 says, and requests
-//! fail at most 1 in 200 per Service over the three upgrades (zero is the
-//! goal, and what `cargo xtask lab` checks; see the assertion). The scene is `sluice_tests::upgrade_scene`, the one
-//! `cargo xtask lab` runs too. Under each engine (the agents' and the load
+//! cordoned or marked, each operation ends where U6 says, and no request
+//! fails, for either Service, in any of the three. The scene is
+//! `sluice_tests::upgrade_scene`, the one `cargo xtask lab` runs too. Under each engine (the agents' and the load
 //! balancer's alike).
 //!
 //! Everything goes when the cluster guard drops, also on failure (the
@@ -45,31 +44,20 @@ fn upgrades_under_traffic(tag: &str, engine: Engine) {
             f.requests
         );
     }
-    let failed = report.failed_besides_traffic();
+    // spec: U1 — every check, the traffic's included: zero failed
+    // requests for the `Cluster` and the `Local` Service in each phase,
+    // as the lab asks. (A 1-in-200 allowance stood here while the losses'
+    // causes were open: a restarted controller's loops deciding before
+    // their caches were complete, flooded frames answered by every node.)
+    let totals: u64 = report
+        .figures
+        .iter()
+        .flat_map(|f| f.requests.values())
+        .map(|(served, _)| served)
+        .sum();
+    assert!(totals > 0, "no traffic measured");
+    let failed = report.failed();
     assert!(failed.is_empty(), "failed checks: {failed:#?}");
-    // spec: U1 — the traffic. The scene asks for zero failed requests and
-    // the lab fails on any; here the three phases together may lose at
-    // most 1 request in 200 per Service, the sporadic losses still open in
-    // issue 12 (every run prints them above; a few per run at most, most
-    // runs none), so that CI catches a broken upgrade path (before the
-    // fixes of this scene single phases lost up to 175 of 1 400) without
-    // failing on those. Summed over the phases: the rollback's is short
-    // (a few hundred requests), where a handful would read as a rate.
-    let mut totals: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
-    for f in &report.figures {
-        for (svc, (served, lost)) in &f.requests {
-            let t = totals.entry(svc.as_str()).or_default();
-            t.0 += served;
-            t.1 += lost;
-        }
-    }
-    assert!(!totals.is_empty(), "no traffic measured");
-    for (svc, (served, lost)) in totals {
-        assert!(
-            served > 0 && lost * 200 <= served,
-            "{svc}: {served} served, {lost} failed over the three upgrades"
-        );
-    }
 }
 
 #[test]

@@ -5,7 +5,6 @@
 //! carries out what it asks (probes to start, a state to apply).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
 use std::time::Duration;
 
 use tracing::{info, warn};
@@ -41,14 +40,20 @@ pub struct Control {
     dirty: bool,
     /// Neighbour-table reads started so far.
     reads_started: u64,
-    /// Backend addresses whose MAC must come from a read started after
-    /// the given one: each backend that appears or turns healthy. An
-    /// address a replaced node handed on to its replacement still has the
-    /// dead node's MAC in `macs` until the table is read again (the new
-    /// node's gratuitous ARP, or the probe that found it healthy, has
-    /// updated the kernel's entry by then); until that read the backend is
-    /// left out, as one with no MAC.
-    await_read: BTreeMap<IpAddr, u64>,
+    /// Backends, by (Service, node), whose MAC must come from a read
+    /// started after the given one: each backend that appears or turns
+    /// healthy. An address a replaced node handed on to its replacement
+    /// still has the dead node's MAC in `macs` until the table is read
+    /// again (the new node's gratuitous ARP, or the probe that found it
+    /// healthy, has updated the kernel's entry by then). Until that read
+    /// such a backend takes no new flow: one the engine does not hold yet
+    /// is left out, as one with no MAC; one it holds stays, unhealthy, so
+    /// the flows it carries keep their backend. Per backend, not per
+    /// address: a node turning healthy for one Service (its first pod of a
+    /// `Local` Service Ready) must not move the flows it carries for
+    /// another (each would reach a node with no conntrack for it, and the
+    /// pod there resets it).
+    await_read: BTreeMap<(String, String), u64>,
 }
 
 impl Control {
@@ -73,9 +78,9 @@ impl Control {
             .map(|(s, b)| (s.name.clone(), b.node.clone()))
             .collect();
         for (s, b) in config.backends() {
-            if !known.contains(&(s.name.clone(), b.node.clone())) {
-                self.await_read
-                    .insert(IpAddr::V4(b.address), self.reads_started);
+            let key = (s.name.clone(), b.node.clone());
+            if !known.contains(&key) {
+                self.await_read.insert(key, self.reads_started);
             }
         }
         self.draining.update(&self.config, &config, now);
@@ -155,14 +160,8 @@ impl Control {
         for c in changes {
             info!(service = %c.service, node = %c.node, to = c.transition.as_str(), "health changed");
             if matches!(c.transition, Transition::ToHealthy) {
-                let address = self
-                    .effective
-                    .backends()
-                    .find(|(s, b)| s.name == c.service && b.node == c.node)
-                    .map(|(_, b)| IpAddr::V4(b.address));
-                if let Some(a) = address {
-                    self.await_read.insert(a, self.reads_started);
-                }
+                self.await_read
+                    .insert((c.service.clone(), c.node.clone()), self.reads_started);
             }
         }
         self.dirty |= !changes.is_empty();
@@ -181,25 +180,44 @@ impl Control {
             return None;
         }
         self.dirty = false;
-        let (board, draining) = (&self.board, &self.draining);
-        let fresh: Macs;
-        let macs = if self.await_read.is_empty() {
-            &self.macs
-        } else {
-            fresh = self
-                .macs
-                .iter()
-                .filter(|(ip, _)| !self.await_read.contains_key(ip))
-                .map(|(ip, m)| (*ip, *m))
-                .collect();
-            &fresh
+        let (board, draining, awaiting) = (&self.board, &self.draining, &self.await_read);
+        let waits = |s: &str, n: &str| {
+            !awaiting.is_empty() && awaiting.contains_key(&(s.to_owned(), n.to_owned()))
         };
-        let built = build(
+        let mut built = build(
             &self.effective,
-            |s, n| board.healthy(s, n) && !draining.is_draining(s, n),
-            macs,
+            |s, n| board.healthy(s, n) && !draining.is_draining(s, n) && !waits(s, n),
+            &self.macs,
             &self.ids,
         );
+        if !awaiting.is_empty() {
+            let held = self.applied.as_ref();
+            let mut left = Vec::new();
+            for svc in &mut built.desired.services {
+                svc.backends.retain(|b| {
+                    if !waits(&svc.name, &b.node) {
+                        return true;
+                    }
+                    let holds = held.is_some_and(|d| {
+                        d.services.iter().any(|x| {
+                            x.name == svc.name
+                                && x.backends
+                                    .iter()
+                                    .any(|y| y.node == b.node && y.address == b.address)
+                        })
+                    });
+                    if !holds {
+                        left.push((
+                            svc.name.clone(),
+                            b.node.clone(),
+                            LeftOut::NoMac { address: b.address },
+                        ));
+                    }
+                    holds
+                });
+            }
+            built.left_out.extend(left);
+        }
         let now: BTreeSet<(String, String)> = built
             .left_out
             .iter()

@@ -320,3 +320,73 @@ fn a_backend_that_appears_or_turns_healthy_waits_for_a_fresh_read_of_its_mac() {
     assert_eq!(e.mac, [2, 0, 0, 0, 0, 0xee]);
     assert!(e.healthy);
 }
+
+const TWO_SERVICES: &str = r#"
+services:
+- name: ns/web
+  frontends: [{ipAddress: 198.19.0.10, port: 80, protocol: TCP}]
+  healthCheck: {healthyThreshold: 1, unhealthyThreshold: 2, checkIntervalSec: 2}
+  backends:
+  - {node: a, ipAddress: 198.18.0.2}
+  - {node: b, ipAddress: 198.18.0.3}
+- name: ns/web-local
+  frontends: [{ipAddress: 198.19.0.11, port: 80, protocol: TCP}]
+  healthCheck: {port: 31000, healthyThreshold: 1, unhealthyThreshold: 2, checkIntervalSec: 2}
+  backends:
+  - {node: a, ipAddress: 198.18.0.2}
+  - {node: b, ipAddress: 198.18.0.3}
+"#;
+
+// spec: P3 (a Cluster flow keeps the node that translated it) — a node
+// turning healthy for one Service (its first pod of a `Local` Service
+// Ready) waits for a fresh MAC for that Service only. Waiting by address
+// took node a out of every Service until the read: a `Cluster` flow it
+// carried moved to node b mid-connection, b had no conntrack for it, and
+// the pod reset it (the upgrade scene's lost request, caught on the wire).
+// A backend the engine holds stays while it waits, unhealthy, so its
+// flows keep it; only one it does not hold is left out.
+#[test]
+fn a_backend_waiting_for_a_fresh_mac_keeps_its_flows_and_the_node_s_other_services() {
+    let mut c = Control::new(Ids::default());
+    c.set_config(parse(TWO_SERVICES).expect("valid"), Duration::ZERO);
+    read(&mut c, &[2, 3]);
+    // Both nodes healthy for web; for web-local only b (a has no local
+    // pod yet: its probe fails).
+    for step in 2..8u64 {
+        let now = Duration::from_secs(step);
+        for p in c.due(now) {
+            let ok = !(p.key.port == 31000 && p.key.address == Ipv4Addr::new(198, 18, 0, 2));
+            c.report(&p.key, p.seq, ok, now);
+        }
+    }
+    read(&mut c, &[2, 3]);
+    let before = c.pending().expect("a state");
+    c.applied(before.clone(), true);
+    let node = |d: &sluice_lb::desired::LbDesired, svc: &str, n: &str| {
+        d.services
+            .iter()
+            .find(|s| s.name == svc)
+            .and_then(|s| s.backends.iter().find(|b| b.node == n))
+            .map(|b| (b.id, b.mac, b.healthy))
+    };
+    let web_a = node(&before, "ns/web", "a").expect("a serves web");
+    assert!(web_a.2);
+    let local_a = node(&before, "ns/web-local", "a").expect("a listed for web-local");
+    assert!(!local_a.2, "a is unhealthy for web-local");
+
+    // a's local pod turns Ready: a turns healthy for web-local.
+    for step in 8..12u64 {
+        let now = Duration::from_secs(step);
+        for p in c.due(now) {
+            c.report(&p.key, p.seq, true, now);
+        }
+    }
+    assert!(c.wants_neighbours(), "a turned healthy for web-local");
+    // Until the read nothing changes for the engine: web's backend on a
+    // keeps its id and MAC, web-local's stays listed, unhealthy.
+    assert_eq!(c.pending(), None, "the engine keeps what it holds");
+    read(&mut c, &[2, 3]);
+    let after = c.pending().expect("a joins web-local");
+    assert_eq!(node(&after, "ns/web-local", "a").map(|b| b.2), Some(true));
+    assert_eq!(node(&after, "ns/web", "a"), Some(web_a));
+}

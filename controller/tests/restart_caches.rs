@@ -68,9 +68,10 @@ fn json(s: &Server, args: &[&str]) -> Value {
     serde_json::from_str(&ok(s, "admin", &a)).unwrap_or(Value::Null)
 }
 
-/// The web pods: name → uid.
-fn web_pods(s: &Server) -> BTreeMap<String, String> {
-    json(s, &["get", "pods", "-n", "default", "-l", "app=web"])["items"]
+/// The pods labelled `app: <app>`: name → uid.
+fn pods_of(s: &Server, app: &str) -> BTreeMap<String, String> {
+    let label = format!("app={app}");
+    json(s, &["get", "pods", "-n", "default", "-l", &label])["items"]
         .as_array()
         .into_iter()
         .flatten()
@@ -84,19 +85,10 @@ fn web_pods(s: &Server) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The web Service's slice: (resourceVersion, endpoint addresses).
-fn slice(s: &Server) -> Option<(String, Vec<String>)> {
-    let list = json(
-        s,
-        &[
-            "get",
-            "endpointslices",
-            "-n",
-            "default",
-            "-l",
-            "kubernetes.io/service-name=web",
-        ],
-    );
+/// Service `svc`'s one slice: (resourceVersion, endpoint addresses).
+fn slice_of(s: &Server, svc: &str) -> Option<(String, Vec<String>)> {
+    let label = format!("kubernetes.io/service-name={svc}");
+    let list = json(s, &["get", "endpointslices", "-n", "default", "-l", &label]);
     let items = list["items"].as_array()?;
     let [one] = items.as_slice() else {
         return None;
@@ -112,6 +104,53 @@ fn slice(s: &Server) -> Option<(String, Vec<String>)> {
         one["metadata"]["resourceVersion"].as_str()?.to_owned(),
         addrs,
     ))
+}
+
+/// What the agent would report for pod `name`: running at `ip`, Ready.
+fn make_ready(s: &Server, name: &str, ip: &str) {
+    let status = format!(
+        r#"{{"status":{{"phase":"Running","podIP":"{ip}","podIPs":[{{"ip":"{ip}"}}],"conditions":[{{"type":"Ready","status":"True"}}]}}}}"#
+    );
+    ok(
+        s,
+        "admin",
+        &[
+            "patch",
+            "pod",
+            name,
+            "-n",
+            "default",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status,
+        ],
+    );
+}
+
+/// A ReplicaSet of one pod and a Service over it, both named `name`.
+fn marker(name: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {{name: {name}, namespace: default}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      nodeName: rc-node
+      containers: [{{name: c, image: mark}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: default}}
+spec:
+  selector: {{app: {name}}}
+  ports: [{{port: 80, targetPort: 8080}}]
+"
+    )
 }
 
 fn caches_complete_before_decisions(backend: Backend) {
@@ -153,50 +192,36 @@ fn caches_complete_before_decisions(backend: Backend) {
         ],
     );
     let pods = wait_for(WAIT, "the ReplicaSet's pods", || {
-        let p = web_pods(&s);
+        let p = pods_of(&s, "web");
         (p.len() == REPLICAS).then_some(p)
     });
     for (i, name) in pods.keys().enumerate() {
-        let ip = format!("198.19.0.{}", 10 + i);
-        let status = format!(
-            r#"{{"status":{{"phase":"Running","podIP":"{ip}","podIPs":[{{"ip":"{ip}"}}],"conditions":[{{"type":"Ready","status":"True"}}]}}}}"#
-        );
-        ok(
-            &s,
-            "admin",
-            &[
-                "patch",
-                "pod",
-                name,
-                "-n",
-                "default",
-                "--subresource=status",
-                "--type=merge",
-                "-p",
-                &status,
-            ],
-        );
+        make_ready(&s, name, &format!("198.19.0.{}", 10 + i));
     }
     let (version, addrs) = wait_for(WAIT, "every pod in the web slice", || {
-        slice(&s).filter(|(_, a)| a.len() == REPLICAS)
+        slice_of(&s, "web").filter(|(_, a)| a.len() == REPLICAS)
     });
 
     // kill -9 and the same serve again, three times over.
     for round in 0..3 {
         s.restart();
-        // The loops' first passes are over once a write made after the
-        // restart is visible (the store answers in order).
-        let mark = format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: mark-{round}, namespace: default}}\n\
-             spec: {{nodeName: rc-node, containers: [{{name: c, image: mark}}]}}\n"
-        );
-        let f = write(&s, "mark.yaml", &mark);
+        // A ReplicaSet and a Service made after the restart: once its pod
+        // is in its slice, both loops have worked their queues past the
+        // keys they took at start (first in, first out), web's among them.
+        let name = format!("mark-{round}");
+        let f = write(&s, "mark.yaml", &marker(&name));
         ok(&s, "admin", &["apply", "-f", &f]);
-        std::thread::sleep(Duration::from_secs(3));
+        let pod = wait_for(WAIT, &format!("{name}'s pod"), || {
+            pods_of(&s, &name).into_keys().next()
+        });
+        make_ready(&s, &pod, &format!("198.19.1.{}", 10 + round));
+        wait_for(WAIT, &format!("{name}'s slice"), || {
+            slice_of(&s, &name).filter(|(_, a)| a.len() == 1)
+        });
 
         // spec: the EndpointSlice controller's rule — a slice holds the
         // Service's serving pods: never rewritten without them.
-        let now = slice(&s);
+        let now = slice_of(&s, "web");
         assert_eq!(
             now,
             Some((version.clone(), addrs.clone())),
@@ -206,7 +231,7 @@ fn caches_complete_before_decisions(backend: Backend) {
         // spec: the ReplicaSet controller's rule — replicas pods, no more:
         // none made or deleted for want of a complete view.
         assert_eq!(
-            web_pods(&s),
+            pods_of(&s, "web"),
             pods,
             "round {round}: the ReplicaSet's pods changed after the restart"
         );

@@ -66,3 +66,25 @@ pub fn build(
     }
     out
 }
+
+/// Backends waiting for a fresh read of their MAC (`waits(service, node)`,
+/// built unhealthy) take no new flow. One `held` (the state the engine
+/// holds) already has stays, so the flows it carries keep their backend;
+/// one it does not have is left out, as one with no MAC.
+pub fn hold_back(built: &mut Built, waits: impl Fn(&str, &str) -> bool, held: Option<&LbDesired>) {
+    for s in &mut built.desired.services {
+        let left = &mut built.left_out;
+        s.backends.retain(|b| {
+            let keep = !waits(&s.name, &b.node)
+                || held.is_some_and(|d| d.has_backend(&s.name, &b.node, b.address));
+            if !keep {
+                left.push((
+                    s.name.clone(),
+                    b.node.clone(),
+                    LeftOut::NoMac { address: b.address },
+                ));
+            }
+            keep
+        });
+    }
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
-use crate::build::{build, LeftOut};
+use crate::build::{build, hold_back, LeftOut};
 use crate::config::LbConfig;
 use crate::desired::LbDesired;
 use crate::draining::Draining;
@@ -191,32 +191,7 @@ impl Control {
             &self.ids,
         );
         if !awaiting.is_empty() {
-            let held = self.applied.as_ref();
-            let mut left = Vec::new();
-            for svc in &mut built.desired.services {
-                svc.backends.retain(|b| {
-                    if !waits(&svc.name, &b.node) {
-                        return true;
-                    }
-                    let holds = held.is_some_and(|d| {
-                        d.services.iter().any(|x| {
-                            x.name == svc.name
-                                && x.backends
-                                    .iter()
-                                    .any(|y| y.node == b.node && y.address == b.address)
-                        })
-                    });
-                    if !holds {
-                        left.push((
-                            svc.name.clone(),
-                            b.node.clone(),
-                            LeftOut::NoMac { address: b.address },
-                        ));
-                    }
-                    holds
-                });
-            }
-            built.left_out.extend(left);
+            hold_back(&mut built, waits, self.applied.as_ref());
         }
         let now: BTreeSet<(String, String)> = built
             .left_out

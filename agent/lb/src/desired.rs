@@ -16,6 +16,17 @@ pub struct LbDesired {
     pub services: Vec<LbService>,
 }
 
+impl LbDesired {
+    /// Whether `service` has `node`'s backend at `address`.
+    pub fn has_backend(&self, service: &str, node: &str, address: IpAddr) -> bool {
+        self.services
+            .iter()
+            .filter(|s| s.name == service)
+            .flat_map(|s| &s.backends)
+            .any(|b| b.node == node && b.address == address)
+    }
+}
+
 /// One load-balanced Service.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LbService {

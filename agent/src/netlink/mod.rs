@@ -119,6 +119,13 @@ impl Netns {
         parse_mac(text).with_context(|| format!("MAC address {text:?} of {name}"))
     }
 
+    /// Give the link `mac`.
+    pub fn set_link_mac(&self, name: &str, mac: [u8; 6]) -> Result<()> {
+        self.ip(&["link", "set", "dev", name, "address", &format_mac(mac)])
+            .map(|_| ())
+            .with_context(|| format!("setting the MAC of {name}"))
+    }
+
     pub fn link_index(&self, name: &str) -> Result<u32> {
         let name = name.to_string();
         self.run(move || link_index(&name))?
@@ -158,6 +165,13 @@ impl Netns {
 }
 
 /// `aa:bb:cc:dd:ee:ff`.
+fn format_mac(m: [u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}
+
 fn parse_mac(text: &str) -> Option<[u8; 6]> {
     let mut mac = [0u8; 6];
     let mut parts = text.split(':');
@@ -335,6 +349,9 @@ mod tests {
         ] {
             assert_eq!(parse_mac(bad), None, "{bad}");
         }
+        let mac = [0x02, 0x4e, 0, 0x0a, 0xff, 1];
+        assert_eq!(format_mac(mac), "02:4e:00:0a:ff:01");
+        assert_eq!(parse_mac(&format_mac(mac)), Some(mac));
     }
 
     #[test]

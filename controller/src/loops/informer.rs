@@ -42,6 +42,16 @@ pub enum Change<K> {
     Relisted,
 }
 
+/// One informer's first complete list, whatever its kind.
+pub struct Synced(watch::Receiver<bool>);
+
+/// Waits until every one of `caches` has had its first complete list.
+pub async fn all_synced(caches: Vec<Synced>) {
+    for mut c in caches {
+        let _ = c.0.wait_for(|r| *r).await;
+    }
+}
+
 pub struct Informer<K> {
     objects: RwLock<BTreeMap<Key, Arc<K>>>,
     changes: broadcast::Sender<Change<K>>,
@@ -60,7 +70,7 @@ where
 {
     /// Starts following `api` in `tasks` (it stops with them); the
     /// returned informer fills as the first list arrives
-    /// ([`Informer::ready`]).
+    /// ([`Informer::synced`]).
     pub fn start(api: Api<K>, config: watcher::Config, tasks: &mut JoinSet<()>) -> Arc<Self> {
         Self::start_trimmed(api, config, tasks, |_| {})
     }
@@ -140,10 +150,10 @@ where
         self.objects.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits for the first complete list.
-    pub async fn ready(&self) {
-        let mut rx = self.ready.subscribe();
-        let _ = rx.wait_for(|r| *r).await;
+    /// A handle on the first complete list, for a loop waiting on several
+    /// kinds ([`all_synced`]).
+    pub fn synced(&self) -> Synced {
+        Synced(self.ready.subscribe())
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Change<K>> {

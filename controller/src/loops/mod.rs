@@ -161,6 +161,30 @@ pub fn requeue(after: Option<SignedDuration>) -> Option<Duration> {
     after.and_then(|d| Duration::try_from(d).ok())
 }
 
+/// Works loop `name`'s queue once every cache in `inputs` has had its first
+/// complete list, starting with the keys `first` gives. No loop decides on
+/// a partial picture (upstream's `WaitForCacheSync`): one kind's list often
+/// comes before another's, and after a restart a loop deciding in between
+/// wrote a Service's slice empty, gave a ReplicaSet new pods, deleted an
+/// upgrade's surge node or handed out a pod CIDR twice.
+fn work_when_synced<F, Fut>(
+    tasks: &mut JoinSet<()>,
+    q: Arc<Queue>,
+    name: &'static str,
+    inputs: Vec<informer::Synced>,
+    first: impl FnOnce() -> Vec<Key> + Send + 'static,
+    reconcile: F,
+) where
+    F: Fn(Key) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<queue::Next, LoopError>> + Send + 'static,
+{
+    tasks.spawn(async move {
+        informer::all_synced(inputs).await;
+        q.add_all(first());
+        q.work(name, reconcile).await
+    });
+}
+
 /// Feeds a loop's queue from one informer's changes, for as long as the
 /// informer lives; a lagging feed becomes a resync.
 fn follow<K, F>(tasks: &mut JoinSet<()>, inf: &Arc<Informer<K>>, queue: Arc<Queue>, on: F)
@@ -262,20 +286,18 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         Change::Relisted => q.add_all(s.keys()),
     });
     let r = rs.clone();
-    let (ss, ps) = (sets.clone(), pods.clone());
-    tasks.spawn(async move {
-        // Every loop below starts from complete caches, as upstream's
-        // controllers wait for their informers to sync: a set whose pods
-        // are not listed yet looks empty and would be given new ones.
-        ss.ready().await;
-        ps.ready().await;
-        q.add_all(ss.keys());
-        q.work("replicaset", move |k| {
+    let ss = sets.clone();
+    work_when_synced(
+        &mut tasks,
+        q,
+        "replicaset",
+        vec![sets.synced(), pods.synced()],
+        move || ss.keys(),
+        move |k| {
             let r = r.clone();
             async move { r.reconcile(k).await }
-        })
-        .await
-    });
+        },
+    );
 
     let dep = Arc::new(workloads::Deployments {
         client: client.clone(),
@@ -294,20 +316,18 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         Change::Relisted => q.add_all(ds.keys()),
     });
     let d = dep.clone();
-    let (ds, ss, ps) = (deployments.clone(), sets.clone(), pods.clone());
-    tasks.spawn(async move {
-        // A Deployment whose ReplicaSets are not listed yet would make
-        // its current one again.
-        ds.ready().await;
-        ss.ready().await;
-        ps.ready().await;
-        q.add_all(ds.keys());
-        q.work("deployment", move |k| {
+    let ds = deployments.clone();
+    work_when_synced(
+        &mut tasks,
+        q,
+        "deployment",
+        vec![deployments.synced(), sets.synced(), pods.synced()],
+        move || ds.keys(),
+        move |k| {
             let d = d.clone();
             async move { d.reconcile(k).await }
-        })
-        .await
-    });
+        },
+    );
 
     let eps = Arc::new(endpoints::EndpointSlices {
         client: client.clone(),
@@ -330,27 +350,23 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         Change::Relisted => q.add_all(sv.keys()),
     });
     let e = eps.clone();
-    let (sv, ps, ns, sl) = (
-        services.clone(),
-        pods.clone(),
-        nodes.clone(),
-        slices.clone(),
-    );
-    tasks.spawn(async move {
-        // A Service whose pods are not listed yet has no endpoints: its
-        // slices were written empty after a restart, and every agent
-        // answered new connections with resets until the pods came.
-        sv.ready().await;
-        ps.ready().await;
-        ns.ready().await;
-        sl.ready().await;
-        q.add_all(sv.keys());
-        q.work("endpointslice", move |k| {
+    let sv = services.clone();
+    work_when_synced(
+        &mut tasks,
+        q,
+        "endpointslice",
+        vec![
+            services.synced(),
+            pods.synced(),
+            nodes.synced(),
+            slices.synced(),
+        ],
+        move || sv.keys(),
+        move |k| {
             let e = e.clone();
             async move { e.reconcile(k).await }
-        })
-        .await
-    });
+        },
+    );
 
     let lb = Arc::new(loadbalancers::LoadBalancers {
         client: client.clone(),
@@ -389,26 +405,31 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
     });
     let l = lb.clone();
     follow(&mut tasks, &groups, q.clone(), move |c, q| l.on_group(c, q));
+    // A decision needs every input: a Node missing from a cache still
+    // filling would drop out of a NEG, a NEG missing would be made again.
+    let inputs = vec![
+        services.synced(),
+        nodes.synced(),
+        slices.synced(),
+        clusters.synced(),
+        lbs.synced(),
+        hcs.synced(),
+        negs.synced(),
+        groups.synced(),
+    ];
     let l = lb.clone();
-    tasks.spawn(async move {
-        // A decision needs every input: a Node missing from a cache still
-        // filling would drop out of a NEG, a NEG missing would be made
-        // again.
-        l.services.ready().await;
-        l.nodes.ready().await;
-        l.slices.ready().await;
-        l.clusters.ready().await;
-        l.lbs.ready().await;
-        l.hcs.ready().await;
-        l.negs.ready().await;
-        l.groups.ready().await;
-        q.add_all(l.all_keys());
-        q.work("loadbalancer", move |k| {
+    let keys = lb.clone();
+    work_when_synced(
+        &mut tasks,
+        q,
+        "loadbalancer",
+        inputs,
+        move || keys.all_keys(),
+        move |k| {
             let l = l.clone();
             async move { l.reconcile(k).await }
-        })
-        .await
-    });
+        },
+    );
 
     let life = Arc::new(nodes::Lifecycle {
         client: client.clone(),
@@ -430,21 +451,19 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
     let l = life.clone();
     follow(&mut tasks, &leases, q.clone(), move |c, q| l.on_lease(c, q));
     let l = life.clone();
-    let (n, ls, ps) = (nodes.clone(), leases.clone(), pods.clone());
-    tasks.spawn(async move {
-        // The first pass waits for a complete view: a node is not silent
-        // just because its Lease is not listed yet, and a silent node's
-        // pods are all marked and evicted, not those listed so far.
-        n.ready().await;
-        ls.ready().await;
-        ps.ready().await;
-        q.add(nodes::cluster_key());
-        q.work("node-lifecycle", move |_| {
+    // A node is not silent just because its Lease is not listed yet, and a
+    // silent node's pods are all marked and evicted, not those listed so far.
+    work_when_synced(
+        &mut tasks,
+        q,
+        "node-lifecycle",
+        vec![nodes.synced(), leases.synced(), pods.synced()],
+        || vec![nodes::cluster_key()],
+        move |_| {
             let l = l.clone();
             async move { l.reconcile().await }
-        })
-        .await
-    });
+        },
+    );
 
     let q = Queue::new();
     let sched = Arc::new(scheduling::Scheduling::new(
@@ -458,24 +477,26 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
     let sc = sched.clone();
     follow(&mut tasks, &pods, q.clone(), move |c, q| sc.on_pod(c, q));
     let sc = sched.clone();
-    let (n, p) = (nodes.clone(), pods.clone());
-    tasks.spawn(async move {
-        // Decisions need every Node and every bound pod in the view.
-        n.ready().await;
-        p.ready().await;
-        sc.rebuild();
-        q.add_all(
+    let (first, p) = (sched.clone(), pods.clone());
+    // Decisions need every Node and every bound pod in the view.
+    work_when_synced(
+        &mut tasks,
+        q,
+        "scheduler",
+        vec![nodes.synced(), pods.synced()],
+        move || {
+            first.rebuild();
             p.all()
                 .iter()
                 .filter(|p| sluice_scheduler::wants_scheduling(p))
-                .map(|p| informer::key_of(p.as_ref())),
-        );
-        q.work("scheduler", move |k| {
+                .map(|p| informer::key_of(p.as_ref()))
+                .collect()
+        },
+        move |k| {
             let sc = sc.clone();
             async move { sc.reconcile(k).await }
-        })
-        .await
-    });
+        },
+    );
 
     // The simulated provider also needs the simulated nodes' kubelets.
     let chosen: Option<Chosen> = match &config.provider {
@@ -580,27 +601,25 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         follow(&mut tasks, &clusters, q.clone(), move |c, q| {
             u.on_cluster(c, q)
         });
-        let u = up.clone();
-        let ready = (
-            nodes.clone(),
-            pools_inf.clone(),
-            pods.clone(),
-            operations.clone(),
-        );
-        tasks.spawn(async move {
-            // A plan needs every Node of the pool and every pod on them:
-            // a node missing from a cache still filling would look gone.
-            ready.0.ready().await;
-            ready.1.ready().await;
-            ready.2.ready().await;
-            ready.3.ready().await;
-            q.add_all(u.all_keys());
-            q.work("upgrade", move |k| {
+        let (u, keys) = (up.clone(), up.clone());
+        // A plan needs every Node of the pool and every pod on them: a
+        // node missing from a cache still filling would look gone.
+        work_when_synced(
+            &mut tasks,
+            q,
+            "upgrade",
+            vec![
+                nodes.synced(),
+                pools_inf.synced(),
+                pods.synced(),
+                operations.synced(),
+            ],
+            move || keys.all_keys(),
+            move |k| {
                 let u = u.clone();
                 async move { u.reconcile(k).await }
-            })
-            .await
-        });
+            },
+        );
         let q = Queue::new();
         let p = pl.clone();
         follow(&mut tasks, &pools_inf, q.clone(), move |c, q| {
@@ -616,24 +635,23 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
                 }
             }
         });
-        let p = pl.clone();
-        let (n, ps, ops) = (nodes.clone(), pools_inf.clone(), operations.clone());
-        tasks.spawn(async move {
-            // A pool's plan needs every Node: one missing from a cache
-            // still filling would look deleted and be replaced. And every
-            // Operation: with none known yet, no upgrade holds its zones,
-            // and a restarted controller deleted the surge node its last
-            // run had made as surplus, with no drain, while it served.
-            n.ready().await;
-            ps.ready().await;
-            ops.ready().await;
-            q.add_all(ps.keys());
-            q.work("nodepool", move |k| {
+        let (p, ps) = (pl.clone(), pools_inf.clone());
+        // A pool's plan needs every Node: one missing from a cache still
+        // filling would look deleted and be replaced. And every Operation:
+        // with none known yet, no upgrade holds its zones, and a restarted
+        // controller deleted the surge node its last run had made as
+        // surplus, with no drain, while it served.
+        work_when_synced(
+            &mut tasks,
+            q,
+            "nodepool",
+            vec![nodes.synced(), pools_inf.synced(), operations.synced()],
+            move || ps.keys(),
+            move |k| {
                 let p = p.clone();
                 async move { p.reconcile(k).await }
-            })
-            .await
-        });
+            },
+        );
     }
 
     if !config.cluster_cidrs.is_empty() {
@@ -648,24 +666,27 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
                 let q = Queue::new();
                 let p = pc.clone();
                 follow(&mut tasks, &nodes, q.clone(), move |c, q| p.on_node(c, q));
-                let p = pc.clone();
-                let n = nodes.clone();
-                tasks.spawn(async move {
-                    // No block is handed out before the allocator knows
-                    // every Node's: the Nodes' first list may have come
-                    // (and its `Relisted` gone) before this loop followed
-                    // them, and after a restart an empty allocator gave a
-                    // new Node the lowest block, an existing Node's, so
-                    // two nodes routed one pod range.
-                    n.ready().await;
-                    p.rebuild();
-                    q.add_all(n.keys());
-                    q.work("pod-cidrs", move |k| {
+                let (p, first, n) = (pc.clone(), pc.clone(), nodes.clone());
+                // No block is handed out before the allocator knows every
+                // Node's: the Nodes' first list may have come (and its
+                // `Relisted` gone) before this loop followed them, and
+                // after a restart an empty allocator gave a new Node the
+                // lowest block, an existing Node's, so two nodes routed one
+                // pod range.
+                work_when_synced(
+                    &mut tasks,
+                    q,
+                    "pod-cidrs",
+                    vec![nodes.synced()],
+                    move || {
+                        first.rebuild();
+                        n.keys()
+                    },
+                    move |k| {
                         let p = p.clone();
                         async move { p.reconcile(k).await }
-                    })
-                    .await
-                });
+                    },
+                );
             }
             Err(e) => tracing::error!(error = %e, "pod CIDRs are not allocated"),
         }

@@ -532,7 +532,7 @@ impl Relay {
             }
             if ready(1) {
                 for _ in 0..BATCH {
-                    match sys::read_frame(wire, &mut buf, true) {
+                    match sys::read_frame(wire, &mut buf, true).map(|r| r.map(|rx| rx.len)) {
                         Ok(Some(n)) if n <= buf.len() && n >= VNET_HDR_LEN => {
                             let r = catch_unwind(AssertUnwindSafe(|| {
                                 from_wire(&shared, &clock, &mut buf, n, wire, tap)
@@ -559,7 +559,7 @@ impl Relay {
             }
             if ready(2) {
                 for _ in 0..BATCH {
-                    match sys::read_frame(tap, &mut buf, false) {
+                    match sys::read_frame(tap, &mut buf, false).map(|r| r.map(|rx| rx.len)) {
                         Ok(Some(n)) if n >= VNET_HDR_LEN => {
                             // The load balancer's own frames: untouched.
                             if let Err(e) = send(wire, &buf[..n]) {

@@ -236,13 +236,7 @@ impl EmulatedEngine {
         // receives them takes the same MAC, so the kernel classifies them
         // (`sll_pkttype`, read by the relay as `PACKET_OTHERHOST` or not)
         // as it would on the kernel engine's node side of the link.
-        let m = local.node_mac;
-        let mac = format!(
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            m[0], m[1], m[2], m[3], m[4], m[5]
-        );
-        wire.ip(&["link", "set", "dev", host, "address", &mac])
-            .with_context(|| format!("giving {host} the TAP's MAC"))?;
+        wire.set_link_mac(host, local.node_mac)?;
         self.shared.pods().push(Arc::new(PodIo {
             key: pod.key.clone(),
             link,

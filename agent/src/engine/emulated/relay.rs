@@ -297,9 +297,9 @@ impl Worker<'_> {
         let shared = self.shared;
         for _ in 0..BATCH {
             let r = if from_socket {
-                sys::read_frame_typed(fd, &mut self.buf, true)
+                sys::read_frame(fd, &mut self.buf, true)
             } else {
-                sys::read_frame_typed(fd, &mut self.buf[VNET_HDR_LEN..], false)
+                sys::read_frame(fd, &mut self.buf[VNET_HDR_LEN..], false)
             };
             let (n, other_host) = match r {
                 Ok(Some(rx)) => (rx.len, rx.other_host),

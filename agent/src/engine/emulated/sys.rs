@@ -228,12 +228,6 @@ pub fn eventfd_drain(fd: RawFd) {
     }
 }
 
-/// Non-blocking read; `Ok(None)` when nothing is queued. With `trunc`
-/// (sockets) the real length is returned even when it exceeded `buf`.
-pub fn read_frame(fd: RawFd, buf: &mut [u8], socket: bool) -> io::Result<Option<usize>> {
-    Ok(read_frame_typed(fd, buf, socket)?.map(|rx| rx.len))
-}
-
 /// `sll_pkttype` of a frame addressed to another host (`linux/if_packet.h`).
 const PACKET_OTHERHOST: u8 = 3;
 
@@ -247,8 +241,10 @@ pub struct Received {
     pub other_host: bool,
 }
 
-/// [`read_frame`], keeping a packet socket's `sll_pkttype`.
-pub fn read_frame_typed(fd: RawFd, buf: &mut [u8], socket: bool) -> io::Result<Option<Received>> {
+/// Non-blocking read; `Ok(None)` when nothing is queued. With `socket`
+/// (packet sockets, read with `MSG_TRUNC`) the real length is returned even
+/// when it exceeded `buf`, and the kernel's `sll_pkttype` is kept.
+pub fn read_frame(fd: RawFd, buf: &mut [u8], socket: bool) -> io::Result<Option<Received>> {
     // SAFETY: an all-zero sockaddr_ll is valid.
     let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     let mut from_len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;

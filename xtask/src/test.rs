@@ -24,11 +24,23 @@ pub struct TestOpts {
     pub rest: Vec<String>,
 }
 
-fn cargo(args: &[&str]) -> Result<()> {
+/// A cargo command for the test build. Incremental caches pay only on a
+/// rebuild; CI builds once from a clean clone, and the caches were about a
+/// fifth of the target directory (a full disk failed a CI run). A caller
+/// who sets `CARGO_INCREMENTAL` keeps their choice.
+fn cargo_command(args: &[&str]) -> Command {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     println!("+ cargo {}", args.join(" "));
-    let status = Command::new(&cargo)
-        .args(args)
+    let mut cmd = Command::new(cargo);
+    cmd.args(args);
+    if std::env::var_os("CARGO_INCREMENTAL").is_none() {
+        cmd.env("CARGO_INCREMENTAL", "0");
+    }
+    cmd
+}
+
+fn cargo(args: &[&str]) -> Result<()> {
+    let status = cargo_command(args)
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !status.success() {
@@ -44,6 +56,7 @@ pub fn run(opts: TestOpts) -> Result<()> {
     if !opts.no_setup {
         crate::setup::run()?;
     }
+    warn_if_disk_is_short();
     // The kernel engine's end-to-end tests and the differential test load
     // the release BPF object (the agent finds it in target/bpf).
     crate::ebpf::build(true)?;
@@ -126,10 +139,7 @@ impl Totals {
 /// sums every test binary: cargo's own last line is that of the last binary
 /// (often an empty doctest run), which says nothing about the whole suite.
 fn cargo_test_summed(args: &[&str]) -> Result<Totals> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    println!("+ cargo {}", args.join(" "));
-    let mut child = Command::new(&cargo)
-        .args(args)
+    let mut child = cargo_command(args)
         .stdout(Stdio::piped())
         .spawn()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
@@ -154,6 +164,35 @@ fn cargo_test_summed(args: &[&str]) -> Result<Totals> {
     Ok(totals)
 }
 
+/// What a clean build of the suite and the fuzz targets takes, with room
+/// for the tests' own data directories (measured: about 10 GiB).
+const DISK_NEEDED: u64 = 14 << 30;
+
+/// A warning, before a long build, when the target directory's disk is
+/// short: a build that runs out fails late and names a link or a write,
+/// not the disk.
+fn warn_if_disk_is_short() {
+    let dir = std::env::var_os("CARGO_TARGET_DIR").unwrap_or_else(|| ".".into());
+    let Ok(stat) = nix::sys::statvfs::statvfs(std::path::Path::new(&dir)) else {
+        return;
+    };
+    let free = stat.blocks_available().saturating_mul(stat.fragment_size());
+    if let Some(warning) = disk_warning(free) {
+        eprintln!("{warning}");
+    }
+}
+
+fn disk_warning(free: u64) -> Option<String> {
+    (free < DISK_NEEDED).then(|| {
+        format!(
+            "warning: {:.1} GiB free where the build writes; a clean build of the tests and \
+             fuzz targets needs about {} GiB",
+            free as f64 / f64::from(1u32 << 30),
+            DISK_NEEDED >> 30
+        )
+    })
+}
+
 fn nix_is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
@@ -161,7 +200,14 @@ fn nix_is_root() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::Totals;
+    use super::{disk_warning, Totals, DISK_NEEDED};
+
+    #[test]
+    fn a_short_disk_is_named_before_the_build() {
+        let warning = disk_warning(3 << 30).expect("3 GiB is short");
+        assert!(warning.contains("3.0 GiB free"), "{warning}");
+        assert!(disk_warning(DISK_NEEDED).is_none());
+    }
 
     #[test]
     fn sums_cargo_result_lines() {

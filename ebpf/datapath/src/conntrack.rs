@@ -3,9 +3,9 @@
 
 use crate::env::Maps;
 use crate::maps::{
-    CtKey, CtValue, CT_DIR_FORWARD, CT_DIR_REPLY, CT_F_FIN_FORWARD, CT_F_FIN_REPLY,
-    CT_STATE_CLOSED, CT_STATE_CLOSING, CT_STATE_ESTABLISHED, CT_STATE_FIN_WAIT, CT_STATE_NONE,
-    CT_STATE_SYN_SENT,
+    CtKey, CtValue, CT_DIR_FORWARD, CT_DIR_REPLY, CT_F_CLOSE_TS, CT_F_FIN_FORWARD, CT_F_FIN_REPLY,
+    CT_F_LAST_ACK, CT_F_REPLY_CLOSED_FIRST, CT_STATE_CLOSED, CT_STATE_CLOSING,
+    CT_STATE_ESTABLISHED, CT_STATE_FIN_WAIT, CT_STATE_NONE, CT_STATE_SYN_SENT,
 };
 use crate::parse::{Flow, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 
@@ -23,12 +23,13 @@ pub const CT_TIMEOUT_TCP_CLOSE_NS: u64 = 10 * NS_PER_S;
 /// UDP and everything else.
 pub const CT_TIMEOUT_OTHER_NS: u64 = 60 * NS_PER_S;
 
-/// How long a SNAT port stays reserved after the entry of a flow that
-/// closed with FINs expired. The endpoint that closed first keeps the tuple
-/// in TIME_WAIT (Linux: 60 s) and answers a new SYN on it whose timestamp
-/// is older (timestamps are randomised per connection) with an ACK, which
-/// costs the client a reset and a SYN retransmit; nf_conntrack keeps such
-/// tuples for 120 s for the same reason.
+/// How long an endpoint keeps a tuple in TIME_WAIT after the flow it closed
+/// first is over (Linux: `TCP_TIMEWAIT_LEN`, 60 s, not tunable). Within it,
+/// the socket takes a new SYN on the tuple only when the SYN is newer than
+/// the old connection ([`time_wait_accepts`]); otherwise it answers with an
+/// ACK for the old one, which costs the client a reset and a SYN
+/// retransmit (a second or more). nf_conntrack keeps such tuples for 120 s
+/// for the same reason.
 pub const SNAT_TIME_WAIT_HOLD_NS: u64 = 60 * NS_PER_S;
 
 /// Whether a SNAT port whose reply entry is still in the map may be given
@@ -38,23 +39,92 @@ pub enum PortUse {
     /// Its flow is alive.
     Live,
     /// Its flow is over, but the endpoint may still hold the tuple in
-    /// TIME_WAIT: a last resort.
+    /// TIME_WAIT: free for a SYN the socket takes ([`time_wait_accepts`]),
+    /// a last resort for any other.
     Held,
     Free,
 }
 
-/// How a SNAT port held by an entry (`expires_ns`, `state`) may be used.
+/// What the SNAT allocator reads of the reply entry that holds a port: a
+/// few fields, not the whole value (in the kernel, read straight from the
+/// map).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortHolder {
+    pub expires_ns: u64,
+    pub state: u8,
+    pub flags: u8,
+    pub close_seq: u32,
+    pub close_tsval: u32,
+}
+
+impl PortHolder {
+    #[inline(always)]
+    pub fn of(v: &CtValue) -> Self {
+        PortHolder {
+            expires_ns: v.expires_ns,
+            state: v.state,
+            flags: v.flags,
+            close_seq: v.close_seq,
+            close_tsval: v.close_tsval,
+        }
+    }
+}
+
+/// How the SNAT port held by the entry `v` may be used at `now`.
+///
+/// A flow is over when its entry expired, or at once when both FINs were
+/// sent and the second acknowledged (nf_conntrack's TIME_WAIT state): a
+/// port is then not tied up for the close timeout by flows that ended
+/// cleanly, which is what short connections are.
 #[inline(always)]
-pub fn port_use(expires_ns: u64, state: u8, now: u64) -> PortUse {
-    if expires_ns > now {
+pub fn port_use(v: &PortHolder, now: u64) -> PortUse {
+    let closed_by_fin = v.state == CT_STATE_FIN_WAIT || v.state == CT_STATE_CLOSING;
+    let ended = v.state == CT_STATE_CLOSING && v.flags & CT_F_LAST_ACK != 0;
+    if v.expires_ns > now && !ended {
         return PortUse::Live;
     }
-    let closed_by_fin = state == CT_STATE_FIN_WAIT || state == CT_STATE_CLOSING;
-    if closed_by_fin && expires_ns.saturating_add(SNAT_TIME_WAIT_HOLD_NS) > now {
+    if !closed_by_fin {
+        // A reset leaves no TIME_WAIT; neither do UDP, half-open or idle flows.
+        return PortUse::Free;
+    }
+    if ended && v.flags & CT_F_REPLY_CLOSED_FIRST == 0 {
+        // The client closed first: the TIME_WAIT is on its side, with its
+        // own address, and the endpoint's socket is gone.
+        return PortUse::Free;
+    }
+    // TIME_WAIT began with the last ACK, when the entry was given the close
+    // timeout; a flow that did not end cleanly gets the hold after expiry.
+    let since = if ended {
+        v.expires_ns.saturating_sub(CT_TIMEOUT_TCP_CLOSE_NS)
+    } else {
+        v.expires_ns
+    };
+    if since.saturating_add(SNAT_TIME_WAIT_HOLD_NS) > now {
         PortUse::Held
     } else {
         PortUse::Free
     }
+}
+
+/// Whether an endpoint's TIME_WAIT socket for the flow `old` ended takes
+/// the SYN `syn` as a new connection, as Linux decides it
+/// (`tcp_timewait_state_process`, RFC 6191): with timestamps on both, a
+/// newer timestamp is taken and an older one rejected (PAWS); otherwise
+/// the SYN's sequence number must be past the old flow's last.
+///
+/// Clients of one address to one VIP count timestamps on one clock (Linux
+/// offsets them per address pair), so a tuple that client used is safe to
+/// give it again within the hold; one another client used is safe about
+/// half the time, and the allocator tries the next port.
+#[inline(always)]
+pub fn time_wait_accepts(old: &PortHolder, syn: &Flow) -> bool {
+    if old.flags & CT_F_CLOSE_TS != 0 && syn.has_ts {
+        let newer = syn.tsval.wrapping_sub(old.close_tsval) as i32;
+        if newer != 0 {
+            return newer > 0;
+        }
+    }
+    (syn.seq.wrapping_sub(old.close_seq) as i32) > 0
 }
 
 /// Expiry is only pushed forward (and the pair rewritten) when it moved by at
@@ -108,6 +178,9 @@ pub fn advance(state: u8, flags: u8, dir: u8, flow: &Flow) -> (u8, u8) {
     }
     let mut flags = flags;
     if f & TCP_FIN != 0 {
+        if dir == CT_DIR_REPLY && flags & (CT_F_FIN_FORWARD | CT_F_FIN_REPLY) == 0 {
+            flags |= CT_F_REPLY_CLOSED_FIRST;
+        }
         flags |= if dir == CT_DIR_FORWARD {
             CT_F_FIN_FORWARD
         } else {
@@ -138,6 +211,19 @@ pub fn advance(state: u8, flags: u8, dir: u8, flow: &Flow) -> (u8, u8) {
             } else {
                 state
             }
+        }
+        CT_STATE_CLOSING => {
+            // The side that closed first acknowledges the other's FIN: the
+            // last segment of the flow.
+            let first_closer = if flags & CT_F_REPLY_CLOSED_FIRST != 0 {
+                CT_DIR_REPLY
+            } else {
+                CT_DIR_FORWARD
+            };
+            if dir == first_closer && f & (TCP_SYN | TCP_ACK) == TCP_ACK {
+                flags |= CT_F_LAST_ACK;
+            }
+            state
         }
         _ => state,
     };
@@ -199,7 +285,7 @@ pub fn lookup<M: Maps>(maps: &M, e: &mut CtEntry, now: u64) -> bool {
 /// enough to matter. `e` keeps its orientation; its value is updated.
 #[inline(never)]
 pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
-    let (state, flags) = advance(e.val.state, e.val.flags, e.key.dir, flow);
+    let (state, mut flags) = advance(e.val.state, e.val.flags, e.key.dir, flow);
     let expires = now.saturating_add(timeout_ns(flow.is_tcp(), state));
     let changed = state != e.val.state || flags != e.val.flags;
     // Closing states must not be extended by late packets beyond their own
@@ -207,9 +293,20 @@ pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
     if !changed && expires < e.val.expires_ns.saturating_add(CT_REFRESH_NS) {
         return;
     }
+    if e.key.dir == CT_DIR_FORWARD && flow.tcp_flags & TCP_FIN != 0 && flags != e.val.flags {
+        // The client's first FIN: where a TIME_WAIT socket of the endpoint
+        // will stand ([`time_wait_accepts`]). A retransmitted FIN is
+        // later on the client's clock than anything it recorded, and a
+        // new SYN later still.
+        let payload = u32::from(flow.l4_len).saturating_sub(u32::from(flow.tcp_hlen));
+        e.val.close_seq = flow.seq.wrapping_add(payload).wrapping_add(1);
+        e.val.close_tsval = flow.tsval;
+        if flow.has_ts {
+            flags |= CT_F_CLOSE_TS;
+        }
+    }
     e.val.state = state;
     e.val.flags = flags;
-    e.val.last_seen_ns = now;
     e.val.expires_ns = expires;
     maps.ct_put(&e.key, &e.val);
     e.flip();
@@ -223,15 +320,24 @@ mod tests {
 
     const S: u64 = NS_PER_S;
 
+    fn holder(expires_ns: u64, state: u8, flags: u8) -> PortHolder {
+        PortHolder {
+            expires_ns,
+            state,
+            flags,
+            ..PortHolder::default()
+        }
+    }
+
     // spec: P3 (SNAT ports of FIN-closed flows are held for TIME_WAIT)
     #[test]
     fn port_use_follows_expiry_and_how_the_flow_ended() {
         let t = 1_000 * S;
         for state in [CT_STATE_FIN_WAIT, CT_STATE_CLOSING] {
-            assert_eq!(port_use(t + 1, state, t), PortUse::Live);
-            assert_eq!(port_use(t, state, t), PortUse::Held);
-            assert_eq!(port_use(t - 59 * S, state, t), PortUse::Held);
-            assert_eq!(port_use(t - 60 * S, state, t), PortUse::Free);
+            assert_eq!(port_use(&holder(t + 1, state, 0), t), PortUse::Live);
+            assert_eq!(port_use(&holder(t, state, 0), t), PortUse::Held);
+            assert_eq!(port_use(&holder(t - 59 * S, state, 0), t), PortUse::Held);
+            assert_eq!(port_use(&holder(t - 60 * S, state, 0), t), PortUse::Free);
         }
         // A reset leaves no TIME_WAIT; neither do UDP, half-open or idle flows.
         for state in [
@@ -240,8 +346,73 @@ mod tests {
             CT_STATE_SYN_SENT,
             CT_STATE_ESTABLISHED,
         ] {
-            assert_eq!(port_use(t + 1, state, t), PortUse::Live);
-            assert_eq!(port_use(t, state, t), PortUse::Free);
+            assert_eq!(port_use(&holder(t + 1, state, 0), t), PortUse::Live);
+            assert_eq!(port_use(&holder(t, state, 0), t), PortUse::Free);
         }
+    }
+
+    // spec: P3 (a cleanly closed flow frees its port at once; the hold
+    // counts from its last ACK and only when the endpoint closed first)
+    #[test]
+    fn a_flow_that_ended_cleanly_holds_its_port_only_for_the_endpoint_s_time_wait() {
+        let t = 1_000 * S;
+        let closed_at = t;
+        let expires = closed_at + CT_TIMEOUT_TCP_CLOSE_NS;
+        let server_first = CT_F_LAST_ACK | CT_F_REPLY_CLOSED_FIRST;
+        let h = holder(expires, CT_STATE_CLOSING, server_first);
+        assert_eq!(port_use(&h, closed_at), PortUse::Held);
+        assert_eq!(port_use(&h, closed_at + 59 * S), PortUse::Held);
+        assert_eq!(port_use(&h, closed_at + 60 * S), PortUse::Free);
+        // The client closed first: its own stack keeps the TIME_WAIT.
+        let h = holder(expires, CT_STATE_CLOSING, CT_F_LAST_ACK);
+        assert_eq!(port_use(&h, closed_at), PortUse::Free);
+        // Both FINs but no last ACK yet: the flow may still need its port.
+        let h = holder(expires, CT_STATE_CLOSING, CT_F_REPLY_CLOSED_FIRST);
+        assert_eq!(port_use(&h, closed_at), PortUse::Live);
+    }
+
+    fn syn(seq: u32, ts: Option<u32>) -> Flow {
+        Flow {
+            proto: crate::maps::PROTO_TCP,
+            tcp_flags: TCP_SYN,
+            seq,
+            tsval: ts.unwrap_or(0),
+            has_ts: ts.is_some(),
+            ..Flow::default()
+        }
+    }
+
+    // spec: P3 (a held port goes to a SYN the endpoint's TIME_WAIT takes)
+    #[test]
+    fn time_wait_takes_newer_timestamps_or_later_sequence_numbers() {
+        let old = PortHolder {
+            flags: CT_F_CLOSE_TS,
+            close_seq: 1_000,
+            close_tsval: 50_000,
+            ..PortHolder::default()
+        };
+        // Timestamps on both: the timestamp decides, whatever the sequence.
+        assert!(time_wait_accepts(&old, &syn(10, Some(50_001))));
+        assert!(!time_wait_accepts(&old, &syn(5_000, Some(49_999))));
+        // Wrapping: a timestamp just past 2^32 is newer.
+        let late = PortHolder {
+            close_tsval: u32::MAX - 5,
+            ..old
+        };
+        assert!(time_wait_accepts(&late, &syn(10, Some(3))));
+        // Equal timestamps, or one side without: the sequence number decides.
+        assert!(time_wait_accepts(&old, &syn(1_001, Some(50_000))));
+        assert!(!time_wait_accepts(&old, &syn(999, Some(50_000))));
+        assert!(time_wait_accepts(&old, &syn(1_001, None)));
+        assert!(!time_wait_accepts(&old, &syn(1_000, None)));
+        let no_ts = PortHolder { flags: 0, ..old };
+        assert!(!time_wait_accepts(&no_ts, &syn(999, Some(60_000))));
+        // Sequence numbers wrap too.
+        let wrapped = PortHolder {
+            flags: 0,
+            close_seq: u32::MAX - 1,
+            ..old
+        };
+        assert!(time_wait_accepts(&wrapped, &syn(7, None)));
     }
 }

@@ -3,6 +3,7 @@
 //! The kernel engine implements these over the skb and aya maps; the
 //! user-space engine over a byte buffer and in-memory maps (`host`).
 
+use crate::conntrack::PortHolder;
 use crate::maps::{
     AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink, NodeConfig,
     ServiceKey, ServiceValue,
@@ -76,10 +77,10 @@ pub trait Maps {
             None => false,
         }
     }
-    /// Expiry and TCP state of the entry at `key`, without copying the
-    /// whole value out: what deciding whether a SNAT port is free needs.
-    fn ct_expiry(&self, key: &CtKey) -> Option<(u64, u8)> {
-        self.ct_get(key).map(|v| (v.expires_ns, v.state))
+    /// What deciding whether the SNAT port of the entry at `key` is free
+    /// needs, without copying the whole value out.
+    fn ct_holder(&self, key: &CtKey) -> Option<PortHolder> {
+        self.ct_get(key).map(|v| PortHolder::of(&v))
     }
     /// Insert or replace.
     fn ct_put(&mut self, key: &CtKey, value: &CtValue) -> bool;

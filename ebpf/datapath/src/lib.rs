@@ -166,6 +166,9 @@ pub fn process<P: Packet, M: Maps, C: Clock>(
             Step::NoEndpoint => return no_endpoint(pkt, &run.flow),
             Step::NewFlow { local } => {
                 if let Some(o) = conntrack_new_flow(maps, run, local) {
+                    if o.event == Event::NoSnatPort {
+                        return no_snat_port(pkt, &run.flow);
+                    }
                     return o;
                 }
                 Event::NewFlow
@@ -306,7 +309,8 @@ fn to_frontend<M: Maps>(maps: &mut M, run: &mut Run) -> Step {
     v._pad = [0; 2];
     v.svc_id = svc.id;
     v.syn_seq = if flow.is_tcp() { flow.seq } else { 0 };
-    v.last_seen_ns = run.now;
+    v.close_seq = 0;
+    v.close_tsval = 0;
     v.expires_ns = run
         .now
         .saturating_add(conntrack::timeout_ns(flow.is_tcp(), state));
@@ -344,7 +348,7 @@ fn conntrack_new_flow<M: Maps>(maps: &mut M, run: &mut Run, local: bool) -> Opti
         ct.val.nat_saddr = *snat_addr;
         ct.val.flags = CT_F_SNAT;
         let seq = SnatSeq::of(&run.flow);
-        if !claim_snat_port(maps, ct, &seq, &node, run.now) {
+        if !claim_snat_port(maps, ct, &run.flow, &seq, &node, run.now) {
             return Some(out(Verdict::Drop, Event::NoSnatPort));
         }
     }
@@ -365,6 +369,7 @@ fn conntrack_new_flow<M: Maps>(maps: &mut M, run: &mut Run, local: bool) -> Opti
 fn claim_snat_port<M: Maps>(
     maps: &mut M,
     ct: &mut CtEntry,
+    syn: &Flow,
     seq: &SnatSeq,
     node: &maps::NodeConfig,
     now: u64,
@@ -377,25 +382,28 @@ fn claim_snat_port<M: Maps>(
     // In reply orientation the candidate port is the key's destination port
     // (the forward value's `nat_sport`).
     ct.flip();
-    // Free candidates first; a port the endpoint may still hold in
-    // TIME_WAIT only when none is. (Two passes rather than remembering the
-    // first held candidate: a loop-carried index multiplies the states the
-    // verifier explores.)
-    let mut claimed = claim_pass(maps, ct, seq, min, range, now, false);
+    // Free candidates first, and those whose TIME_WAIT at the endpoint
+    // takes this SYN; a port the endpoint holds against it only when none
+    // is (the connect then costs the client a retransmit, not a reset).
+    // (Two passes rather than remembering the first held candidate: a
+    // loop-carried index multiplies the states the verifier explores.)
+    let mut claimed = claim_pass(maps, ct, syn, seq, min, range, now, false);
     if !claimed {
-        claimed = claim_pass(maps, ct, seq, min, range, now, true);
+        claimed = claim_pass(maps, ct, syn, seq, min, range, now, true);
     }
     ct.flip();
     claimed
 }
 
 /// One walk over the flow's SNAT candidates for the reply entry `ct`:
-/// claim the first absent or free one, or with `take_held` the first one
-/// only held for TIME_WAIT.
+/// claim the first absent or free one (or one whose TIME_WAIT takes `syn`),
+/// or with `take_held` the first one only held for TIME_WAIT.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn claim_pass<M: Maps>(
     maps: &mut M,
     ct: &mut CtEntry,
+    syn: &Flow,
     seq: &SnatSeq,
     min: u16,
     range: u32,
@@ -409,15 +417,13 @@ fn claim_pass<M: Maps>(
         if !take_held && maps.ct_put_new(&ct.key, &ct.val) {
             return true;
         }
-        let used = maps
-            .ct_expiry(&ct.key)
-            .map_or(PortUse::Free, |(expires, state)| {
-                conntrack::port_use(expires, state, now)
-            });
-        let wanted = match used {
-            PortUse::Free => true,
-            PortUse::Held => take_held,
-            PortUse::Live => false,
+        let wanted = match maps.ct_holder(&ct.key) {
+            None => true,
+            Some(holder) => match conntrack::port_use(&holder, now) {
+                PortUse::Free => true,
+                PortUse::Held => take_held || conntrack::time_wait_accepts(&holder, syn),
+                PortUse::Live => false,
+            },
         };
         if wanted && maps.ct_put(&ct.key, &ct.val) {
             return true;
@@ -426,24 +432,43 @@ fn claim_pass<M: Maps>(
     false
 }
 
+/// Answer a connection nothing will take, as a closed port would: a reset
+/// for TCP (never for a reset, RFC 9293), port unreachable for UDP. The
+/// event of what was sent; `None`: nothing.
+#[inline(always)]
+fn refuse<P: Packet>(pkt: &mut P, flow: &Flow) -> Option<Event> {
+    if flow.is_tcp() {
+        if flow.tcp_flags & TCP_RST != 0 {
+            return None;
+        }
+        reply::tcp_reset(pkt, flow)?;
+        return Some(Event::Reset);
+    }
+    if flow.is_udp() {
+        reply::port_unreachable(pkt, flow)?;
+        return Some(Event::Unreachable);
+    }
+    None
+}
+
 /// P6: nothing serves this frontend.
 #[inline(always)]
 fn no_endpoint<P: Packet>(pkt: &mut P, flow: &Flow) -> Outcome {
-    if flow.is_tcp() {
-        // Never answer a reset with a reset (RFC 9293).
-        if flow.tcp_flags & TCP_RST != 0 {
-            return out(Verdict::Drop, Event::NoEndpoint);
-        }
-        return match reply::tcp_reset(pkt, flow) {
-            Some(()) => out(Verdict::Pass, Event::Reset),
-            None => out(Verdict::Drop, Event::NoEndpoint),
-        };
+    match refuse(pkt, flow) {
+        Some(event) => out(Verdict::Pass, event),
+        None => out(Verdict::Drop, Event::NoEndpoint),
     }
-    if flow.is_udp() {
-        return match reply::port_unreachable(pkt, flow) {
-            Some(()) => out(Verdict::Pass, Event::Unreachable),
-            None => out(Verdict::Drop, Event::NoEndpoint),
-        };
-    }
-    out(Verdict::Drop, Event::NoEndpoint)
+}
+
+/// P3: no SNAT port is left for a new flow to its endpoint. Refused as P6
+/// refuses, so the client fails at once rather than retrying its SYN into
+/// a full range; counted as `no_snat_port` either way, which is what the
+/// agent reports.
+#[inline(always)]
+fn no_snat_port<P: Packet>(pkt: &mut P, flow: &Flow) -> Outcome {
+    let verdict = match refuse(pkt, flow) {
+        Some(_) => Verdict::Pass,
+        None => Verdict::Drop,
+    };
+    out(verdict, Event::NoSnatPort)
 }

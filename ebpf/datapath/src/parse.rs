@@ -65,6 +65,11 @@ pub struct Flow {
     /// TCP only.
     pub seq: u32,
     pub ack: u32,
+    /// The TCP timestamp option's `TSval` (with `has_ts`), read on SYNs and
+    /// FINs only: what the SNAT allocator compares to decide whether an
+    /// endpoint's TIME_WAIT socket takes a new connection on a tuple.
+    pub tsval: u32,
+    pub has_ts: bool,
 }
 
 impl Flow {
@@ -283,6 +288,55 @@ fn first_fragment_dport<P: Packet>(
     false
 }
 
+/// Most options the walk steps over before the timestamp: RFC 9293's
+/// 40 bytes of options hold at most this many besides it (NOPs included,
+/// as stacks pad with them).
+const MAX_TCP_OPTIONS: usize = 16;
+const TCPOPT_EOL: u8 = 0;
+const TCPOPT_NOP: u8 = 1;
+const TCPOPT_TIMESTAMP: u8 = 8;
+const TCPOLEN_TIMESTAMP: u8 = 10;
+
+/// The timestamp option among the `len` bytes of TCP options at `off`,
+/// into `flow.tsval`; `flow.has_ts` stays false without one (or when the
+/// options are malformed: the flow is then treated as without timestamps,
+/// which only makes the allocator stricter). Its own BPF function: the
+/// bounded walk is verified once.
+#[inline(never)]
+fn tcp_timestamp<P: Packet>(pkt: &P, off: usize, len: usize, flow: &mut Flow) {
+    let mut i = 0;
+    let mut n = 0;
+    while n < MAX_TCP_OPTIONS && i < len {
+        n += 1;
+        let Some(kind) = pkt.load::<1>(off + i) else {
+            return;
+        };
+        match kind[0] {
+            TCPOPT_EOL => return,
+            TCPOPT_NOP => {
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let Some(o) = pkt.load::<2>(off + i) else {
+            return;
+        };
+        let olen = usize::from(o[1]);
+        if olen < 2 || i + olen > len {
+            return;
+        }
+        if o[0] == TCPOPT_TIMESTAMP && o[1] == TCPOLEN_TIMESTAMP {
+            if let Some(v) = pkt.load::<4>(off + i + 2) {
+                flow.tsval = u32::from_be_bytes(v);
+                flow.has_ts = true;
+            }
+            return;
+        }
+        i += olen;
+    }
+}
+
 /// The L4 header of `flow` (`l3`, `l4`, `l4_len`, `v6`, `proto` and the
 /// addresses are set).
 #[inline(always)]
@@ -304,6 +358,9 @@ fn parse_l4<P: Packet>(pkt: &P, flow: &mut Flow) -> Parsed {
             flow.ack = u32::from_be_bytes([t[8], t[9], t[10], t[11]]);
             flow.tcp_flags = t[13];
             flow.tcp_hlen = hlen * 4;
+            if hlen > 5 && t[13] & (TCP_SYN | TCP_FIN) != 0 && t[13] & TCP_RST == 0 {
+                tcp_timestamp(pkt, l4 + 20, usize::from(hlen - 5) * 4, flow);
+            }
         }
         PROTO_UDP => {
             let Some(u) = pkt.load::<8>(l4) else {

@@ -51,6 +51,8 @@ both!(
     no_snat_port,
     snat_port_held_for_time_wait,
     snat_reused_tuple_gets_a_fresh_port,
+    snat_port_held_goes_to_a_syn_time_wait_takes,
+    snat_port_of_an_ended_flow,
     local_pod_frames_go_to_its_link,
     flooded_frames_are_left_to_their_host,
 );
@@ -800,7 +802,8 @@ fn no_node_address(net: Net) {
     assert_eq!((o.verdict, o.event), (Verdict::Drop, Event::NoNodeAddr));
 }
 
-// spec: P3 (collision-free SNAT ports; exhaustion drops)
+// spec: P3 (collision-free SNAT ports; when none is left the client gets a
+// reset at once, never a silent drop)
 fn no_snat_port(net: Net) {
     let mut env = tcp_svc(net, 0, &[1], &[]);
     let mut n = env.maps.node_config();
@@ -810,7 +813,33 @@ fn no_snat_port(net: Net) {
     let a = tcp(net, net.client(), 40000, net.vip(), PORT, &syn(1));
     assert_eq!(env.run(&a, Hook::WireIngress).0.event, Event::NewFlow);
     let b = tcp(net, net.client_n(1), 40000, net.vip(), PORT, &syn(1));
-    let (o, _) = env.run(&b, Hook::WireIngress);
+    let (o, out) = env.run(&b, Hook::WireIngress);
+    assert_eq!((o.verdict, o.event), (Verdict::Pass, Event::NoSnatPort));
+    let d = decode(&out);
+    assert_eq!((d.src, d.dst), (net.vip(), net.client_n(1)));
+    match d.l4 {
+        L4::Tcp {
+            sport,
+            dport,
+            flags,
+            ack,
+            ..
+        } => {
+            assert_eq!((sport, dport), (PORT, 40000));
+            assert_eq!((flags, ack), (TCP_RST | TCP_ACK, 2));
+        }
+        l => panic!("{l:?}"),
+    }
+    // A reset that finds no port is not answered.
+    let r = tcp(
+        net,
+        net.client_n(2),
+        40000,
+        net.vip(),
+        PORT,
+        &seg(TCP_RST, 5, 0, b""),
+    );
+    let (o, _) = env.run(&r, Hook::WireIngress);
     assert_eq!((o.verdict, o.event), (Verdict::Drop, Event::NoSnatPort));
     // Once the first flow's entry expired its port is free again.
     env.clock.advance_s(61);
@@ -820,12 +849,7 @@ fn no_snat_port(net: Net) {
 /// A node whose SNAT range is two ports: which one a flow gets shows which
 /// the claim preferred.
 fn two_port_env(net: Net) -> common::Env {
-    let mut env = tcp_svc(net, 0, &[1], &[]);
-    let mut n = env.maps.node_config();
-    n.snat_port_min = 40000;
-    n.snat_port_max = 40001;
-    env.maps.set_node(n);
-    env
+    n_port_env(net, 2)
 }
 
 /// Open a flow from `client`:`cport` (initial sequence number `isn`) and
@@ -861,7 +885,7 @@ fn open_and_close(
         cport,
         net.vip(),
         PORT,
-        &seg(TCP_FIN | TCP_ACK, 2, 2, b""),
+        &seg(TCP_FIN | TCP_ACK, isn.wrapping_add(1), 2, b""),
     );
     assert_eq!(env.run(&fin, Hook::WireIngress).0.event, Event::Established);
     assert_eq!(
@@ -894,7 +918,9 @@ fn snat_port_of(
 // other port is free; a flow is never dropped for it)
 fn snat_port_held_for_time_wait(net: Net) {
     let mut env = two_port_env(net);
-    let a = open_and_close(&mut env, net, net.client(), 40000, 1);
+    // Closed past the new SYNs' sequence number (7), without timestamps:
+    // the endpoint's TIME_WAIT would not take them.
+    let a = open_and_close(&mut env, net, net.client(), 40000, 1_000_000);
     // The closing entries expired (10 s) but the hold (60 s more) has not;
     // the host maps' sweep keeps them as the kernel's LRU map does.
     env.clock.advance_s(11);
@@ -908,7 +934,7 @@ fn snat_port_held_for_time_wait(net: Net) {
 
     // After the hold a closed port is free like any other.
     let mut env = two_port_env(net);
-    let a = open_and_close(&mut env, net, net.client(), 40000, 1);
+    let a = open_and_close(&mut env, net, net.client(), 40000, 1_000_000);
     env.clock.advance_s(71);
     let mut got = HashSet::new();
     for n in 1..=2 {
@@ -942,6 +968,174 @@ fn snat_reused_tuple_gets_a_fresh_port(net: Net) {
         );
         prev = Some(p);
         env.clock.advance_ns(1_000_000);
+    }
+}
+
+// spec: P3 (a held SNAT port goes to a SYN the endpoint's TIME_WAIT takes:
+// a later sequence number without timestamps)
+fn snat_port_held_goes_to_a_syn_time_wait_takes(net: Net) {
+    // Both ports held: one closed before the new SYN's number, one after.
+    // Whatever order the SYN tries them in, it gets the one whose socket
+    // takes it.
+    for (first, second) in [(100u32, 5_000u32), (5_000, 100)] {
+        let mut env = two_port_env(net);
+        let p1 = open_and_close(&mut env, net, net.client(), 40000, first);
+        let p2 = open_and_close(&mut env, net, net.client(), 40001, second);
+        env.clock.advance_s(11);
+        let safe = if first < second { p1 } else { p2 };
+        let f = tcp(net, net.client_n(1), 40000, net.vip(), PORT, &syn(3_000));
+        let (o, out) = env.run(&f, Hook::WireIngress);
+        assert_eq!(o.event, Event::NewFlow);
+        assert_eq!(
+            decode(&out).ports().0,
+            safe,
+            "closed at {first} and {second}"
+        );
+    }
+}
+
+/// A flow with timestamps opened by [`open_ts`]: what closing it needs.
+struct TsFlow {
+    client: sluice_datapath::maps::Addr,
+    cport: u16,
+    endpoint: sluice_datapath::maps::Addr,
+    port: u16,
+    ts: u32,
+}
+
+/// Open a flow with timestamps from `client`:`cport` at client time `ts`:
+/// SYN and SYN-ACK.
+fn open_ts(
+    env: &mut common::Env,
+    net: Net,
+    client: sluice_datapath::maps::Addr,
+    cport: u16,
+    ts: u32,
+) -> TsFlow {
+    let f = tcp(net, client, cport, net.vip(), PORT, &syn(10).with_ts(ts));
+    let (o, out) = env.run(&f, Hook::WireIngress);
+    assert_eq!(o.event, Event::NewFlow);
+    let d = decode(&out);
+    let flow = TsFlow {
+        client,
+        cport,
+        endpoint: d.dst,
+        port: d.ports().0,
+        ts,
+    };
+    let synack = seg(TCP_SYN | TCP_ACK, 500, 11, b"");
+    let back = tcp(net, d.dst, TARGET, net.node(), flow.port, &synack);
+    assert_eq!(env.run(&back, Hook::WireIngress).0.event, Event::ReplyNat);
+    flow
+}
+
+/// Close `f` cleanly: FINs both ways and the last ACK, the endpoint first
+/// when `server_first`. Its SNAT port.
+fn end(env: &mut common::Env, net: Net, f: &TsFlow, server_first: bool) -> u16 {
+    let fwd = |s: TcpSeg| tcp(net, f.client, f.cport, net.vip(), PORT, &s);
+    let back = |s: TcpSeg| tcp(net, f.endpoint, TARGET, net.node(), f.port, &s);
+    let fin_ack = TCP_FIN | TCP_ACK;
+    let ts = f.ts;
+    let steps = if server_first {
+        vec![
+            fwd(seg(TCP_ACK, 11, 501, b"").with_ts(ts + 1)),
+            back(seg(fin_ack, 501, 11, b"")),
+            fwd(seg(fin_ack, 11, 502, b"").with_ts(ts + 2)),
+            back(seg(TCP_ACK, 502, 12, b"")),
+        ]
+    } else {
+        vec![
+            fwd(seg(fin_ack, 11, 501, b"").with_ts(ts + 1)),
+            back(seg(fin_ack, 501, 12, b"")),
+            fwd(seg(TCP_ACK, 12, 502, b"").with_ts(ts + 2)),
+        ]
+    };
+    for frame in steps {
+        let (o, _) = env.run(&frame, Hook::WireIngress);
+        assert_eq!(o.verdict, Verdict::Pass, "{:?}", o.event);
+    }
+    f.port
+}
+
+/// The SNAT port a new flow from another client, with timestamp `ts`, gets.
+fn ts_syn_port(env: &mut common::Env, net: Net, ts: u32) -> u16 {
+    let f = tcp(
+        net,
+        net.client_n(1),
+        40000,
+        net.vip(),
+        PORT,
+        &syn(1).with_ts(ts),
+    );
+    let (o, out) = env.run(&f, Hook::WireIngress);
+    assert_eq!(o.event, Event::NewFlow);
+    decode(&out).ports().0
+}
+
+/// A node whose SNAT range is `n` ports from 40000.
+fn n_port_env(net: Net, n: u16) -> common::Env {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let mut c = env.maps.node_config();
+    c.snat_port_min = 40000;
+    c.snat_port_max = 40000 + n - 1;
+    env.maps.set_node(c);
+    env
+}
+
+// spec: P3 (a flow that ended cleanly, last ACK seen, no longer ties up its
+// port for the close timeout; the endpoint's TIME_WAIT takes a newer
+// timestamp whatever the sequence number, and refuses an older one)
+fn snat_port_of_an_ended_flow(net: Net) {
+    // The endpoint closed first: its TIME_WAIT holds the tuple. One port:
+    // a SYN with a newer timestamp gets it at once, the old code waited
+    // the close timeout and refused the connect meanwhile.
+    let mut env = n_port_env(net, 1);
+    let first = open_ts(&mut env, net, net.client(), 40000, 1_000);
+    let a = end(&mut env, net, &first, true);
+    env.clock.advance_ns(1_000_000);
+    let f = tcp(
+        net,
+        net.client(),
+        40001,
+        net.vip(),
+        PORT,
+        &syn(1).with_ts(1_003),
+    );
+    let (o, out) = env.run(&f, Hook::WireIngress);
+    assert_eq!(o.event, Event::NewFlow);
+    assert_eq!(decode(&out).ports().0, a);
+
+    // Two ports, both of flows the endpoint closed first, with timestamps
+    // 1 000 and 9 000: a SYN at 5 000 gets the first, whatever the order.
+    for (t1, t2) in [(1_000u32, 9_000u32), (9_000, 1_000)] {
+        let mut env = n_port_env(net, 2);
+        let f1 = open_ts(&mut env, net, net.client(), 40000, t1);
+        let f2 = open_ts(&mut env, net, net.client(), 40001, t2);
+        let p1 = end(&mut env, net, &f1, true);
+        let p2 = end(&mut env, net, &f2, true);
+        let want = if t1 < t2 { p1 } else { p2 };
+        assert_eq!(
+            ts_syn_port(&mut env, net, 5_000),
+            want,
+            "ended at {t1} and {t2}"
+        );
+    }
+
+    // The client closed first: the endpoint keeps no TIME_WAIT, the port is
+    // free even for a SYN an endpoint's TIME_WAIT would refuse (an older
+    // timestamp), ahead of one the endpoint does hold against it.
+    for order in [false, true] {
+        let mut env = n_port_env(net, 2);
+        let (c1, c2) = if order {
+            (40000, 40001)
+        } else {
+            (40001, 40000)
+        };
+        let f1 = open_ts(&mut env, net, net.client(), c1, 9_000);
+        let f2 = open_ts(&mut env, net, net.client(), c2, 9_000);
+        let free = end(&mut env, net, &f1, false);
+        end(&mut env, net, &f2, true);
+        assert_eq!(ts_syn_port(&mut env, net, 10), free);
     }
 }
 

@@ -30,6 +30,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray},
 };
 use sluice_datapath::{
+    conntrack::PortHolder,
     env::Maps,
     maps::{
         AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink, MaglevChunk,
@@ -164,9 +165,9 @@ impl Maps for AyaMaps {
     }
 
     #[inline(always)]
-    fn ct_expiry(&self, key: &CtKey) -> Option<(u64, u8)> {
-        // SAFETY: two fields read from the map value.
-        unsafe { CT.get(key) }.map(|v| (v.expires_ns, v.state))
+    fn ct_holder(&self, key: &CtKey) -> Option<PortHolder> {
+        // SAFETY: a few fields read from the map value.
+        unsafe { CT.get(key) }.map(PortHolder::of)
     }
 
     #[inline(always)]

@@ -2,7 +2,7 @@
 
 use super::lru::LruMap;
 use super::tables::ServiceTables;
-use crate::conntrack::{port_use, PortUse};
+use crate::conntrack::{port_use, PortHolder, PortUse};
 use crate::env::Maps;
 use crate::maps::{
     AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink, NodeConfig,
@@ -110,10 +110,13 @@ impl HostMaps {
     /// expired ones; this frees the room). An expired entry of a FIN-closed
     /// flow stays while it holds its SNAT port for the endpoint's
     /// TIME_WAIT, as it does in the kernel's LRU map, or the claim would
-    /// take the port as free. Returns how many went.
+    /// take the port as free. An entry of a flow that ended cleanly stays
+    /// until it expires too, as late retransmits still need it. Returns how
+    /// many went.
     pub fn expire(&mut self, now_ns: u64) -> usize {
-        self.ct
-            .retain(|_, v| port_use(v.expires_ns, v.state, now_ns) != PortUse::Free)
+        self.ct.retain(|_, v| {
+            v.expires_ns > now_ns || port_use(&PortHolder::of(v), now_ns) != PortUse::Free
+        })
     }
 
     /// Drop affinity entries unused for longer than `max_age_ns`.

@@ -152,6 +152,17 @@ pub struct TcpSeg {
     pub seq: u32,
     pub ack: u32,
     pub payload: Vec<u8>,
+    /// A timestamp option's `TSval`, laid out as Linux sends it.
+    pub ts: Option<u32>,
+}
+
+impl TcpSeg {
+    pub fn with_ts(self, ts: u32) -> Self {
+        TcpSeg {
+            ts: Some(ts),
+            ..self
+        }
+    }
 }
 
 pub fn syn(seq: u32) -> TcpSeg {
@@ -168,6 +179,7 @@ pub fn seg(flags: u8, seq: u32, ack: u32, payload: &[u8]) -> TcpSeg {
         seq,
         ack,
         payload: payload.to_vec(),
+        ts: None,
     }
 }
 
@@ -200,6 +212,23 @@ pub fn tcp(net: Net, src: Addr, sport: u16, dst: Addr, dport: u16, s: &TcpSeg) -
     }
     if s.flags & TCP_PSH != 0 {
         b = b.psh();
+    }
+    if let Some(ts) = s.ts {
+        use etherparse::TcpOptionElement::*;
+        // Linux's layouts: MSS, SACK permitted, timestamp, NOP, window
+        // scale on a SYN; two NOPs and the timestamp on other segments.
+        let opts: &[_] = if s.flags & TCP_SYN != 0 {
+            &[
+                MaximumSegmentSize(1460),
+                SelectiveAcknowledgementPermitted,
+                Timestamp(ts, 0),
+                Noop,
+                WindowScale(7),
+            ]
+        } else {
+            &[Noop, Noop, Timestamp(ts, 77)]
+        };
+        b = b.options(opts).expect("options fit");
     }
     let mut out = Vec::new();
     b.write(&mut out, &s.payload).unwrap();

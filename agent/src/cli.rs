@@ -163,6 +163,14 @@ pub struct Args {
           value_parser = clap::value_parser!(u32).range(256..=268_435_456))]
     pub bpf_maglev_entries: u32,
 
+    /// Source ports for `Cluster` flows' SNAT, FIRST-LAST. Keep it clear of
+    /// the node's ephemeral range (`net.ipv4.ip_local_port_range`,
+    /// 32768-60999 by default): the agent warns when they overlap. A port
+    /// serves one flow per endpoint at a time and is handed on when the
+    /// flow ends, as soon as the endpoint's TIME_WAIT takes the new SYN.
+    #[arg(long, env = "SLUICE_SNAT_PORT_RANGE", default_value = "61000-65535")]
+    pub snat_port_range: crate::control::SnatPorts,
+
     /// Written after every sync attempt (JSON: generation, synced, error).
     #[arg(long, env = "SLUICE_STATUS_FILE")]
     pub status_file: Option<PathBuf>,

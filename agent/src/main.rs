@@ -224,6 +224,17 @@ async fn main() -> Result<()> {
         args.status_file.clone(),
     );
     runner.set_shutdown_grace(Duration::from_secs(args.shutdown_grace));
+    runner.set_snat_ports(args.snat_port_range);
+    if let Ok(local) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range") {
+        if let Some((a, b)) = args.snat_port_range.overlap_with_local(&local) {
+            warn!(
+                snat_port_range = %args.snat_port_range,
+                ip_local_port_range = local.trim(),
+                "SNAT ports {a}-{b} are also the node's ephemeral ports: a translated flow \
+                 and a connection of the node's own to the same pod may collide"
+            );
+        }
+    }
     if let Some((sink, drains)) = sink {
         runner.set_status_sink(sink);
         runner.set_drain_calls(drains);

@@ -18,7 +18,7 @@ use crate::control::overlay::LiveConditions;
 use crate::control::overlay::{with_overlay, Overlay};
 use crate::control::pods::{desired_pod_links, PodLinkSpec};
 use crate::control::routes::{desired_routes, diff, PodRoute};
-use crate::control::{build_content, MapContent};
+use crate::control::{build_content, MapContent, SnatPorts};
 use crate::engine::Engine;
 use crate::health::entries::lowered_entries;
 use crate::health::{service_health_entries, HealthHandle, ServiceHealthEntry};
@@ -43,6 +43,8 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 pub struct Runner {
     node: String,
+    /// The node's SNAT source ports (`--snat-port-range`).
+    snat_ports: SnatPorts,
     source: Box<dyn StateSource>,
     engine: Box<dyn Engine>,
     health: HealthHandle,
@@ -114,6 +116,7 @@ impl Runner {
         };
         Runner {
             node,
+            snat_ports: SnatPorts::default(),
             source,
             engine,
             health,
@@ -154,6 +157,12 @@ impl Runner {
     /// Write what the agent observes of its pods back through `sink`.
     pub fn set_status_sink(&mut self, sink: Box<dyn PodStatusSink>) {
         self.status_sink = Some(sink);
+    }
+
+    /// The node's SNAT source ports (`--snat-port-range`), from the next
+    /// sync on.
+    pub fn set_snat_ports(&mut self, ports: SnatPorts) {
+        self.snat_ports = ports;
     }
 
     /// Cap on each pod's grace when the agent shuts down (`--shutdown-grace`).
@@ -282,7 +291,7 @@ impl Runner {
     /// and whether the engine can hold it.
     fn plan(&self, state: &DesiredState) -> Result<(Overlay, MapContent)> {
         let live = with_overlay(state, &self.node, &self.overlay);
-        let content = build_content(&live, &self.node)?;
+        let content = build_content(&live, &self.node)?.with_snat_ports(self.snat_ports);
         self.engine.check_capacity(&content)?;
         Ok((self.overlay.clone(), content))
     }
@@ -371,7 +380,7 @@ impl Runner {
         let content = match planned {
             Some(c) => c,
             None => {
-                let c = build_content(state, &self.node)?;
+                let c = build_content(state, &self.node)?.with_snat_ports(self.snat_ports);
                 self.engine.check_capacity(&c)?;
                 c
             }

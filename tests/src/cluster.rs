@@ -299,6 +299,8 @@ pub struct ClusterSpec {
     /// `sluice.dev/evict` per agent pod name: the reason of its eviction.
     pub pod_evictions: BTreeMap<String, String>,
     pub agent_pods: Vec<AgentPodSpec>,
+    /// Flags every agent gets besides the harness's own.
+    pub agent_args: Vec<String>,
 }
 
 impl ClusterSpec {
@@ -312,7 +314,13 @@ impl ClusterSpec {
             node_drains: BTreeMap::new(),
             pod_evictions: BTreeMap::new(),
             agent_pods: Vec::new(),
+            agent_args: Vec::new(),
         }
+    }
+    /// Give every agent `flag` (e.g. `--snat-port-range=61000-61007`).
+    pub fn agent_arg(mut self, flag: &str) -> Self {
+        self.agent_args.push(flag.into());
+        self
     }
     /// A pod the agent on `node` runs: `command` (given the pod's IPs as
     /// `{ip4}` / `{ip6}` placeholders), ready while `ready_file` exists.
@@ -676,7 +684,7 @@ impl Cluster {
             write_atomic(&state, &yaml)?;
             let _ = fs::remove_file(&log);
             let pin_dir = Path::new(BPF_PIN_ROOT).join(c.nodes[i - 1].name());
-            let argv: Vec<String> = vec![
+            let mut argv: Vec<String> = vec![
                 bin.display().to_string(),
                 "--node-name".into(),
                 node_name.clone(),
@@ -698,6 +706,7 @@ impl Cluster {
                 "--pod-netns-prefix".into(),
                 c.pod_netns_prefix(),
             ];
+            argv.extend(c.spec.agent_args.iter().cloned());
             let netns = c.nodes[i - 1].name().to_string();
             let child = spawn_agent(&netns, &argv, &log)?;
             c.agents.push(Agent {

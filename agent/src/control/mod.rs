@@ -8,7 +8,7 @@ pub mod overlay;
 pub mod pods;
 pub mod routes;
 
-pub use content::{build_content, ControlError, MapContent};
+pub use content::{build_content, ControlError, MapContent, SnatPorts};
 
 use std::net::IpAddr;
 

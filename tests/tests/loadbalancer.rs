@@ -681,6 +681,176 @@ fn snat_reconnect_avoids_time_wait(engine: Engine, f: Family) {
     );
 }
 
+/// One short connection to `vip` from an ephemeral port: the server's byte
+/// and its FIN.
+fn short_connect(vip: SocketAddr) -> std::io::Result<()> {
+    let mut s = TcpStream::connect_timeout(&vip, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    Ok(())
+}
+
+// spec: P3
+/// Many short connections through a SNAT range of eight ports, to a pod
+/// that closes first: a flow that ended hands its port on at once to a SYN
+/// the pod's TIME_WAIT takes. Before, each port sat out the 10 s close
+/// timeout and the ninth connect found none.
+///
+/// - From one client port: the client's sequence numbers and timestamps
+///   grow from one connection to the next on one tuple, so every held port
+///   is safe for it: all connect, none waits.
+/// - From ephemeral ports: this kernel offsets timestamps per connection,
+///   so a held port is safe for about half the SYNs. A SYN no candidate is
+///   safe for is reset at once; none is left retransmitting into a
+///   TIME_WAIT (no SYN retransmits, no timeouts).
+/// - Every port held by an open flow: the connect is reset at once and
+///   counted (`no_snat_port`).
+fn snat_short_connections_on_a_small_range(engine: Engine, f: Family) {
+    const CONNECTS: usize = 200;
+    let c = start(
+        "sr",
+        engine,
+        f,
+        ClusterSpec::new(1)
+            .pod("web-1", 1)
+            .service(
+                ServiceSpec::lb("close", 1)
+                    .policy(Policy::Cluster)
+                    .tcp("close", 90, 9090)
+                    .endpoint(EndpointSpec::ready("web-1")),
+            )
+            // Its own endpoint (another targetPort): eight ports of its own.
+            .service(
+                ServiceSpec::lb("hold", 2)
+                    .policy(Policy::Cluster)
+                    .tcp("hold", 91, 9091)
+                    .endpoint(EndpointSpec::ready("web-1")),
+            )
+            .agent_arg("--snat-port-range=61000-61007"),
+    );
+    let pod_ip = c.pod_ip("web-1", f).expect("pod ip");
+    let _server = ClosesFirst::start(
+        c.pod("web-1").expect("pod namespace").name(),
+        SocketAddr::new(pod_ip, 9090),
+    );
+    let _hold_server = ClosesFirst::start(
+        c.pod("web-1").expect("pod namespace").name(),
+        SocketAddr::new(pod_ip, 9091),
+    );
+    let vip = c.vip("close", f, 90).expect("vip");
+    let hold_vip = c.vip("hold", f, 91).expect("vip");
+    let local = SocketAddr::new(
+        match f {
+            Family::V4 => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            Family::V6 => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        },
+        47_100,
+    );
+    let r = sluice_tests::in_ns(c.client_ns(), move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let before = syn_retransmits();
+        let mut one_port_errors = Vec::new();
+        for _ in 0..CONNECTS {
+            if Instant::now() > deadline {
+                one_port_errors.push("out of time".to_string());
+                break;
+            }
+            // The previous connection's tuple is the client's again once
+            // the pod's last ACK arrived (EADDRNOTAVAIL until then).
+            let mut r = connect_from(local, vip);
+            for _ in 0..200 {
+                match &r {
+                    Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => {
+                        thread::sleep(Duration::from_millis(5));
+                        r = connect_from(local, vip);
+                    }
+                    _ => break,
+                }
+            }
+            if let Err(e) = r {
+                one_port_errors.push(e.to_string());
+            }
+        }
+        let one_port_retransmits = syn_retransmits() - before;
+
+        let before = syn_retransmits();
+        let (mut answered, mut reset, mut other) = (0usize, 0usize, Vec::new());
+        for _ in 0..CONNECTS {
+            if Instant::now() > deadline {
+                other.push("out of time".to_string());
+                break;
+            }
+            match short_connect(vip) {
+                Ok(()) => answered += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => reset += 1,
+                Err(e) => other.push(e.to_string()),
+            }
+        }
+        let ephemeral_retransmits = syn_retransmits() - before;
+
+        // Eight flows to the other endpoint, which the client keeps open
+        // after the pod's FIN, hold all its ports; the ninth connect has
+        // none.
+        let held: Vec<TcpStream> = (0..8)
+            .filter_map(|_| TcpStream::connect_timeout(&hold_vip, Duration::from_secs(5)).ok())
+            .collect();
+        let held_count = held.len();
+        let refused = TcpStream::connect_timeout(&hold_vip, Duration::from_secs(5))
+            .err()
+            .map(|e| e.kind());
+        // Closed with the pod's byte unread: resets, which leave no
+        // TIME_WAIT. The ports are free again at once.
+        drop(held);
+        thread::sleep(Duration::from_millis(200));
+        let reopened = short_connect(hold_vip).is_ok();
+        (
+            one_port_errors,
+            one_port_retransmits,
+            (answered, reset, other, ephemeral_retransmits),
+            (held_count, refused, reopened),
+        )
+    })
+    .expect("client namespace");
+    let (one_port_errors, one_port_retransmits, ephemeral, exhausted) = r;
+    assert!(
+        one_port_errors.is_empty(),
+        "from one client port, {} of {CONNECTS} connects failed, the first: {:?}",
+        one_port_errors.len(),
+        &one_port_errors[..one_port_errors.len().min(3)]
+    );
+    assert_eq!(
+        one_port_retransmits, 0,
+        "from one client port, a connect waited"
+    );
+    let (answered, reset, other, retransmits) = ephemeral;
+    assert!(
+        other.is_empty(),
+        "from ephemeral ports, connects neither answered nor reset: {:?}",
+        &other[..other.len().min(3)]
+    );
+    assert_eq!(
+        retransmits, 0,
+        "a SYN was given a tuple the pod holds against it"
+    );
+    assert!(
+        answered >= CONNECTS * 9 / 10,
+        "from ephemeral ports only {answered} of {CONNECTS} answered ({reset} reset)"
+    );
+    let (held, refused, reopened) = exhausted;
+    assert_eq!(held, 8, "eight flows open");
+    assert_eq!(
+        refused,
+        Some(std::io::ErrorKind::ConnectionRefused),
+        "with every port held the connect is reset at once"
+    );
+    assert!(
+        counter_reaching(&c, 1, "no_snat_port", 1) >= 1,
+        "exhaustion counted"
+    );
+    assert!(reopened, "a port is free again once its flow ended");
+}
+
 // spec: P1, P4, P6
 /// A bridge floods a frame whose destination MAC it has not learnt to every
 /// port. Only the host the frame is addressed to may act on it: here the
@@ -816,6 +986,7 @@ engine_tests!(
     client_ip_affinity_sticks,
     agent_restores_node_on_sigterm,
     snat_reconnect_avoids_time_wait,
+    snat_short_connections_on_a_small_range,
     local_pod_reached_on_its_link,
     flooded_frames_left_to_their_node,
 );

@@ -40,7 +40,7 @@ pub enum PortUse {
     Live,
     /// Its flow is over, but the endpoint may still hold the tuple in
     /// TIME_WAIT: free for a SYN the socket takes ([`time_wait_accepts`]),
-    /// a last resort for any other.
+    /// taken for no other.
     Held,
     Free,
 }
@@ -72,12 +72,17 @@ impl PortHolder {
 
 /// How the SNAT port held by the entry `v` may be used at `now`.
 ///
-/// A flow is over when its entry expired, or at once when both FINs were
-/// sent and the second acknowledged (nf_conntrack's TIME_WAIT state): a
-/// port is then not tied up for the close timeout by flows that ended
-/// cleanly, which is what short connections are.
+/// A flow is over when its entry expired, at once when it was reset, or
+/// when both FINs were sent and the second acknowledged (nf_conntrack's
+/// TIME_WAIT state): a port is then not tied up for the close timeout by
+/// flows that ended, which is what short connections do.
 #[inline(always)]
 pub fn port_use(v: &PortHolder, now: u64) -> PortUse {
+    if v.state == CT_STATE_CLOSED {
+        // A reset ended it: neither side keeps the tuple (nf_nat reuses
+        // tuples of conntracks in CLOSE at once too).
+        return PortUse::Free;
+    }
     let closed_by_fin = v.state == CT_STATE_FIN_WAIT || v.state == CT_STATE_CLOSING;
     let ended = v.state == CT_STATE_CLOSING && v.flags & CT_F_LAST_ACK != 0;
     if v.expires_ns > now && !ended {
@@ -339,16 +344,16 @@ mod tests {
             assert_eq!(port_use(&holder(t - 59 * S, state, 0), t), PortUse::Held);
             assert_eq!(port_use(&holder(t - 60 * S, state, 0), t), PortUse::Free);
         }
-        // A reset leaves no TIME_WAIT; neither do UDP, half-open or idle flows.
-        for state in [
-            CT_STATE_CLOSED,
-            CT_STATE_NONE,
-            CT_STATE_SYN_SENT,
-            CT_STATE_ESTABLISHED,
-        ] {
+        // UDP, half-open or idle flows leave no TIME_WAIT.
+        for state in [CT_STATE_NONE, CT_STATE_SYN_SENT, CT_STATE_ESTABLISHED] {
             assert_eq!(port_use(&holder(t + 1, state, 0), t), PortUse::Live);
             assert_eq!(port_use(&holder(t, state, 0), t), PortUse::Free);
         }
+        // Nor does a reset, which frees the port at once.
+        assert_eq!(
+            port_use(&holder(t + 1, CT_STATE_CLOSED, 0), t),
+            PortUse::Free
+        );
     }
 
     // spec: P3 (a cleanly closed flow frees its port at once; the hold

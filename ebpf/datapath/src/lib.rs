@@ -382,24 +382,21 @@ fn claim_snat_port<M: Maps>(
     // In reply orientation the candidate port is the key's destination port
     // (the forward value's `nat_sport`).
     ct.flip();
-    // Free candidates first, and those whose TIME_WAIT at the endpoint
-    // takes this SYN; a port the endpoint holds against it only when none
-    // is (the connect then costs the client a retransmit, not a reset).
-    // (Two passes rather than remembering the first held candidate: a
-    // loop-carried index multiplies the states the verifier explores.)
-    let mut claimed = claim_pass(maps, ct, syn, seq, min, range, now, false);
-    if !claimed {
-        claimed = claim_pass(maps, ct, syn, seq, min, range, now, true);
-    }
+    let claimed = claim_pass(maps, ct, syn, seq, min, range, now);
     ct.flip();
     claimed
 }
 
-/// One walk over the flow's SNAT candidates for the reply entry `ct`:
-/// claim the first absent or free one (or one whose TIME_WAIT takes `syn`),
-/// or with `take_held` the first one only held for TIME_WAIT.
+/// One walk over the flow's SNAT candidates for the reply entry `ct`: claim
+/// the first absent or free one, or one whose flow ended and whose
+/// TIME_WAIT at the endpoint takes `syn`.
+///
+/// A port the endpoint holds against the SYN is never handed out, not even
+/// as a last resort: its TIME_WAIT answers the SYN with an ACK for the old
+/// connection, the client resets and retransmits, and the retransmit (an
+/// older timestamp still) fares the same until the TIME_WAIT ends, up to a
+/// minute. A reset at once is the better answer.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn claim_pass<M: Maps>(
     maps: &mut M,
     ct: &mut CtEntry,
@@ -408,20 +405,19 @@ fn claim_pass<M: Maps>(
     min: u16,
     range: u32,
     now: u64,
-    take_held: bool,
 ) -> bool {
     let mut i = 0;
     while i < SNAT_RETRIES {
         ct.key.dport = min + seq.offset(i, range) as u16;
         i += 1;
-        if !take_held && maps.ct_put_new(&ct.key, &ct.val) {
+        if maps.ct_put_new(&ct.key, &ct.val) {
             return true;
         }
         let wanted = match maps.ct_holder(&ct.key) {
             None => true,
             Some(holder) => match conntrack::port_use(&holder, now) {
                 PortUse::Free => true,
-                PortUse::Held => take_held || conntrack::time_wait_accepts(&holder, syn),
+                PortUse::Held => conntrack::time_wait_accepts(&holder, syn),
                 PortUse::Live => false,
             },
         };

@@ -21,9 +21,8 @@ pub fn fmix32(mut h: u32) -> u32 {
 
 /// Seed of the Maglev hash.
 const SEED_MAGLEV: u32 = 0x9747_b28c;
-/// Seeds of the two independent hashes SNAT port candidates come from.
+/// Seed of the hash SNAT port candidates start from.
 const SEED_SNAT_A: u32 = 0x5a17_c0de;
-const SEED_SNAT_B: u32 = 0x0b5e_55ed;
 
 /// Deterministic hash of the 5-tuple: the same flow picks the same Maglev
 /// entry on every node and across restarts.
@@ -56,16 +55,18 @@ fn hash_tuple_seeded(
     fmix32(h)
 }
 
-/// Where a flow's SNAT port candidates come from: candidate `i` is
-/// `fmix32(a + i * b)` reduced to the port range (double hashing). Derived
-/// from the flow, not from a random source, so the kernel and the host
-/// builds choose the same ports; two flows share the whole sequence only if
-/// both 32-bit hashes collide. The claim is an insert-if-absent either way,
-/// so a candidate in use is skipped, never shared.
+/// Where a flow's SNAT port candidates come from: a start hashed from the
+/// flow, then the ports after it, wrapping in the range (linear probing,
+/// as Cilium's SNAT and nf_nat walk). Derived from the flow, not from a
+/// random source, so the kernel and the host builds choose the same ports.
+/// Consecutive candidates are distinct, so the `SNAT_RETRIES` tries see
+/// that many ports (every port of a smaller range): a pick hashed per try
+/// saw only about 10 of 16 in a nearly full range of 16. The claim is an
+/// insert-if-absent either way, so a candidate in use is skipped, never
+/// shared.
 #[derive(Clone, Copy)]
 pub struct SnatSeq {
-    pub a: u32,
-    pub b: u32,
+    pub start: u32,
 }
 
 impl SnatSeq {
@@ -80,15 +81,15 @@ impl SnatSeq {
         // differs per connection and stays the same on a retransmitted SYN.
         let isn = if flow.is_tcp() { flow.seq } else { 0 };
         SnatSeq {
-            a: fmix32(hash_tuple_seeded(SEED_SNAT_A, s, d, sp, dp, p) ^ isn),
-            b: fmix32(hash_tuple_seeded(SEED_SNAT_B, s, d, sp, dp, p).wrapping_add(isn)) | 1,
+            start: fmix32(hash_tuple_seeded(SEED_SNAT_A, s, d, sp, dp, p) ^ isn),
         }
     }
 
-    /// Candidate `i` as an offset into a range of `range` ports (> 0).
+    /// Candidate `i` (< `SNAT_RETRIES`) as an offset into a range of
+    /// `range` ports (> 0).
     #[inline(always)]
     pub fn offset(&self, i: u32, range: u32) -> u32 {
-        fmix32(self.a.wrapping_add(i.wrapping_mul(self.b))) % range
+        (self.start % range + i) % range
     }
 }
 

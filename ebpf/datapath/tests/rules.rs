@@ -53,6 +53,7 @@ both!(
     snat_reused_tuple_gets_a_fresh_port,
     snat_port_held_goes_to_a_syn_time_wait_takes,
     snat_port_of_an_ended_flow,
+    snat_range_used_to_its_last_port,
     local_pod_frames_go_to_its_link,
     flooded_frames_are_left_to_their_host,
 );
@@ -905,7 +906,7 @@ fn snat_port_of(
     let (o, out) = env.run(&f, Hook::WireIngress);
     (
         o.event,
-        if o.verdict == Verdict::Pass {
+        if o.event == Event::NewFlow {
             decode(&out).ports().0
         } else {
             0
@@ -914,8 +915,7 @@ fn snat_port_of(
 }
 
 // spec: P3 (a SNAT port whose flow closed with FINs is not handed to a new
-// flow while the endpoint may still hold the tuple in TIME_WAIT, unless no
-// other port is free; a flow is never dropped for it)
+// flow while the endpoint may still hold the tuple in TIME_WAIT against it)
 fn snat_port_held_for_time_wait(net: Net) {
     let mut env = two_port_env(net);
     // Closed past the new SYNs' sequence number (7), without timestamps:
@@ -928,9 +928,11 @@ fn snat_port_held_for_time_wait(net: Net) {
     let (e, b) = snat_port_of(&mut env, net, net.client_n(1), 40000);
     assert_eq!(e, Event::NewFlow);
     assert_ne!(b, a, "the free port is preferred over the held one");
-    // Only the held port is left: taken as the last resort.
+    // Only the held port is left, and its TIME_WAIT would turn the SYN
+    // away: the client is reset at once rather than left retransmitting
+    // into the endpoint's TIME_WAIT for up to a minute.
     let (e, c) = snat_port_of(&mut env, net, net.client_n(2), 40000);
-    assert_eq!((e, c), (Event::NewFlow, a));
+    assert_eq!((e, c), (Event::NoSnatPort, 0));
 
     // After the hold a closed port is free like any other.
     let mut env = two_port_env(net);
@@ -992,6 +994,22 @@ fn snat_port_held_goes_to_a_syn_time_wait_takes(net: Net) {
             "closed at {first} and {second}"
         );
     }
+}
+
+// spec: P3 (the candidates are distinct ports: a range no larger than the
+// retries is used to its last port)
+fn snat_range_used_to_its_last_port(net: Net) {
+    let n = sluice_datapath::SNAT_RETRIES as u16;
+    let mut env = n_port_env(net, n);
+    let mut got = HashSet::new();
+    for c in 0..n {
+        let (e, p) = snat_port_of(&mut env, net, net.client_n(c + 1), 40000);
+        assert_eq!(e, Event::NewFlow, "flow {c} of {n}");
+        got.insert(p);
+    }
+    assert_eq!(got.len(), usize::from(n));
+    let (e, _) = snat_port_of(&mut env, net, net.client_n(n + 1), 40000);
+    assert_eq!(e, Event::NoSnatPort);
 }
 
 /// A flow with timestamps opened by [`open_ts`]: what closing it needs.

@@ -585,6 +585,33 @@ fn connect_from(local: SocketAddr, dst: SocketAddr) -> std::io::Result<()> {
     Ok(())
 }
 
+/// One short connection to `vip` from an ephemeral port: the server's byte
+/// and its FIN.
+fn short_connect(vip: SocketAddr) -> std::io::Result<()> {
+    let mut s = TcpStream::connect_timeout(&vip, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    Ok(())
+}
+
+/// [`connect_from`] as soon as `local` is free again: the previous
+/// connection's tuple is the client's once the pod's last ACK arrived
+/// (EADDRNOTAVAIL until then).
+fn connect_again_from(local: SocketAddr, dst: SocketAddr) -> std::io::Result<()> {
+    let mut r = connect_from(local, dst);
+    for _ in 0..200 {
+        match &r {
+            Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => {
+                thread::sleep(Duration::from_millis(5));
+                r = connect_from(local, dst);
+            }
+            _ => break,
+        }
+    }
+    r
+}
+
 // spec: P3
 /// Short connections to a server that closes first: every new connection
 /// must get a SNAT tuple the pod does not hold in TIME_WAIT. On a held
@@ -635,14 +662,7 @@ fn snat_reconnect_avoids_time_wait(engine: Engine, f: Family) {
                     errors.push("out of time".to_string());
                     break;
                 }
-                let r = (|| -> std::io::Result<()> {
-                    let mut s = TcpStream::connect_timeout(&vip, Duration::from_secs(5))?;
-                    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-                    let mut buf = Vec::new();
-                    s.read_to_end(&mut buf)?;
-                    Ok(())
-                })();
-                if let Err(e) = r {
+                if let Err(e) = short_connect(vip) {
                     errors.push(e.to_string());
                 }
             }
@@ -654,19 +674,7 @@ fn snat_reconnect_avoids_time_wait(engine: Engine, f: Family) {
                 errors.push("out of time".to_string());
                 break;
             }
-            // The previous connection's tuple is free once the pod's last
-            // ACK arrived; until then the port is busy (EADDRNOTAVAIL).
-            let mut r = connect_from(local, vip);
-            for _ in 0..200 {
-                match &r {
-                    Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => {
-                        thread::sleep(Duration::from_millis(5));
-                        r = connect_from(local, vip);
-                    }
-                    _ => break,
-                }
-            }
-            if let Err(e) = r {
+            if let Err(e) = connect_again_from(local, vip) {
                 errors.push(e.to_string());
             }
         }
@@ -679,16 +687,6 @@ fn snat_reconnect_avoids_time_wait(engine: Engine, f: Family) {
         0,
         "SYNs retransmitted: a reconnect was given a tuple the pod holds in TIME_WAIT"
     );
-}
-
-/// One short connection to `vip` from an ephemeral port: the server's byte
-/// and its FIN.
-fn short_connect(vip: SocketAddr) -> std::io::Result<()> {
-    let mut s = TcpStream::connect_timeout(&vip, Duration::from_secs(5))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf)?;
-    Ok(())
 }
 
 // spec: P3
@@ -756,19 +754,7 @@ fn snat_short_connections_on_a_small_range(engine: Engine, f: Family) {
                 one_port_errors.push("out of time".to_string());
                 break;
             }
-            // The previous connection's tuple is the client's again once
-            // the pod's last ACK arrived (EADDRNOTAVAIL until then).
-            let mut r = connect_from(local, vip);
-            for _ in 0..200 {
-                match &r {
-                    Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => {
-                        thread::sleep(Duration::from_millis(5));
-                        r = connect_from(local, vip);
-                    }
-                    _ => break,
-                }
-            }
-            if let Err(e) = r {
+            if let Err(e) = connect_again_from(local, vip) {
                 one_port_errors.push(e.to_string());
             }
         }

@@ -35,6 +35,9 @@ pub struct MetricsSnapshot {
     /// `Local` Services whose `healthCheckNodePort` is taken (by another
     /// Service or the node server) and so not served.
     pub health_port_conflicts: u64,
+    /// New flows reset for want of a SNAT port, by Service port and
+    /// endpoint.
+    pub snat_exhaustion: Vec<crate::control::snat::Exhaustion>,
 }
 
 fn header(o: &mut String, name: &str, kind: &str, help: &str) {
@@ -148,6 +151,22 @@ pub fn render(m: &MetricsSnapshot) -> String {
             o,
             "sluice_packet_events_total{{event=\"{}\"}} {v}",
             escape(k)
+        );
+    }
+    header(
+        &mut o,
+        "sluice_snat_port_exhaustion_total",
+        "counter",
+        "New connections reset because no SNAT port to the endpoint was free.",
+    );
+    for e in &m.snat_exhaustion {
+        let _ = writeln!(
+            o,
+            "sluice_snat_port_exhaustion_total{{service=\"{}\",port=\"{}\",endpoint=\"{}\"}} {}",
+            escape(&e.service),
+            escape(&e.port),
+            e.endpoint,
+            e.resets
         );
     }
 
@@ -340,6 +359,12 @@ mod tests {
             endpoints_terminating: 1,
             packets: vec![("verdict_pass".into(), 10), ("reset".into(), 2)],
             health_port_conflicts: 1,
+            snat_exhaustion: vec![crate::control::snat::Exhaustion {
+                service: "default/web".into(),
+                port: "http".into(),
+                endpoint: "[fd00:19:1::10]:8080".parse().expect("addr"),
+                resets: 4,
+            }],
             health: HealthCounters {
                 listeners: vec![ListenerCounters {
                     listener: ListenerKind::Service,
@@ -365,6 +390,7 @@ mod tests {
             "sluice_endpoints{state=\"terminating\"} 1",
             "sluice_packets_total{verdict=\"pass\"} 10",
             "sluice_packet_events_total{event=\"reset\"} 2",
+            "sluice_snat_port_exhaustion_total{service=\"default/web\",port=\"http\",endpoint=\"[fd00:19:1::10]:8080\"} 4",
             "sluice_health_requests_total{path=\"/healthz\",code=\"200\"} 0",
             "sluice_health_port_conflicts 1",
             "sluice_health_connections_open{listener=\"service\",port=\"30123\"} 7",

@@ -18,6 +18,7 @@ use crate::control::overlay::LiveConditions;
 use crate::control::overlay::{with_overlay, Overlay};
 use crate::control::pods::{desired_pod_links, PodLinkSpec};
 use crate::control::routes::{desired_routes, diff, PodRoute};
+use crate::control::snat::{name_exhaustion, ExhaustionLog};
 use crate::control::{build_content, MapContent, SnatPorts};
 use crate::engine::Engine;
 use crate::health::entries::lowered_entries;
@@ -45,6 +46,8 @@ pub struct Runner {
     node: String,
     /// The node's SNAT source ports (`--snat-port-range`).
     snat_ports: SnatPorts,
+    /// When SNAT port exhaustion was last logged, per endpoint.
+    exhaustion_log: ExhaustionLog,
     source: Box<dyn StateSource>,
     engine: Box<dyn Engine>,
     health: HealthHandle,
@@ -117,6 +120,7 @@ impl Runner {
         Runner {
             node,
             snat_ports: SnatPorts::default(),
+            exhaustion_log: ExhaustionLog::default(),
             source,
             engine,
             health,
@@ -726,12 +730,26 @@ impl Runner {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
+        let exhaustion = name_exhaustion(&self.engine.snat_exhaustion(), self.desired.as_ref());
+        let now = Instant::now();
+        for e in &exhaustion {
+            if let Some(resets) = self.exhaustion_log.due(e, now) {
+                warn!(
+                    service = %e.service,
+                    port = %e.port,
+                    endpoint = %e.endpoint,
+                    resets,
+                    "SNAT ports to the endpoint ran out: new connections were reset"
+                );
+            }
+        }
         {
             let mut m = self.lock_metrics();
             m.datapath = self.engine.kind().to_string();
             m.generation = self.status.generation;
             m.packets = packets.clone();
             m.health = self.health.counters();
+            m.snat_exhaustion = exhaustion;
         }
         self.status.counters = packets;
         let (now, wall) = (Instant::now(), SystemTime::now());

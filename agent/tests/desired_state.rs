@@ -711,3 +711,45 @@ fn alias_bombs_are_refused_not_expanded() {
     assert!(msg.starts_with("document 3: not valid YAML"), "{msg}");
     assert!(msg.contains("repetition limit"), "{msg}");
 }
+
+// spec: P3 (SNAT exhaustion is reported by Service, port and endpoint)
+#[test]
+fn snat_exhaustion_is_named_by_service_port_and_endpoint() {
+    use sluice_agent::control::snat::name_exhaustion;
+    use sluice_datapath::maps::SnatExhaustKey;
+    let text = format!(
+        "{NODES}{}{}",
+        service("Cluster", ""),
+        slice(&ep("198.19.1.10", "node-a", true, true, false))
+    );
+    let state = parse_state(&text).expect("valid state");
+    let c = build_content(&state, "node-a").expect("content");
+    let id = only_service(&c).id;
+    let key = |svc_id| SnatExhaustKey {
+        addr: ip4("198.19.1.10"),
+        port: 8080,
+        _pad: 0,
+        svc_id,
+    };
+    let named = name_exhaustion(&[(key(id), 3), (key(7), 1)], Some(&state));
+    let got: Vec<_> = named
+        .iter()
+        .map(|e| {
+            (
+                e.service.as_str(),
+                e.port.as_str(),
+                e.endpoint.to_string(),
+                e.resets,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("default/web", "http", "198.19.1.10:8080".to_string(), 3),
+            // A frontend no Service has any more is named by its id.
+            ("frontend 0x00000007", "", "198.19.1.10:8080".to_string(), 1),
+        ]
+    );
+    assert!(name_exhaustion(&[], Some(&state)).is_empty());
+}

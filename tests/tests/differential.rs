@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashMap as StdHashMap};
 use std::path::PathBuf;
 
-use aya::maps::{Array, HashMap, MapData, PerCpuArray};
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap};
 use aya::programs::SchedClassifier;
 use aya::{Ebpf, EbpfLoader, Pod, TestRun, TestRunOptions};
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
@@ -27,9 +27,9 @@ use sluice_datapath::env::Clock;
 use sluice_datapath::host::{HostMaps, ServiceSpec, ServiceTables, VecPacket};
 use sluice_datapath::maps::{
     v4_mapped, Addr, AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink,
-    MaglevChunk, NodeConfig, ServiceKey, ServiceValue, MAGLEV_CHUNK, MAP_AFFINITY, MAP_CT,
-    MAP_ENDPOINTS, MAP_EVENTS, MAP_LOCAL, MAP_MAGLEV, MAP_NODE, MAP_SERVICES, PROTO_TCP, PROTO_UDP,
-    SVC_F_AFFINITY, SVC_F_LOCAL,
+    MaglevChunk, NodeConfig, ServiceKey, ServiceValue, SnatExhaustKey, MAGLEV_CHUNK, MAP_AFFINITY,
+    MAP_CT, MAP_ENDPOINTS, MAP_EVENTS, MAP_LOCAL, MAP_MAGLEV, MAP_NODE, MAP_SERVICES,
+    MAP_SNAT_EXHAUSTED, PROTO_TCP, PROTO_UDP, SVC_F_AFFINITY, SVC_F_LOCAL,
 };
 use sluice_datapath::{process, Event, Hook, Verdict};
 
@@ -89,6 +89,8 @@ unsafe impl Pod for P<AffinityKey> {}
 unsafe impl Pod for P<AffinityValue> {}
 // SAFETY: as above.
 unsafe impl Pod for P<LocalKey> {}
+// SAFETY: as above.
+unsafe impl Pod for P<SnatExhaustKey> {}
 // SAFETY: as above.
 unsafe impl Pod for P<LocalLink> {}
 
@@ -586,6 +588,7 @@ struct Kernel {
     affinity: HashMap<MapData, P<AffinityKey>, P<AffinityValue>>,
     node: Array<MapData, P<NodeConfig>>,
     events: PerCpuArray<MapData, u64>,
+    snat_exhausted: PerCpuHashMap<MapData, P<SnatExhaustKey>, u64>,
     counts: Vec<u64>,
 }
 
@@ -620,12 +623,16 @@ impl Kernel {
         let affinity = HashMap::try_from(bpf.take_map(MAP_AFFINITY).expect(MAP_AFFINITY)).unwrap();
         let node_map = Array::try_from(bpf.take_map(MAP_NODE).expect(MAP_NODE)).unwrap();
         let events = PerCpuArray::try_from(bpf.take_map(MAP_EVENTS).expect(MAP_EVENTS)).unwrap();
+        let snat_exhausted =
+            PerCpuHashMap::try_from(bpf.take_map(MAP_SNAT_EXHAUSTED).expect(MAP_SNAT_EXHAUSTED))
+                .unwrap();
         let mut k = Kernel {
             bpf,
             ct,
             affinity,
             node: node_map,
             events,
+            snat_exhausted,
             counts: vec![0; Event::COUNT],
         };
         k.set_node(node);
@@ -690,6 +697,15 @@ impl Kernel {
             }
         }
         moved
+    }
+
+    /// New flows reset for want of a SNAT port, summed over CPUs.
+    fn snat_exhausted(&self) -> StdHashMap<SnatExhaustKey, u64> {
+        self.snat_exhausted
+            .iter()
+            .map(|r| r.expect("snat exhausted iter"))
+            .map(|(k, v)| (k.0, v.iter().sum()))
+            .collect()
     }
 
     fn ct(&self) -> StdHashMap<CtKey, CtValue> {
@@ -865,6 +881,14 @@ impl Driver {
         }
         for k in kct.keys().filter(|k| !hct.contains_key(k)) {
             problems.push(format!("conntrack {k:?} only in the kernel"));
+        }
+        let kex = self.kernel.snat_exhausted();
+        let hex: StdHashMap<SnatExhaustKey, u64> =
+            self.host.snat_exhausted_snapshot().into_iter().collect();
+        if kex != hex {
+            problems.push(format!(
+                "SNAT exhaustion counts: kernel {kex:?}, host {hex:?}"
+            ));
         }
         let kaf = self.kernel.affinity();
         let haf: StdHashMap<AffinityKey, AffinityValue> =

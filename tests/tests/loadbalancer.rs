@@ -835,6 +835,38 @@ fn snat_short_connections_on_a_small_range(engine: Engine, f: Family) {
         "exhaustion counted"
     );
     assert!(reopened, "a port is free again once its flow ended");
+    // Named in /metrics and in the agent's log: Service, port, endpoint.
+    let endpoint = SocketAddr::new(pod_ip, 9091);
+    let series = format!(
+        "sluice_snat_port_exhaustion_total{{service=\"default/hold\",port=\"hold\",endpoint=\"{endpoint}\"}} "
+    );
+    let node_ns = c.node(1).expect("node 1").name().to_string();
+    // `/metrics` listens on IPv4 (kube-proxy's 0.0.0.0:10249) in either family's test.
+    let metrics_addr = SocketAddr::new(Family::V4.node_ip(1), 10249);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let body = loop {
+        let body = sluice_tests::http_get(&node_ns, metrics_addr, "/metrics")
+            .map(|a| a.body)
+            .unwrap_or_default();
+        if body.contains(&series) || Instant::now() > deadline {
+            break body;
+        }
+        thread::sleep(Duration::from_millis(100));
+    };
+    let resets: u64 = body
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series:?} in /metrics:\n{body}"));
+    assert!(resets >= 1, "{resets} resets counted");
+    let log = c.agent_log(1);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("SNAT ports to the endpoint ran out")
+                && l.contains(&endpoint.to_string())
+                && l.contains("default/hold")),
+        "no log line names the endpoint"
+    );
 }
 
 // spec: P1, P4, P6

@@ -7,8 +7,10 @@ pub mod disruption;
 pub mod overlay;
 pub mod pods;
 pub mod routes;
+pub mod snat;
 
-pub use content::{build_content, ControlError, MapContent, SnatPorts};
+pub use content::{build_content, ControlError, MapContent};
+pub use snat::SnatPorts;
 
 use std::net::IpAddr;
 

@@ -33,6 +33,8 @@ pub trait Engine: Send {
     fn unplug_pod(&mut self, key: &str) -> anyhow::Result<()>;
     /// Packet counters by event / verdict label, for metrics.
     fn counters(&self) -> Vec<(&'static str, u64)>;
+    /// New flows reset for want of a SNAT port, by Service and endpoint.
+    fn snat_exhaustion(&self) -> Vec<(sluice_datapath::maps::SnatExhaustKey, u64)>;
     /// Stop, give `nic0` back as it was, remove everything the engine made.
     fn shutdown(self: Box<Self>) -> anyhow::Result<()>;
 }

@@ -105,6 +105,9 @@ impl Engine for FakeEngine {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+    fn snat_exhaustion(&self) -> Vec<(sluice_datapath::maps::SnatExhaustKey, u64)> {
+        Vec::new()
+    }
     fn shutdown(self: Box<Self>) -> anyhow::Result<()> {
         Ok(())
     }

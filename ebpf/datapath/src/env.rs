@@ -6,7 +6,7 @@
 use crate::conntrack::PortHolder;
 use crate::maps::{
     AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink, NodeConfig,
-    ServiceKey, ServiceValue,
+    ServiceKey, ServiceValue, SnatExhaustKey,
 };
 
 /// How an L4 checksum update must be applied, mirroring the flags of
@@ -94,6 +94,9 @@ pub trait Maps {
 
     /// The link of a pod on this node, by its address.
     fn local_link(&self, key: &LocalKey) -> Option<LocalLink>;
+
+    /// Count a new flow to `key`'s endpoint reset for want of a SNAT port.
+    fn snat_exhausted(&mut self, key: &SnatExhaustKey);
 }
 
 /// Time, injected so tests are deterministic. The program uses no

@@ -36,8 +36,8 @@ pub use outcome::{Event, Outcome, Verdict};
 use conntrack::{CtEntry, PortUse};
 use env::{Clock, Maps, Packet};
 use maps::{
-    addr_is_zero, is_v4_mapped, vip_marker_key, LocalKey, ServiceKey, CT_DIR_FORWARD, CT_DIR_REPLY,
-    CT_F_SNAT, CT_STATE_SYN_SENT, PROTO_TCP, PROTO_UDP, SVC_F_LOCAL,
+    addr_is_zero, is_v4_mapped, vip_marker_key, LocalKey, ServiceKey, SnatExhaustKey,
+    CT_DIR_FORWARD, CT_DIR_REPLY, CT_F_SNAT, CT_STATE_SYN_SENT, PROTO_TCP, PROTO_UDP, SVC_F_LOCAL,
 };
 use parse::{Flow, Parsed, TCP_RST};
 use select::{Choice, SnatSeq};
@@ -167,6 +167,7 @@ pub fn process<P: Packet, M: Maps, C: Clock>(
             Step::NewFlow { local } => {
                 if let Some(o) = conntrack_new_flow(maps, run, local) {
                     if o.event == Event::NoSnatPort {
+                        count_snat_exhausted(maps, &run.ct.val);
                         return no_snat_port(pkt, &run.flow);
                     }
                     return o;
@@ -426,6 +427,19 @@ fn claim_pass<M: Maps>(
         }
     }
     false
+}
+
+/// Count a new flow to `v`'s endpoint that found no SNAT port. Its own
+/// BPF function: the key is built in its frame, not in the dispatcher's,
+/// which sits under the deepest call chain (512 bytes in all).
+#[inline(never)]
+fn count_snat_exhausted<M: Maps>(maps: &mut M, v: &maps::CtValue) {
+    maps.snat_exhausted(&SnatExhaustKey {
+        addr: v.nat_daddr,
+        port: v.nat_dport,
+        _pad: 0,
+        svc_id: v.svc_id,
+    });
 }
 
 /// Answer a connection nothing will take, as a closed port would: a reset

@@ -35,6 +35,9 @@ pub const MAP_EVENTS: &str = "SLUICE_EVENTS";
 /// Hash: [`LocalKey`] → [`LocalLink`]: this node's pods, whose translated
 /// packets go straight to their link.
 pub const MAP_LOCAL: &str = "SLUICE_LOCAL";
+/// LRU per-CPU hash: [`SnatExhaustKey`] → count (`u64`): new flows reset
+/// for want of a SNAT port, by Service and endpoint.
+pub const MAP_SNAT_EXHAUSTED: &str = "SLUICE_SNAT_EXHAUSTED";
 
 // Service-side sizes: what the object declares and the agent's defaults
 // (`--bpf-service-entries`, `--bpf-endpoint-entries`,
@@ -69,6 +72,9 @@ pub const NODE_MAX_ENTRIES: u32 = 1;
 pub const EVENTS_MAX_ENTRIES: u32 = Event::COUNT as u32 + 3;
 /// Pod addresses on this node.
 pub const LOCAL_MAX_ENTRIES: u32 = 16_384;
+/// (Service, endpoint) pairs whose SNAT ports ran out; the least recently
+/// counted go first.
+pub const SNAT_EXHAUSTED_MAX_ENTRIES: u32 = 1_024;
 
 pub const PROTO_ICMP: u8 = 1;
 pub const PROTO_TCP: u8 = 6;
@@ -175,6 +181,19 @@ pub struct NodeConfig {
     pub snat_port_min: u16,
     pub snat_port_max: u16,
     pub _pad: u32,
+}
+
+/// A Service's endpoint for which a new flow found no SNAT port: what the
+/// agent names in `/metrics` and in its log.
+#[repr(C, align(4))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SnatExhaustKey {
+    /// The endpoint (IPv4-mapped for IPv4) and its port.
+    pub addr: Addr,
+    pub port: u16,
+    pub _pad: u16,
+    /// The frontend's `ServiceValue::id`.
+    pub svc_id: u32,
 }
 
 /// A pod address on this node (IPv4-mapped for IPv4).

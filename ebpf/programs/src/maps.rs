@@ -16,6 +16,7 @@
 //! | `SLUICE_NODE` | array | 0 → `NodeConfig` | 1 |
 //! | `SLUICE_EVENTS` | per-CPU array | `Event as u32` → count (`u64`) | `Event::COUNT` |
 //! | `SLUICE_LOCAL` | hash | `LocalKey` → `LocalLink` | 16 384 |
+//! | `SLUICE_SNAT_EXHAUSTED` | LRU per-CPU hash | `SnatExhaustKey` → count (`u64`) | 1 024 |
 //!
 //! The agent sets the sizes of the first three at load time
 //! (`--bpf-service-entries`, `--bpf-endpoint-entries`,
@@ -27,7 +28,7 @@
 use aya_ebpf::{
     bindings::{BPF_ANY, BPF_NOEXIST},
     macros::map,
-    maps::{Array, HashMap, LruHashMap, PerCpuArray},
+    maps::{Array, HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray},
 };
 use sluice_datapath::{
     conntrack::PortHolder,
@@ -37,7 +38,8 @@ use sluice_datapath::{
         NodeConfig, ServiceKey, ServiceValue, AFFINITY_MAX_ENTRIES, CT_MAX_ENTRIES,
         ENDPOINTS_MAX_ENTRIES, EVENTS_MAX_ENTRIES, LOCAL_MAX_ENTRIES, MAGLEV_CHUNK,
         MAGLEV_MAX_CHUNKS, MAP_AFFINITY, MAP_CT, MAP_ENDPOINTS, MAP_EVENTS, MAP_LOCAL, MAP_MAGLEV,
-        MAP_NODE, MAP_SERVICES, NODE_MAX_ENTRIES, SERVICES_MAX_ENTRIES,
+        MAP_NODE, MAP_SERVICES, MAP_SNAT_EXHAUSTED, NODE_MAX_ENTRIES, SERVICES_MAX_ENTRIES,
+        SNAT_EXHAUSTED_MAX_ENTRIES, SnatExhaustKey,
     },
 };
 
@@ -65,6 +67,7 @@ const _: () = assert!(same(MAP_AFFINITY, "SLUICE_AFFINITY"));
 const _: () = assert!(same(MAP_NODE, "SLUICE_NODE"));
 const _: () = assert!(same(MAP_EVENTS, "SLUICE_EVENTS"));
 const _: () = assert!(same(MAP_LOCAL, "SLUICE_LOCAL"));
+const _: () = assert!(same(MAP_SNAT_EXHAUSTED, "SLUICE_SNAT_EXHAUSTED"));
 
 #[map(name = "SLUICE_SERVICES")]
 static SERVICES: HashMap<ServiceKey, ServiceValue> =
@@ -88,6 +91,12 @@ static NODE: Array<NodeConfig> = Array::with_max_entries(NODE_MAX_ENTRIES, 0);
 
 #[map(name = "SLUICE_LOCAL")]
 static LOCAL: HashMap<LocalKey, LocalLink> = HashMap::with_max_entries(LOCAL_MAX_ENTRIES, 0);
+
+/// New flows reset for want of a SNAT port, by Service and endpoint:
+/// per-CPU, so counting needs no atomics.
+#[map(name = "SLUICE_SNAT_EXHAUSTED")]
+static SNAT_EXHAUSTED: LruPerCpuHashMap<SnatExhaustKey, u64> =
+    LruPerCpuHashMap::with_max_entries(SNAT_EXHAUSTED_MAX_ENTRIES, 0);
 
 /// Per-CPU counters indexed by `Event as u32`: the metrics the user-space
 /// engine keeps too.
@@ -200,5 +209,20 @@ impl Maps for AyaMaps {
     fn local_link(&self, key: &LocalKey) -> Option<LocalLink> {
         // SAFETY: read-only by the program; the value is copied out at once.
         unsafe { LOCAL.get(key).map(read) }
+    }
+
+    #[inline(always)]
+    fn snat_exhausted(&mut self, key: &SnatExhaustKey) {
+        match SNAT_EXHAUSTED.get_ptr_mut(key) {
+            // SAFETY: this CPU's value, valid for the program's run; no one
+            // else writes it on this CPU meanwhile.
+            Some(p) => unsafe { *p += 1 },
+            None => {
+                // From the stack: a constant's address would put it in a
+                // `.rodata` section, which the loader takes for a map.
+                let one = core::hint::black_box(1u64);
+                let _ = SNAT_EXHAUSTED.insert(key, &one, u64::from(BPF_ANY));
+            }
+        }
     }
 }

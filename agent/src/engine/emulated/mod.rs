@@ -525,6 +525,10 @@ impl Engine for EmulatedEngine {
         self.shared.counters.list()
     }
 
+    fn snat_exhaustion(&self) -> Vec<(sluice_datapath::maps::SnatExhaustKey, u64)> {
+        self.shared.maps().snat_exhausted_snapshot()
+    }
+
     fn shutdown(mut self: Box<Self>) -> Result<()> {
         self.teardown()
     }

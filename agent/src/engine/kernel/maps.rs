@@ -4,10 +4,13 @@
 //! writes, service values, the node config, pod links, event counters.
 
 use anyhow::{anyhow, Context, Result};
-use aya::maps::{Array, HashMap as BpfHashMap, IterableMap, Map, MapData, PerCpuArray};
+use aya::maps::{
+    Array, HashMap as BpfHashMap, IterableMap, Map, MapData, PerCpuArray, PerCpuHashMap,
+};
 use aya::Ebpf;
 use sluice_datapath::maps::{
-    Endpoint, LocalKey, LocalLink, MaglevChunk, NodeConfig, ServiceKey, ServiceValue, MAGLEV_CHUNK,
+    Endpoint, LocalKey, LocalLink, MaglevChunk, NodeConfig, ServiceKey, ServiceValue,
+    SnatExhaustKey, MAGLEV_CHUNK,
 };
 use sluice_datapath::{Event, Verdict};
 
@@ -20,12 +23,13 @@ use tracing::warn;
 pub use sluice_datapath::maps::{
     MAP_AFFINITY as AFFINITY, MAP_CT as CT, MAP_ENDPOINTS as ENDPOINTS, MAP_EVENTS as EVENTS,
     MAP_LOCAL as LOCAL, MAP_MAGLEV as MAGLEV, MAP_NODE as NODE, MAP_SERVICES as SERVICES,
+    MAP_SNAT_EXHAUSTED as SNAT_EXHAUSTED,
 };
 
 /// Every map of the object, with the key and value sizes the agent's types
 /// have: the object must agree, or the two were built from different
 /// datapath sources.
-pub fn expected_layout() -> [(&'static str, usize, usize); 8] {
+pub fn expected_layout() -> [(&'static str, usize, usize); 9] {
     use sluice_datapath::maps::{AffinityKey, AffinityValue, CtKey, CtValue};
     use std::mem::size_of;
     [
@@ -41,6 +45,7 @@ pub fn expected_layout() -> [(&'static str, usize, usize); 8] {
         (NODE, 4, size_of::<NodeConfig>()),
         (EVENTS, 4, 8),
         (LOCAL, size_of::<LocalKey>(), size_of::<LocalLink>()),
+        (SNAT_EXHAUSTED, size_of::<SnatExhaustKey>(), 8),
     ]
 }
 
@@ -63,6 +68,8 @@ unsafe impl aya::Pod for P<NodeConfig> {}
 unsafe impl aya::Pod for P<LocalKey> {}
 // SAFETY: as above.
 unsafe impl aya::Pod for P<LocalLink> {}
+// SAFETY: as above.
+unsafe impl aya::Pod for P<SnatExhaustKey> {}
 
 /// The maps the agent writes or reads, taken out of the loaded object.
 pub struct AyaMaps {
@@ -72,6 +79,7 @@ pub struct AyaMaps {
     node: Array<MapData, P<NodeConfig>>,
     events: PerCpuArray<MapData, u64>,
     local: BpfHashMap<MapData, P<LocalKey>, P<LocalLink>>,
+    snat_exhausted: PerCpuHashMap<MapData, P<SnatExhaustKey>, u64>,
     services_max: u32,
     /// `BPF_MAP_UPDATE_BATCH` works here (cleared at its first refusal:
     /// kernels before 5.6).
@@ -106,6 +114,8 @@ impl AyaMaps {
                 .with_context(|| format!("opening {EVENTS}"))?,
             local: BpfHashMap::try_from(take(ebpf, LOCAL)?)
                 .with_context(|| format!("opening {LOCAL}"))?,
+            snat_exhausted: PerCpuHashMap::try_from(take(ebpf, SNAT_EXHAUSTED)?)
+                .with_context(|| format!("opening {SNAT_EXHAUSTED}"))?,
             services_max,
             batch: true,
         })
@@ -133,6 +143,16 @@ impl AyaMaps {
             .keys()
             .filter_map(|k| k.ok())
             .map(|k| k.0)
+            .collect()
+    }
+
+    /// New flows reset for want of a SNAT port, by Service and endpoint,
+    /// summed over CPUs.
+    pub fn snat_exhaustion(&self) -> Vec<(SnatExhaustKey, u64)> {
+        self.snat_exhausted
+            .iter()
+            .filter_map(|e| e.ok())
+            .map(|(k, v)| (k.0, v.iter().fold(0u64, |a, b| a.wrapping_add(*b))))
             .collect()
     }
 

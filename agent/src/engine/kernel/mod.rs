@@ -663,6 +663,10 @@ impl Engine for KernelEngine {
         self.maps.counters()
     }
 
+    fn snat_exhaustion(&self) -> Vec<(sluice_datapath::maps::SnatExhaustKey, u64)> {
+        self.maps.snat_exhaustion()
+    }
+
     fn shutdown(mut self: Box<Self>) -> Result<()> {
         self.teardown()
     }

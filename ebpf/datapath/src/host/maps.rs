@@ -6,7 +6,7 @@ use crate::conntrack::{port_use, PortHolder, PortUse};
 use crate::env::Maps;
 use crate::maps::{
     AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink, NodeConfig,
-    ServiceKey, ServiceValue,
+    ServiceKey, ServiceValue, SnatExhaustKey, SNAT_EXHAUSTED_MAX_ENTRIES,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,6 +23,7 @@ pub struct HostMaps {
     ct: LruMap<CtKey, CtValue>,
     affinity: LruMap<AffinityKey, AffinityValue>,
     local: HashMap<LocalKey, LocalLink>,
+    snat_exhausted: LruMap<SnatExhaustKey, u64>,
 }
 
 impl Default for HostMaps {
@@ -43,6 +44,7 @@ impl HostMaps {
             ct: LruMap::new(ct),
             affinity: LruMap::new(affinity),
             local: HashMap::new(),
+            snat_exhausted: LruMap::new(SNAT_EXHAUSTED_MAX_ENTRIES as usize),
         }
     }
 
@@ -96,6 +98,12 @@ impl HostMaps {
 
     pub fn ct_iter(&self) -> impl Iterator<Item = (&CtKey, &CtValue)> {
         self.ct.iter()
+    }
+
+    /// New flows reset for want of a SNAT port, by Service and endpoint
+    /// (`SLUICE_SNAT_EXHAUSTED`).
+    pub fn snat_exhausted_snapshot(&self) -> Vec<(SnatExhaustKey, u64)> {
+        self.snat_exhausted.iter().map(|(k, v)| (*k, *v)).collect()
     }
 
     pub fn ct_snapshot(&self) -> Vec<(CtKey, CtValue)> {
@@ -178,5 +186,10 @@ impl Maps for HostMaps {
 
     fn local_link(&self, key: &LocalKey) -> Option<LocalLink> {
         self.local.get(key).copied()
+    }
+
+    fn snat_exhausted(&mut self, key: &SnatExhaustKey) {
+        let n = self.snat_exhausted.get(key).unwrap_or(0);
+        self.snat_exhausted.insert(*key, n.saturating_add(1));
     }
 }

@@ -123,7 +123,7 @@ pub fn port_use(v: &PortHolder, now: u64) -> PortUse {
 /// half the time, and the allocator tries the next port.
 #[inline(always)]
 pub fn time_wait_accepts(old: &PortHolder, syn: &Flow) -> bool {
-    if old.flags & CT_F_CLOSE_TS != 0 && syn.has_ts {
+    if old.flags & CT_F_CLOSE_TS != 0 && syn.has_ts() {
         let newer = syn.tsval.wrapping_sub(old.close_tsval) as i32;
         if newer != 0 {
             return newer > 0;
@@ -306,7 +306,7 @@ pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
         let payload = u32::from(flow.l4_len).saturating_sub(u32::from(flow.tcp_hlen));
         e.val.close_seq = flow.seq.wrapping_add(payload).wrapping_add(1);
         e.val.close_tsval = flow.tsval;
-        if flow.has_ts {
+        if flow.has_ts() {
             flags |= CT_F_CLOSE_TS;
         }
     }
@@ -382,7 +382,6 @@ mod tests {
             tcp_flags: TCP_SYN,
             seq,
             tsval: ts.unwrap_or(0),
-            has_ts: ts.is_some(),
             ..Flow::default()
         }
     }

@@ -473,8 +473,8 @@ fn no_endpoint<P: Packet>(pkt: &mut P, flow: &Flow) -> Outcome {
 /// P3: no SNAT port is left for a new flow to its endpoint. Refused as P6
 /// refuses, so the client fails at once rather than retrying its SYN into
 /// a full range; counted as `no_snat_port` either way, which is what the
-/// agent reports.
-#[inline(always)]
+/// agent reports. Its own BPF function, off the dispatcher's frame.
+#[inline(never)]
 fn no_snat_port<P: Packet>(pkt: &mut P, flow: &Flow) -> Outcome {
     let verdict = match refuse(pkt, flow) {
         Some(_) => Verdict::Pass,

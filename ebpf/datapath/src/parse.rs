@@ -65,14 +65,21 @@ pub struct Flow {
     /// TCP only.
     pub seq: u32,
     pub ack: u32,
-    /// The TCP timestamp option's `TSval` (with `has_ts`), read on SYNs and
-    /// FINs only: what the SNAT allocator compares to decide whether an
-    /// endpoint's TIME_WAIT socket takes a new connection on a tuple.
+    /// The TCP timestamp option's `TSval`, read on SYNs and FINs only:
+    /// what the SNAT allocator compares to decide whether an endpoint's
+    /// TIME_WAIT socket takes a new connection on a tuple. 0: none (a
+    /// `TSval` of 0 counts as none too; a flag would grow the program's
+    /// per-run state past a stack frame it has no room for).
     pub tsval: u32,
-    pub has_ts: bool,
 }
 
 impl Flow {
+    /// The segment carried a TCP timestamp ([`Flow::tsval`]).
+    #[inline(always)]
+    pub fn has_ts(&self) -> bool {
+        self.tsval != 0
+    }
+
     #[inline(always)]
     pub fn is_tcp(&self) -> bool {
         self.proto == PROTO_TCP
@@ -298,9 +305,9 @@ const TCPOPT_TIMESTAMP: u8 = 8;
 const TCPOLEN_TIMESTAMP: u8 = 10;
 
 /// The timestamp option among the `len` bytes of TCP options at `off`,
-/// into `flow.tsval`; `flow.has_ts` stays false without one (or when the
-/// options are malformed: the flow is then treated as without timestamps,
-/// which only makes the allocator stricter). Its own BPF function: the
+/// into `flow.tsval`, which stays 0 without one (or when the options are
+/// malformed: the flow is then treated as without timestamps, which only
+/// makes the allocator stricter). Its own BPF function: the
 /// bounded walk is verified once.
 #[inline(never)]
 fn tcp_timestamp<P: Packet>(pkt: &P, off: usize, len: usize, flow: &mut Flow) {
@@ -329,7 +336,6 @@ fn tcp_timestamp<P: Packet>(pkt: &P, off: usize, len: usize, flow: &mut Flow) {
         if o[0] == TCPOPT_TIMESTAMP && o[1] == TCPOLEN_TIMESTAMP {
             if let Some(v) = pkt.load::<4>(off + i + 2) {
                 flow.tsval = u32::from_be_bytes(v);
-                flow.has_ts = true;
             }
             return;
         }

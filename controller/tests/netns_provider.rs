@@ -250,6 +250,15 @@ maxNodes: {max_nodes}
     lab
 }
 
+/// Deletes a namespace the test made, also on failure.
+struct NamespaceGuard(String);
+
+impl Drop for NamespaceGuard {
+    fn drop(&mut self) {
+        remove_namespaces_with_prefix(&self.0);
+    }
+}
+
 fn is_ready(n: &Value) -> bool {
     n["status"]["conditions"].as_array().is_some_and(|cs| {
         cs.iter()
@@ -369,6 +378,22 @@ spec:
         .find(|n| zone(n) == "zone-b")
         .map(name)
         .expect("a zone-b node");
+    // With it go the wire namespaces of its agents that no longer run,
+    // recorded or not (one killed before its record was written left its
+    // own behind); one whose agent runs (another lab's node of the same
+    // name) stays.
+    let dead = {
+        let mut c = Command::new("true").spawn().expect("spawn true");
+        let _ = c.wait();
+        c.id()
+    };
+    let stale_wire = format!("sluice-w-{zone_b}-{dead}-0");
+    let live_wire = format!("sluice-w-{zone_b}-{}-0", std::process::id());
+    let _live_guard = NamespaceGuard(live_wire.clone());
+    for ns in [&stale_wire, &live_wire] {
+        let ok = Command::new("ip").args(["netns", "add", ns]).status();
+        assert!(ok.is_ok_and(|s| s.success()), "ip netns add {ns}");
+    }
     lab.ok(&[
         "patch",
         "nodepool",
@@ -381,6 +406,17 @@ spec:
     lab.wait_for("the zone-b node's namespace removed", || {
         (!lab.namespaces().contains(&gone)).then_some(())
     });
+    lab.wait_for("the dead agent's wire namespace removed", || {
+        (!std::path::Path::new("/run/netns")
+            .join(&stale_wire)
+            .exists())
+        .then_some(())
+    });
+    assert!(
+        std::path::Path::new("/run/netns").join(&live_wire).exists(),
+        "a running agent's wire namespace was removed"
+    );
+    drop(_live_guard);
     assert!(
         lab.namespaces()
             .contains(&format!("{}{replacement}", lab.prefix)),

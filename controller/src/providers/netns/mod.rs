@@ -302,20 +302,25 @@ impl Inner {
                 first.get_or_insert(e);
             }
         };
-        // An agent killed outright leaves its wire namespace (holding the
-        // uplink) and its pods' namespaces.
-        if let Some(pid) = pid {
-            for wire in system::namespaces_with_prefix(&plan::wire_netns_prefix(name, pid)) {
-                note(system::remove_namespace(&wire));
-                let _ =
-                    std::fs::remove_file(Path::new(AGENT_RECORD_DIR).join(format!("{wire}.json")));
-            }
-        }
+        // An agent killed outright leaves its pods' namespaces and its wire
+        // namespace (holding the uplink). The node's namespace goes first:
+        // removing it kills an agent still in it, whose wire namespace is
+        // then found with the others of agents no longer running. (Found
+        // only by the recorded pid, the wire namespace of an agent killed
+        // before its record was written stayed behind.)
         for pod in system::namespaces_with_prefix(&format!("{}-", n.pod_netns_prefix)) {
             note(system::remove_namespace(&pod));
         }
         note(system::remove_namespace(&n.namespace));
         system::remove_link(&self.cfg.fabric_namespace, &n.fabric_veth);
+        if let Some(pid) = pid {
+            system::wait_gone(pid, Duration::from_secs(2));
+        }
+        let existing = system::namespaces_with_prefix("sluice-w-");
+        for wire in plan::wire_namespaces_to_remove(name, pid, &existing, system::process_alive) {
+            note(system::remove_namespace(&wire));
+            let _ = std::fs::remove_file(Path::new(AGENT_RECORD_DIR).join(format!("{wire}.json")));
+        }
         note(self.creds.revoke(name));
         // The agent writes its status file through a temporary beside it
         // and renames it; an agent stopped mid-write leaves the temporary.

@@ -152,7 +152,12 @@ pub fn names(cfg: &NetnsConfig, node: &str) -> NodeNames {
 /// `engine::emulated`): an agent killed outright leaves them, with its
 /// uplink inside. The pid keeps another lab's node of the same name out.
 pub fn wire_netns_prefix(node: &str, pid: u32) -> String {
-    // The agent's `podnet::sanitize`: alphanumerics and '-', 40 at most.
+    format!("{}{pid}-", wire_netns_base(node))
+}
+
+/// `sluice-w-<node>-`, the node's name as the agent's `podnet::sanitize`
+/// cleans it: alphanumerics and '-', 40 at most.
+fn wire_netns_base(node: &str) -> String {
     let clean: String = node
         .chars()
         .map(|c| {
@@ -164,7 +169,42 @@ pub fn wire_netns_prefix(node: &str, pid: u32) -> String {
         })
         .take(40)
         .collect();
-    format!("sluice-w-{clean}-{pid}-")
+    format!("sluice-w-{clean}-")
+}
+
+/// The wire namespaces of `node` to remove once its agent is stopped:
+/// those of the agent `pid`, and those of any other agent of the node that
+/// no longer runs (`alive` says whether a pid does). An agent killed before
+/// its pid was recorded (a controller killed while making the node), or a
+/// node's earlier agent, leaves one with no record to find it by; another
+/// lab's node of the same name has a live agent, and its namespace stays.
+/// `existing` is every namespace's name. Pure.
+pub fn wire_namespaces_to_remove(
+    node: &str,
+    pid: Option<u32>,
+    existing: &[String],
+    alive: impl Fn(u32) -> bool,
+) -> Vec<String> {
+    // `sluice-w-<node>-<pid>-<n>`: the node's own prefix with the pid
+    // dropped; what follows must be exactly `<pid>-<n>`, so node `n1`
+    // never takes node `n1-5`'s namespaces.
+    let prefix = wire_netns_base(node);
+    existing
+        .iter()
+        .filter(|name| {
+            let Some(rest) = name.strip_prefix(prefix.as_str()) else {
+                return false;
+            };
+            let Some((owner, n)) = rest.split_once('-') else {
+                return false;
+            };
+            let (Ok(owner), Ok(_)) = (owner.parse::<u32>(), n.parse::<u32>()) else {
+                return false;
+            };
+            Some(owner) == pid || !alive(owner)
+        })
+        .cloned()
+        .collect()
 }
 
 /// The Kubernetes version as a kubelet reports it (`1.33.2` →
@@ -373,6 +413,33 @@ mod tests {
             "distinct nodes, distinct links"
         );
         assert_eq!(names(&c, "a").fabric_veth, names(&c, "a").fabric_veth);
+    }
+
+    #[test]
+    fn a_node_s_wire_namespaces_of_dead_agents_are_found_and_no_others() {
+        let names: Vec<String> = [
+            "sluice-w-pool-b-xn5s-3369-0", // recorded agent
+            "sluice-w-pool-b-xn5s-12-0",   // an earlier agent, dead
+            "sluice-w-pool-b-xn5s-77-1",   // another lab's, alive
+            "sluice-w-pool-b-xn5s-2-12-0", // node `pool-b-xn5s-2`'s
+            "sluice-w-pool-b-xn5s-x-0",    // not an agent's
+            "sluice-w-pool-b-xn5s-12",     // not an agent's
+            "sluice-w-pool-b-xn50-12-0",   // node `pool-b-xn50`'s
+            "sluice-lbw-12-0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let alive = |pid: u32| pid == 77 || pid == 3369;
+        assert_eq!(
+            wire_namespaces_to_remove("pool-b-xn5s", Some(3369), &names, alive),
+            vec!["sluice-w-pool-b-xn5s-3369-0", "sluice-w-pool-b-xn5s-12-0"]
+        );
+        // No record: only the dead agents'.
+        assert_eq!(
+            wire_namespaces_to_remove("pool-b-xn5s", None, &names, alive),
+            vec!["sluice-w-pool-b-xn5s-12-0"]
+        );
     }
 
     #[test]

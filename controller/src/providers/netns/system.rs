@@ -224,6 +224,26 @@ fn kill_pids_in(ns: &str) {
     }
 }
 
+/// Whether process `pid` runs: a zombie (killed, not yet reaped) does not.
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // `pid (comm) S ...`: the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// Wait up to `limit` for process `pid` to be gone (a SIGKILL is
+/// delivered, not awaited).
+pub fn wait_gone(pid: u32, limit: Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while process_alive(pid) && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Kill what runs in `ns` and delete it; absent is fine.
 pub fn remove_namespace(ns: &str) -> Result<(), String> {
     if !netns_exists(ns) {

@@ -258,6 +258,7 @@ pub(super) fn run(opts: &BenchOpts) -> Result<()> {
         streams: 1,
         counts: Vec::new(),
         configs: Vec::new(),
+        sustained: std::time::Duration::ZERO,
     };
     crate::bench::build_ebpf()?;
     let lb_bin = crate::bench::build_bin("sluice-lb", "sluice-lb", true)?;

@@ -85,8 +85,114 @@ pub(super) fn measure(
         );
         r.connect.push((n, t_apply, lat));
     }
+    if let (Some(cd), Some(at)) = (cooldown, last_loop) {
+        let since = at.elapsed();
+        if since < cd {
+            thread::sleep(cd - since);
+        }
+    }
+    check_interrupted()?;
+    r.sustained = M::from(sustained_connects(
+        client.name(),
+        lat_dst,
+        SUSTAINED_IN_FLIGHT,
+        plan.sustained,
+    ));
+    println!("    sustained connects: {}", fmt_sustained(&r.sustained));
     drop(server);
     Ok(())
+}
+
+/// New connections for `duration`, `in_flight` at a time, each a connect,
+/// a byte, its answer and a close (the server closes first): what a
+/// Service of short requests puts through one endpoint. Counts how
+/// connects fail, those answered only after a second (a SYN retransmitted),
+/// and the client namespace's SYN retransmits.
+pub(super) fn sustained_connects(
+    ns: &str,
+    dst: SocketAddr,
+    in_flight: usize,
+    duration: Duration,
+) -> Result<Sustained> {
+    let out = sluice_tests::in_ns(ns, move || -> Result<Sustained> {
+        let before = syn_retransmits()?;
+        let start = Instant::now();
+        let deadline = start + duration;
+        // Threads start in this thread's network namespace.
+        let workers: Vec<_> = (0..in_flight)
+            .map(|_| {
+                thread::spawn(move || {
+                    let mut s = Sustained::default();
+                    while Instant::now() < deadline && !interrupted() {
+                        let t = Instant::now();
+                        let r = (|| -> std::io::Result<()> {
+                            let mut c = TcpStream::connect_timeout(&dst, Duration::from_secs(3))?;
+                            c.set_nodelay(true)?;
+                            c.set_read_timeout(Some(Duration::from_secs(3)))?;
+                            c.write_all(b"x")?;
+                            let mut b = [0u8; 1];
+                            c.read_exact(&mut b)?;
+                            Ok(())
+                        })();
+                        match r {
+                            Ok(()) if t.elapsed() >= Duration::from_secs(1) => {
+                                s.ok += 1;
+                                s.slow += 1;
+                            }
+                            Ok(()) => s.ok += 1,
+                            Err(e) => match e.kind() {
+                                std::io::ErrorKind::ConnectionRefused
+                                | std::io::ErrorKind::ConnectionReset => s.reset += 1,
+                                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                                    s.timed_out += 1
+                                }
+                                _ => s.other += 1,
+                            },
+                        }
+                    }
+                    s
+                })
+            })
+            .collect();
+        let mut total = Sustained::default();
+        for w in workers {
+            let s = w
+                .join()
+                .map_err(|_| anyhow::anyhow!("a connect thread panicked"))?;
+            total.ok += s.ok;
+            total.reset += s.reset;
+            total.timed_out += s.timed_out;
+            total.other += s.other;
+            total.slow += s.slow;
+        }
+        total.secs = start.elapsed().as_secs_f64();
+        total.syn_retrans = syn_retransmits()?.saturating_sub(before);
+        Ok(total)
+    })??;
+    check_interrupted()?;
+    Ok(out)
+}
+
+/// SYNs the calling thread's network namespace retransmitted
+/// (`TcpExt: TCPSynRetrans`).
+fn syn_retransmits() -> Result<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/netstat")?;
+    let mut lines = text.lines();
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        if !names.starts_with("TcpExt:") {
+            continue;
+        }
+        let i = names
+            .split_whitespace()
+            .position(|n| n == "TCPSynRetrans")
+            .ok_or_else(|| anyhow::anyhow!("no TCPSynRetrans counter"))?;
+        return values
+            .split_whitespace()
+            .nth(i)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("no TCPSynRetrans value"));
+    }
+    bail!("no TcpExt line in netstat")
 }
 
 /// The better of two runs: on a shared machine a run loses, never gains,

@@ -99,6 +99,24 @@ pub(super) fn fmt_secs(m: &M<f64>) -> String {
     }
 }
 
+pub(super) fn fmt_sustained(m: &M<Sustained>) -> String {
+    match m {
+        M::Ok(s) => format!(
+            "{} in {:.0} s ({:.0}/s), reset {}, timed out {}, other {}, slow {}, SYN retransmits {}",
+            s.ok,
+            s.secs,
+            s.ok as f64 / s.secs.max(1e-9),
+            s.reset,
+            s.timed_out,
+            s.other,
+            s.slow,
+            s.syn_retrans
+        ),
+        M::Err(e) => format!("failed: {e}"),
+        M::Skipped => "-".into(),
+    }
+}
+
 pub(super) fn fmt_lat(m: &M<Latency>) -> String {
     match m {
         M::Ok(l) => {
@@ -255,6 +273,7 @@ pub(super) fn render(results: &[ConfigResult], plan: &Plan) -> String {
         s.push('\n');
     }
 
+    s.push_str(&sustained_table(results, plan));
     s.push_str(&goals(results, plan));
     let _ = writeln!(
         s,
@@ -284,6 +303,56 @@ pub(super) fn render(results: &[ConfigResult], plan: &Plan) -> String {
             }
         }
         s.push('\n');
+    }
+    s
+}
+
+/// New connections sustained through the `Cluster` VIP to one endpoint,
+/// each configuration against iptables' rate in the same run.
+fn sustained_table(results: &[ConfigResult], plan: &Plan) -> String {
+    let rate = |r: &ConfigResult| r.sustained.ok().map(|s| s.ok as f64 / s.secs.max(1e-9));
+    let base = results
+        .iter()
+        .find(|r| r.config == Config::Iptables)
+        .and_then(rate);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nShort connections, {} s sustained, {} in flight: connect, 1 byte each way, the server closes first; to one endpoint through the `Cluster` VIP (× = rate ÷ iptables' rate in this run; the ceiling has no NAT):\n",
+        plan.sustained.as_secs(),
+        SUSTAINED_IN_FLIGHT
+    );
+    s.push_str("| configuration | connects | per second | × iptables | reset | timed out | answered after ≥ 1 s | SYN retransmits |\n");
+    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for r in results {
+        if r.unavailable.is_some() {
+            continue;
+        }
+        match &r.sustained {
+            M::Ok(v) => {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {:.0} | {} | {} | {} | {} | {} |",
+                    r.config.label(),
+                    v.ok,
+                    v.ok as f64 / v.secs.max(1e-9),
+                    ratio(rate(r), base),
+                    v.reset,
+                    v.timed_out + v.other,
+                    v.slow,
+                    v.syn_retrans
+                );
+            }
+            m => {
+                let e = cell_err(m).unwrap_or_else(|| "-".into());
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | - | - | - | - | - | - |",
+                    r.config.label(),
+                    e.replace('|', "/")
+                );
+            }
+        }
     }
     s
 }

@@ -55,6 +55,28 @@ pub fn exec(ns: &str, args: &[&str]) -> Result<String> {
     run("ip", &full)
 }
 
+/// SYNs the calling thread's network namespace retransmitted
+/// (`TcpExt: TCPSynRetrans`): call it from inside [`in_ns`].
+pub fn syn_retransmits() -> Result<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/netstat")?;
+    let mut lines = text.lines();
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        if !names.starts_with("TcpExt:") {
+            continue;
+        }
+        let i = names
+            .split_whitespace()
+            .position(|n| n == "TCPSynRetrans")
+            .ok_or_else(|| anyhow!("no TCPSynRetrans counter in netstat"))?;
+        return values
+            .split_whitespace()
+            .nth(i)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| anyhow!("no TCPSynRetrans value in netstat"));
+    }
+    bail!("no TcpExt line in netstat")
+}
+
 /// Run `f` on a fresh thread that has joined namespace `ns`. Sockets created
 /// there stay in that namespace wherever they are used afterwards.
 pub fn in_ns<T, F>(ns: &str, f: F) -> Result<T>

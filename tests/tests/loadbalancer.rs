@@ -531,26 +531,9 @@ impl Drop for ClosesFirst {
     }
 }
 
-/// SYNs the calling thread's network namespace retransmitted
-/// (`TcpExt: TCPSynRetrans`).
+/// SYNs the calling thread's network namespace retransmitted.
 fn syn_retransmits() -> u64 {
-    let text = std::fs::read_to_string("/proc/thread-self/net/netstat").expect("netstat");
-    let mut lines = text.lines();
-    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
-        if !names.starts_with("TcpExt:") {
-            continue;
-        }
-        let i = names
-            .split_whitespace()
-            .position(|n| n == "TCPSynRetrans")
-            .expect("TCPSynRetrans counter");
-        return values
-            .split_whitespace()
-            .nth(i)
-            .and_then(|v| v.parse().ok())
-            .expect("counter value");
-    }
-    panic!("no TcpExt line in netstat");
+    sluice_tests::syn_retransmits().expect("TCPSynRetrans in netstat")
 }
 
 /// Connect from `local` (a fixed port, SO_REUSEADDR) to `dst`, read the

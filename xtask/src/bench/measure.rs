@@ -115,7 +115,7 @@ pub(super) fn sustained_connects(
     duration: Duration,
 ) -> Result<Sustained> {
     let out = sluice_tests::in_ns(ns, move || -> Result<Sustained> {
-        let before = syn_retransmits()?;
+        let before = sluice_tests::syn_retransmits()?;
         let start = Instant::now();
         let deadline = start + duration;
         // Threads start in this thread's network namespace.
@@ -166,33 +166,11 @@ pub(super) fn sustained_connects(
             total.slow += s.slow;
         }
         total.secs = start.elapsed().as_secs_f64();
-        total.syn_retrans = syn_retransmits()?.saturating_sub(before);
+        total.syn_retrans = sluice_tests::syn_retransmits()?.saturating_sub(before);
         Ok(total)
     })??;
     check_interrupted()?;
     Ok(out)
-}
-
-/// SYNs the calling thread's network namespace retransmitted
-/// (`TcpExt: TCPSynRetrans`).
-fn syn_retransmits() -> Result<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/net/netstat")?;
-    let mut lines = text.lines();
-    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
-        if !names.starts_with("TcpExt:") {
-            continue;
-        }
-        let i = names
-            .split_whitespace()
-            .position(|n| n == "TCPSynRetrans")
-            .ok_or_else(|| anyhow::anyhow!("no TCPSynRetrans counter"))?;
-        return values
-            .split_whitespace()
-            .nth(i)
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow::anyhow!("no TCPSynRetrans value"));
-    }
-    bail!("no TcpExt line in netstat")
 }
 
 /// The better of two runs: on a shared machine a run loses, never gains,

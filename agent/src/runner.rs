@@ -5,7 +5,7 @@
 //! A state that fails validation or computation is rejected before anything
 //! is touched, so the running datapath is never half-updated by bad input.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -18,8 +18,8 @@ use crate::control::overlay::LiveConditions;
 use crate::control::overlay::{with_overlay, Overlay};
 use crate::control::pods::{desired_pod_links, PodLinkSpec};
 use crate::control::routes::{desired_routes, diff, PodRoute};
-use crate::control::snat::{name_exhaustion, ExhaustionLog};
-use crate::control::{build_content, MapContent, SnatPorts};
+use crate::control::snat::{frontend_names, name_exhaustion, ExhaustionLog};
+use crate::control::{build_content, ControlError, MapContent, SnatPorts};
 use crate::engine::Engine;
 use crate::health::entries::lowered_entries;
 use crate::health::{service_health_entries, HealthHandle, ServiceHealthEntry};
@@ -48,6 +48,9 @@ pub struct Runner {
     snat_ports: SnatPorts,
     /// When SNAT port exhaustion was last logged, per endpoint.
     exhaustion_log: ExhaustionLog,
+    /// The desired state's frontend ids with their Service and port names,
+    /// derived once per state when there is exhaustion to name.
+    frontend_names: Option<HashMap<u32, (String, String)>>,
     source: Box<dyn StateSource>,
     engine: Box<dyn Engine>,
     health: HealthHandle,
@@ -121,6 +124,7 @@ impl Runner {
             node,
             snat_ports: SnatPorts::default(),
             exhaustion_log: ExhaustionLog::default(),
+            frontend_names: None,
             source,
             engine,
             health,
@@ -161,6 +165,11 @@ impl Runner {
     /// Write what the agent observes of its pods back through `sink`.
     pub fn set_status_sink(&mut self, sink: Box<dyn PodStatusSink>) {
         self.status_sink = Some(sink);
+    }
+
+    /// The map content of `state` on this node, with its SNAT ports.
+    fn content_of(&self, state: &DesiredState) -> Result<MapContent, ControlError> {
+        Ok(build_content(state, &self.node)?.with_snat_ports(self.snat_ports))
     }
 
     /// The node's SNAT source ports (`--snat-port-range`), from the next
@@ -240,6 +249,7 @@ impl Runner {
                     self.sync_pods(&s);
                     self.advertised.observe(&s, Instant::now());
                     self.desired = Some(s);
+                    self.frontend_names = None;
                     self.planned = Some(plan);
                     self.mark_dirty();
                     self.trim_due = true;
@@ -295,7 +305,7 @@ impl Runner {
     /// and whether the engine can hold it.
     fn plan(&self, state: &DesiredState) -> Result<(Overlay, MapContent)> {
         let live = with_overlay(state, &self.node, &self.overlay);
-        let content = build_content(&live, &self.node)?.with_snat_ports(self.snat_ports);
+        let content = self.content_of(&live)?;
         self.engine.check_capacity(&content)?;
         Ok((self.overlay.clone(), content))
     }
@@ -384,7 +394,7 @@ impl Runner {
         let content = match planned {
             Some(c) => c,
             None => {
-                let c = build_content(state, &self.node)?.with_snat_ports(self.snat_ports);
+                let c = self.content_of(state)?;
                 self.engine.check_capacity(&c)?;
                 c
             }
@@ -730,7 +740,17 @@ impl Runner {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
-        let exhaustion = name_exhaustion(&self.engine.snat_exhaustion(), self.desired.as_ref());
+        let counts = self.engine.snat_exhaustion();
+        let exhaustion = if counts.is_empty() {
+            Vec::new()
+        } else {
+            let desired = self.desired.as_ref();
+            let names = self
+                .frontend_names
+                .get_or_insert_with(|| desired.map(frontend_names).unwrap_or_default());
+            name_exhaustion(&counts, names)
+        };
+        self.exhaustion_log.keep_only(&exhaustion);
         let now = Instant::now();
         for e in &exhaustion {
             if let Some(resets) = self.exhaustion_log.due(e, now) {

@@ -715,7 +715,7 @@ fn alias_bombs_are_refused_not_expanded() {
 // spec: P3 (SNAT exhaustion is reported by Service, port and endpoint)
 #[test]
 fn snat_exhaustion_is_named_by_service_port_and_endpoint() {
-    use sluice_agent::control::snat::name_exhaustion;
+    use sluice_agent::control::snat::{frontend_names, name_exhaustion};
     use sluice_datapath::maps::SnatExhaustKey;
     let text = format!(
         "{NODES}{}{}",
@@ -731,7 +731,8 @@ fn snat_exhaustion_is_named_by_service_port_and_endpoint() {
         _pad: 0,
         svc_id,
     };
-    let named = name_exhaustion(&[(key(id), 3), (key(7), 1)], Some(&state));
+    let names = frontend_names(&state);
+    let named = name_exhaustion(&[(key(id), 3), (key(7), 1)], &names);
     let got: Vec<_> = named
         .iter()
         .map(|e| {
@@ -751,5 +752,5 @@ fn snat_exhaustion_is_named_by_service_port_and_endpoint() {
             ("frontend 0x00000007", "", "198.19.1.10:8080".to_string(), 1),
         ]
     );
-    assert!(name_exhaustion(&[], Some(&state)).is_empty());
+    assert!(name_exhaustion(&[], &names).is_empty());
 }

@@ -536,6 +536,15 @@ fn syn_retransmits() -> u64 {
     sluice_tests::syn_retransmits().expect("TCPSynRetrans in netstat")
 }
 
+/// A `Cluster` Service `name` (VIP `vip`, one TCP port `port` of the same
+/// name) whose one endpoint is web-1 at `target`.
+fn cluster_to_web_1(name: &str, vip: u8, port: u16, target: u16) -> ServiceSpec {
+    ServiceSpec::lb(name, vip)
+        .policy(Policy::Cluster)
+        .tcp(name, port, target)
+        .endpoint(EndpointSpec::ready("web-1"))
+}
+
 /// Connect from `local` (a fixed port, SO_REUSEADDR) to `dst`, read the
 /// server's byte and its FIN, close.
 fn connect_from(local: SocketAddr, dst: SocketAddr) -> std::io::Result<()> {
@@ -608,12 +617,9 @@ fn snat_reconnect_avoids_time_wait(engine: Engine, f: Family) {
         "tw",
         engine,
         f,
-        ClusterSpec::new(1).pod("web-1", 1).service(
-            ServiceSpec::lb("close", 1)
-                .policy(Policy::Cluster)
-                .tcp("close", 90, 9090)
-                .endpoint(EndpointSpec::ready("web-1")),
-        ),
+        ClusterSpec::new(1)
+            .pod("web-1", 1)
+            .service(cluster_to_web_1("close", 1, 90, 9090)),
     );
     let pod_ip = c.pod_ip("web-1", f).expect("pod ip");
     let _server = ClosesFirst::start(
@@ -695,19 +701,9 @@ fn snat_short_connections_on_a_small_range(engine: Engine, f: Family) {
         f,
         ClusterSpec::new(1)
             .pod("web-1", 1)
-            .service(
-                ServiceSpec::lb("close", 1)
-                    .policy(Policy::Cluster)
-                    .tcp("close", 90, 9090)
-                    .endpoint(EndpointSpec::ready("web-1")),
-            )
+            .service(cluster_to_web_1("close", 1, 90, 9090))
             // Its own endpoint (another targetPort): eight ports of its own.
-            .service(
-                ServiceSpec::lb("hold", 2)
-                    .policy(Policy::Cluster)
-                    .tcp("hold", 91, 9091)
-                    .endpoint(EndpointSpec::ready("web-1")),
-            )
+            .service(cluster_to_web_1("hold", 2, 91, 9091))
             .agent_arg("--snat-port-range=61000-61007"),
     );
     let pod_ip = c.pod_ip("web-1", f).expect("pod ip");

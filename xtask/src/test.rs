@@ -165,7 +165,8 @@ fn cargo_test_summed(args: &[&str]) -> Result<Totals> {
 }
 
 /// What a clean build of the suite and the fuzz targets takes, with room
-/// for the tests' own data directories (measured: about 10 GiB).
+/// for the tests' own data directories (measured on a fresh clone:
+/// 6.1 GB of target directory without incremental caches, 9.9 with).
 const DISK_NEEDED: u64 = 14 << 30;
 
 /// A warning, before a long build, when the target directory's disk is

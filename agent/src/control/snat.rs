@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use sluice_datapath::host::ServiceTables;
@@ -102,27 +102,18 @@ pub struct Exhaustion {
 }
 
 fn endpoint_addr(k: &SnatExhaustKey) -> SocketAddr {
-    let a = k.addr;
-    let ip = if a[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] {
-        IpAddr::from([a[12], a[13], a[14], a[15]])
-    } else {
-        IpAddr::from(a)
-    };
+    // The datapath keeps IPv4 as IPv4-mapped IPv6 (`control::to_addr`).
+    let v6 = Ipv6Addr::from(k.addr);
+    let ip = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
     SocketAddr::new(ip, k.port)
 }
 
-/// Name each count by its Service and port, as `state` has them (a frontend
-/// id is derived from VIP, port and protocol, so it is found again by
-/// deriving the ids of `state`'s frontends). Sorted, for stable output.
-pub fn name_exhaustion(
-    counts: &[(SnatExhaustKey, u64)],
-    state: Option<&DesiredState>,
-) -> Vec<Exhaustion> {
-    if counts.is_empty() {
-        return Vec::new();
-    }
-    let mut names: HashMap<u32, (String, String)> = HashMap::new();
-    for svc in state.map(|s| s.services.values()).into_iter().flatten() {
+/// Each frontend id of `state` with its Service (`namespace/name`) and port
+/// name: a frontend id is derived from VIP, port and protocol, so it is
+/// found again by deriving the ids of `state`'s frontends.
+pub fn frontend_names(state: &DesiredState) -> HashMap<u32, (String, String)> {
+    let mut names = HashMap::new();
+    for svc in state.services.values() {
         for port in &svc.ports {
             let port_name = if port.name.is_empty() {
                 port.port.to_string()
@@ -135,6 +126,15 @@ pub fn name_exhaustion(
             }
         }
     }
+    names
+}
+
+/// Name each count by its Service and port ([`frontend_names`]). Sorted,
+/// for stable output.
+pub fn name_exhaustion(
+    counts: &[(SnatExhaustKey, u64)],
+    names: &HashMap<u32, (String, String)>,
+) -> Vec<Exhaustion> {
     let mut out: Vec<Exhaustion> = counts
         .iter()
         .map(|(k, n)| {
@@ -159,7 +159,8 @@ pub const EXHAUSTION_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// When to log about an endpoint whose SNAT ports ran out: at the first
 /// reset, then at most once per [`EXHAUSTION_LOG_EVERY`] while resets go on,
-/// each line with the resets since the last.
+/// each line with the resets since the last. Holds only the endpoints the
+/// datapath still counts ([`ExhaustionLog::keep_only`]).
 #[derive(Debug, Default)]
 pub struct ExhaustionLog {
     logged: HashMap<(String, String, SocketAddr), (u64, Instant)>,
@@ -182,6 +183,16 @@ impl ExhaustionLog {
                 Some(e.resets)
             }
         }
+    }
+
+    /// Forget endpoints no longer in `current` (their counts left the
+    /// datapath's LRU map), so pods coming and going do not grow this.
+    pub fn keep_only(&mut self, current: &[Exhaustion]) {
+        self.logged.retain(|(service, port, endpoint), _| {
+            current
+                .iter()
+                .any(|e| e.endpoint == *endpoint && e.service == *service && e.port == *port)
+        });
     }
 }
 
@@ -207,6 +218,10 @@ mod tests {
         // No new resets: nothing to say, however long it has been.
         assert_eq!(log.due(&e(9), t0 + 5 * EXHAUSTION_LOG_EVERY), None);
         assert_eq!(log.due(&e(10), t0 + 5 * EXHAUSTION_LOG_EVERY), Some(1));
+        // An endpoint the datapath no longer counts is forgotten: when it
+        // comes back, its first reset is reported at once again.
+        log.keep_only(&[]);
+        assert_eq!(log.due(&e(1), t0 + 5 * EXHAUSTION_LOG_EVERY), Some(1));
     }
 
     // spec: P3 (the SNAT range is the operator's, checked whole)

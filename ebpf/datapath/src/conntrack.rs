@@ -3,9 +3,9 @@
 
 use crate::env::Maps;
 use crate::maps::{
-    CtKey, CtValue, CT_DIR_FORWARD, CT_DIR_REPLY, CT_F_CLOSE_TS, CT_F_FIN_FORWARD, CT_F_FIN_REPLY,
-    CT_F_LAST_ACK, CT_F_REPLY_CLOSED_FIRST, CT_STATE_CLOSED, CT_STATE_CLOSING,
-    CT_STATE_ESTABLISHED, CT_STATE_FIN_WAIT, CT_STATE_NONE, CT_STATE_SYN_SENT,
+    CtKey, CtValue, CT_DIR_FORWARD, CT_DIR_REPLY, CT_F_FIN_FORWARD, CT_F_FIN_REPLY, CT_F_LAST_ACK,
+    CT_F_REPLY_CLOSED_FIRST, CT_STATE_CLOSED, CT_STATE_CLOSING, CT_STATE_ESTABLISHED,
+    CT_STATE_FIN_WAIT, CT_STATE_NONE, CT_STATE_SYN_SENT,
 };
 use crate::parse::{Flow, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
 
@@ -89,7 +89,7 @@ pub fn port_use(v: &PortHolder, now: u64) -> PortUse {
         return PortUse::Live;
     }
     if !closed_by_fin {
-        // A reset leaves no TIME_WAIT; neither do UDP, half-open or idle flows.
+        // UDP, half-open and idle flows leave no TIME_WAIT.
         return PortUse::Free;
     }
     if ended && v.flags & CT_F_REPLY_CLOSED_FIRST == 0 {
@@ -123,7 +123,7 @@ pub fn port_use(v: &PortHolder, now: u64) -> PortUse {
 /// half the time, and the allocator tries the next port.
 #[inline(always)]
 pub fn time_wait_accepts(old: &PortHolder, syn: &Flow) -> bool {
-    if old.flags & CT_F_CLOSE_TS != 0 && syn.has_ts() {
+    if old.close_tsval != 0 && syn.has_ts() {
         let newer = syn.tsval.wrapping_sub(old.close_tsval) as i32;
         if newer != 0 {
             return newer > 0;
@@ -290,7 +290,7 @@ pub fn lookup<M: Maps>(maps: &M, e: &mut CtEntry, now: u64) -> bool {
 /// enough to matter. `e` keeps its orientation; its value is updated.
 #[inline(never)]
 pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
-    let (state, mut flags) = advance(e.val.state, e.val.flags, e.key.dir, flow);
+    let (state, flags) = advance(e.val.state, e.val.flags, e.key.dir, flow);
     let expires = now.saturating_add(timeout_ns(flow.is_tcp(), state));
     let changed = state != e.val.state || flags != e.val.flags;
     // Closing states must not be extended by late packets beyond their own
@@ -306,9 +306,6 @@ pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
         let payload = u32::from(flow.l4_len).saturating_sub(u32::from(flow.tcp_hlen));
         e.val.close_seq = flow.seq.wrapping_add(payload).wrapping_add(1);
         e.val.close_tsval = flow.tsval;
-        if flow.has_ts() {
-            flags |= CT_F_CLOSE_TS;
-        }
     }
     e.val.state = state;
     e.val.flags = flags;
@@ -390,7 +387,6 @@ mod tests {
     #[test]
     fn time_wait_takes_newer_timestamps_or_later_sequence_numbers() {
         let old = PortHolder {
-            flags: CT_F_CLOSE_TS,
             close_seq: 1_000,
             close_tsval: 50_000,
             ..PortHolder::default()
@@ -409,11 +405,14 @@ mod tests {
         assert!(!time_wait_accepts(&old, &syn(999, Some(50_000))));
         assert!(time_wait_accepts(&old, &syn(1_001, None)));
         assert!(!time_wait_accepts(&old, &syn(1_000, None)));
-        let no_ts = PortHolder { flags: 0, ..old };
+        let no_ts = PortHolder {
+            close_tsval: 0,
+            ..old
+        };
         assert!(!time_wait_accepts(&no_ts, &syn(999, Some(60_000))));
         // Sequence numbers wrap too.
         let wrapped = PortHolder {
-            flags: 0,
+            close_tsval: 0,
             close_seq: u32::MAX - 1,
             ..old
         };

@@ -165,12 +165,13 @@ pub fn process<P: Packet, M: Maps, C: Clock>(
             Step::Apply(event) => event,
             Step::NoEndpoint => return no_endpoint(pkt, &run.flow),
             Step::NewFlow { local } => {
-                if let Some(o) = conntrack_new_flow(maps, run, local) {
-                    if o.event == Event::NoSnatPort {
+                match conntrack_new_flow(maps, run, local) {
+                    None => {}
+                    Some(Event::NoSnatPort) => {
                         count_snat_exhausted(maps, &run.ct.val);
                         return no_snat_port(pkt, &run.flow);
                     }
-                    return o;
+                    Some(why) => return out(Verdict::Drop, why),
                 }
                 Event::NewFlow
             }
@@ -322,9 +323,9 @@ fn to_frontend<M: Maps>(maps: &mut M, run: &mut Run) -> Step {
 
 /// Write both conntrack entries of the new flow in `run.ct` (forward
 /// orientation, endpoint set), claiming a SNAT port unless `local`. `None`:
-/// done, translate; `Some`: the drop to return.
+/// done, translate; `Some`: why the flow cannot be made.
 #[inline(never)]
-fn conntrack_new_flow<M: Maps>(maps: &mut M, run: &mut Run, local: bool) -> Option<Outcome> {
+fn conntrack_new_flow<M: Maps>(maps: &mut M, run: &mut Run, local: bool) -> Option<Event> {
     let ct = &mut run.ct;
     if local {
         // P4: the client address stays; replies come back endpoint to client.
@@ -332,7 +333,7 @@ fn conntrack_new_flow<M: Maps>(maps: &mut M, run: &mut Run, local: bool) -> Opti
         let ok = maps.ct_put(&ct.key, &ct.val);
         ct.flip();
         if !ok {
-            return Some(out(Verdict::Drop, Event::CtFull));
+            return Some(Event::CtFull);
         }
     } else {
         // P3: SNAT to the node address with a port no other flow to the same
@@ -344,19 +345,19 @@ fn conntrack_new_flow<M: Maps>(maps: &mut M, run: &mut Run, local: bool) -> Opti
             &node.addr4
         };
         if addr_is_zero(snat_addr) || (!run.flow.v6 && !is_v4_mapped(snat_addr)) {
-            return Some(out(Verdict::Drop, Event::NoNodeAddr));
+            return Some(Event::NoNodeAddr);
         }
         ct.val.nat_saddr = *snat_addr;
         ct.val.flags = CT_F_SNAT;
         let seq = SnatSeq::of(&run.flow);
         if !claim_snat_port(maps, ct, &run.flow, &seq, &node, run.now) {
-            return Some(out(Verdict::Drop, Event::NoSnatPort));
+            return Some(Event::NoSnatPort);
         }
     }
     if !maps.ct_put(&ct.key, &ct.val) {
         ct.flip();
         maps.ct_delete(&ct.key);
-        return Some(out(Verdict::Drop, Event::CtFull));
+        return Some(Event::CtFull);
     }
     None
 }

@@ -269,8 +269,6 @@ pub const CT_F_REPLY_CLOSED_FIRST: u8 = 1 << 3;
 /// Both FINs were sent and the second was acknowledged: neither side has
 /// anything left to send on the tuple.
 pub const CT_F_LAST_ACK: u8 = 1 << 4;
-/// `CtValue::close_tsval` holds the client's TCP timestamp.
-pub const CT_F_CLOSE_TS: u8 = 1 << 5;
 
 /// The translation to apply to packets matching a [`CtKey`], and the state
 /// of the flow (the same in both entries of a pair).
@@ -299,9 +297,9 @@ pub struct CtValue {
     /// next from it (the FIN's own number, its payload and the FIN). A
     /// TIME_WAIT socket takes a new SYN on the tuple above it.
     pub close_seq: u32,
-    /// The TCP timestamp on the client's FIN (with `CT_F_CLOSE_TS`): a
-    /// TIME_WAIT socket takes a SYN with a newer one, and rejects an older
-    /// one (PAWS, RFC 7323) whatever its sequence number.
+    /// The TCP timestamp on the client's FIN, 0 for none (as
+    /// `Flow::tsval`): a TIME_WAIT socket takes a SYN with a newer one, and
+    /// rejects an older one (PAWS, RFC 7323) whatever its sequence number.
     pub close_tsval: u32,
     /// Monotonic time after which the entry counts as absent.
     pub expires_ns: u64,

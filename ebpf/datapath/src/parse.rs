@@ -295,9 +295,10 @@ fn first_fragment_dport<P: Packet>(
     false
 }
 
-/// Most options the walk steps over before the timestamp: RFC 9293's
-/// 40 bytes of options hold at most this many besides it (NOPs included,
-/// as stacks pad with them).
+/// A bound on the options walked, for the verifier. Stacks put the
+/// timestamp among the first few (Linux: third on a SYN, after two NOPs
+/// otherwise); a walk that gives up finds none, which only makes the SNAT
+/// allocator stricter.
 const MAX_TCP_OPTIONS: usize = 16;
 const TCPOPT_EOL: u8 = 0;
 const TCPOPT_NOP: u8 = 1;
@@ -315,10 +316,12 @@ fn tcp_timestamp<P: Packet>(pkt: &P, off: usize, len: usize, flow: &mut Flow) {
     let mut n = 0;
     while n < MAX_TCP_OPTIONS && i < len {
         n += 1;
-        let Some(kind) = pkt.load::<1>(off + i) else {
+        // Kind and length in one load. A NOP as the packet's very last
+        // byte fails it, and nothing follows that NOP anyway.
+        let Some(o) = pkt.load::<2>(off + i) else {
             return;
         };
-        match kind[0] {
+        match o[0] {
             TCPOPT_EOL => return,
             TCPOPT_NOP => {
                 i += 1;
@@ -326,9 +329,6 @@ fn tcp_timestamp<P: Packet>(pkt: &P, off: usize, len: usize, flow: &mut Flow) {
             }
             _ => {}
         }
-        let Some(o) = pkt.load::<2>(off + i) else {
-            return;
-        };
         let olen = usize::from(o[1]);
         if olen < 2 || i + olen > len {
             return;

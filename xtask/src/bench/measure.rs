@@ -67,12 +67,7 @@ pub(super) fn measure(
             r.connect.push((n, t_apply, M::Skipped));
             continue;
         }
-        if let (Some(cd), Some(at)) = (cooldown, last_loop) {
-            let since = at.elapsed();
-            if since < cd {
-                thread::sleep(cd - since);
-            }
-        }
+        cool_down(cooldown, last_loop);
         // Let the previous traffic and the rule/state change settle.
         thread::sleep(Duration::from_secs(1));
         check_interrupted()?;
@@ -85,12 +80,7 @@ pub(super) fn measure(
         );
         r.connect.push((n, t_apply, lat));
     }
-    if let (Some(cd), Some(at)) = (cooldown, last_loop) {
-        let since = at.elapsed();
-        if since < cd {
-            thread::sleep(cd - since);
-        }
-    }
+    cool_down(cooldown, last_loop);
     check_interrupted()?;
     r.sustained = M::from(sustained_connects(
         client.name(),
@@ -101,6 +91,16 @@ pub(super) fn measure(
     println!("    sustained connects: {}", fmt_sustained(&r.sustained));
     drop(server);
     Ok(())
+}
+
+/// Wait until `cooldown` has passed since the last connect loop ended.
+fn cool_down(cooldown: Option<Duration>, last_loop: Option<Instant>) {
+    if let (Some(cd), Some(at)) = (cooldown, last_loop) {
+        let since = at.elapsed();
+        if since < cd {
+            thread::sleep(cd - since);
+        }
+    }
 }
 
 /// New connections for `duration`, `in_flight` at a time, each a connect,

@@ -71,6 +71,11 @@ unsafe impl aya::Pod for P<LocalLink> {}
 // SAFETY: as above.
 unsafe impl aya::Pod for P<SnatExhaustKey> {}
 
+/// A per-CPU counter's total.
+fn cpu_sum(v: &aya::maps::PerCpuValues<u64>) -> u64 {
+    v.iter().fold(0u64, |a, b| a.wrapping_add(*b))
+}
+
 /// The maps the agent writes or reads, taken out of the loaded object.
 pub struct AyaMaps {
     services: BpfHashMap<MapData, P<ServiceKey>, P<ServiceValue>>,
@@ -152,19 +157,14 @@ impl AyaMaps {
         self.snat_exhausted
             .iter()
             .filter_map(|e| e.ok())
-            .map(|(k, v)| (k.0, v.iter().fold(0u64, |a, b| a.wrapping_add(*b))))
+            .map(|(k, v)| (k.0, cpu_sum(&v)))
             .collect()
     }
 
     /// Per-event packet counts, summed over CPUs, labelled as the emulated
     /// engine labels them.
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
-        let sum = |i: u32| {
-            self.events
-                .get(&i, 0)
-                .map(|v| v.iter().fold(0u64, |a, b| a.wrapping_add(*b)))
-                .unwrap_or(0)
-        };
+        let sum = |i: u32| self.events.get(&i, 0).map(|v| cpu_sum(&v)).unwrap_or(0);
         let events = Event::ALL.iter().map(|e| (e.name(), sum(e.index() as u32)));
         let verdicts = Verdict::KINDS
             .iter()

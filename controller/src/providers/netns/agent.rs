@@ -110,12 +110,7 @@ pub fn runs_in(pid: u32, ns: &str) -> bool {
         _ => false,
     };
     // A zombie keeps its /proc entry but has exited.
-    let stat = std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat"))
-        .unwrap_or_default();
-    let zombie = stat
-        .rsplit_once(") ")
-        .is_some_and(|(_, rest)| rest.starts_with('Z'));
-    same && !zombie
+    same && super::system::process_alive(pid)
 }
 
 #[cfg(test)]

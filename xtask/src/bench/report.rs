@@ -500,14 +500,10 @@ partial checksums and segments GSO frames itself) but it keeps the five\n\
 configurations identical. So the ceiling is per-MTU-packet forwarding, not\n\
 64 KB GSO super-packets.\n\n\
 Connect loops: the connect server closes first, so the pod keeps every\n\
-connection in TIME_WAIT. Sluice holds a closed flow's SNAT port for 70 s\n\
-(closing timeout, then the endpoint's TIME_WAIT) out of 4 536 ports per\n\
-endpoint, so its loops against the same backend are started 71 s apart;\n\
-back to back, the third loop would find mostly held ports and pay a reset\n\
-and a SYN retransmit at each reuse. That is Sluice's capacity, stated\n\
-rather than measured here: ~65 new server-closed connections per second\n\
-per endpoint per node, where kube-proxy's MASQUERADE draws from the\n\
-~28 000-port ephemeral range.\n\n\
+connection in TIME_WAIT, and Sluice hands such a port only to a SYN that\n\
+TIME_WAIT takes (about half, timestamps being offset per connection). Its\n\
+loops against the same backend are started 61 s apart so each measures\n\
+free ports; the sustained-connect row measures the port space itself.\n\n\
 Run of {date}, `{cmd}`, total {secs:.0} s.\n\
 Machine: {machine}. **A shared 2-core VM; other engineers' builds may have\n\
 been running** (load average {ls} at the start, {le} at the end): read the\n\

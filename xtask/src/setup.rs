@@ -42,8 +42,12 @@ pub const DEB_PACKAGES: &[&str] = &[
     "netcat-openbsd",
     "wrk",
     // The controller's replicated store: tests start Debian's etcd on
-    // loopback, and the `etcd-client` crate needs `protoc` to build.
+    // loopback, and the `etcd-client` crate needs `protoc` to build,
+    // with the well-known types (`google/protobuf/descriptor.proto`),
+    // which only a recommended package brings and we install without
+    // recommends.
     "etcd-server",
+    "libprotobuf-dev",
     "protobuf-compiler",
 ];
 
@@ -367,7 +371,7 @@ mod tests {
 
     #[test]
     fn package_list_has_the_store_tools_once_each() {
-        for p in ["etcd-server", "protobuf-compiler"] {
+        for p in ["etcd-server", "libprotobuf-dev", "protobuf-compiler"] {
             assert!(DEB_PACKAGES.contains(&p), "{p}");
         }
         let mut sorted = DEB_PACKAGES.to_vec();

@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{merge_patch, ok, wait_for, write, Backend, Server};
+use common::{merge_patch, ok, wait_for, wait_until, write, Backend, Server};
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(90);
@@ -43,6 +43,28 @@ fn versions(s: &Server) -> BTreeMap<String, String> {
             )
         })
         .collect()
+}
+
+/// Waits until pool-a is 4 Nodes, all on `version`; a timeout shows
+/// the Nodes, the operations and the controller's log tail.
+fn on_version(s: &Server, version: &str) -> BTreeMap<String, String> {
+    let want = format!("v{version}");
+    wait_until(
+        LONG,
+        &format!("4 nodes on {version}"),
+        || versions(s),
+        |v| v.len() == 4 && v.values().all(|v| *v == want),
+        || {
+            let log = s.log();
+            let tail: Vec<&str> = log.lines().rev().take(80).collect();
+            let ops = ok(s, "admin", &["get", "operations", "-o", "wide"]);
+            let pool = ok(s, "admin", &["get", "nodepool", "pool-a", "-o", "yaml"]);
+            format!(
+                "operations:\n{ops}\npool:\n{pool}\nlog tail:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            )
+        },
+    )
 }
 
 fn operation(s: &Server, name: &str) -> Value {
@@ -103,10 +125,7 @@ spec:
 ",
     );
     ok(&s, "admin", &["apply", "-f", &pool]);
-    let first = wait_for(LONG, "4 nodes on 1.33.2", || {
-        let v = versions(&s);
-        (v.len() == 4 && v.values().all(|v| v == "v1.33.2")).then_some(v)
-    });
+    let first = on_version(&s, "1.33.2");
 
     // spec: U1 — a manual upgrade runs at once (M8), one zone at a time,
     // each node replaced by a surge node of the new version.
@@ -117,10 +136,7 @@ spec:
     });
     // The Nodes of the deleted instances go a moment after (the sim's
     // kubelets and the pool loop remove them).
-    let after = wait_for(LONG, "4 nodes on 1.33.5", || {
-        let v = versions(&s);
-        (v.len() == 4 && v.values().all(|v| v == "v1.33.5")).then_some(v)
-    });
+    let after = on_version(&s, "1.33.5");
     assert!(
         after.keys().all(|n| !first.contains_key(n)),
         "every node was replaced: {first:?} -> {after:?}"
@@ -194,10 +210,7 @@ spec:
     wait_for(LONG, "op-3 done", || {
         (state(&s, "op-3") == "DONE").then_some(())
     });
-    wait_for(LONG, "4 nodes on 1.33.7", || {
-        let v = versions(&s);
-        (v.len() == 4 && v.values().all(|v| v == "v1.33.7")).then_some(v)
-    });
+    on_version(&s, "1.33.7");
     assert_eq!(
         json(&s, &["get", "nodepool", "pool-a"])["spec"]["version"],
         "1.33.7"
@@ -224,10 +237,7 @@ spec:
         operation(&s, auto)["spec"]["operationType"],
         "AUTO_UPGRADE_NODES"
     );
-    wait_for(LONG, "4 nodes on 1.34.0", || {
-        let v = versions(&s);
-        (v.len() == 4 && v.values().all(|v| v == "v1.34.0")).then_some(v)
-    });
+    on_version(&s, "1.34.0");
 
     // An operation deleted mid-way: the marks and drains it left on the
     // nodes are lifted (no node is left cordoned by an upgrade that will

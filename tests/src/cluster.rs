@@ -27,7 +27,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::netns::{remove_namespaces_with_prefix, spawn_in, stop_child, Netns, TERM_GRACE};
+use crate::netns::{
+    remove_namespaces_with_prefix, spawn_in, stop_child, Netns, Offloads, TERM_GRACE,
+};
 use crate::whoami::WhoAmI;
 
 /// Where the agents' kernel engines pin maps and links: one directory per
@@ -301,6 +303,8 @@ pub struct ClusterSpec {
     pub agent_pods: Vec<AgentPodSpec>,
     /// Flags every agent gets besides the harness's own.
     pub agent_args: Vec<String>,
+    /// The client's and the nodes' links to the fabric.
+    pub offloads: Offloads,
 }
 
 impl ClusterSpec {
@@ -315,7 +319,13 @@ impl ClusterSpec {
             pod_evictions: BTreeMap::new(),
             agent_pods: Vec::new(),
             agent_args: Vec::new(),
+            offloads: Offloads::Off,
         }
+    }
+    /// The client's and the nodes' links to the fabric with `offloads`.
+    pub fn offloads(mut self, offloads: Offloads) -> Self {
+        self.offloads = offloads;
+        self
     }
     /// Give every agent `flag` (e.g. `--snat-port-range=61000-61007`).
     pub fn agent_arg(mut self, flag: &str) -> Self {
@@ -616,7 +626,8 @@ impl Cluster {
 
         // Fabric and client.
         c.fabric.bridge("br0")?;
-        c.client.veth_to("eth0", &c.fabric, "c0")?;
+        let offloads = c.spec.offloads;
+        c.client.veth_with("eth0", &c.fabric, "c0", offloads)?;
         c.fabric.enslave("c0", "br0")?;
         for f in Family::BOTH {
             c.client
@@ -627,7 +638,7 @@ impl Cluster {
         for i in 1..=c.spec.nodes {
             let node = Netns::new(&format!("{tag}-n{i}"))?;
             let port = format!("n{i}");
-            node.veth_to("nic0", &c.fabric, &port)?;
+            node.veth_with("nic0", &c.fabric, &port, offloads)?;
             c.fabric.enslave(&port, "br0")?;
             for f in Family::BOTH {
                 node.addr_add("nic0", &format!("{}/{}", f.node_ip(i), f.plen()))?;

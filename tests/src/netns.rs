@@ -113,13 +113,32 @@ pub fn sysctl(ns: &str, key: &str, value: &str) -> Result<()> {
 /// so packets on the wire carry complete checksums.
 pub fn disable_offloads(ns: &str, dev: &str) -> Result<()> {
     let dev_name = dev.to_string();
-    in_ns(ns, move || ethtool_off(&dev_name))?.with_context(|| format!("offloads of {dev} in {ns}"))
+    in_ns(ns, move || {
+        ethtool_set(
+            &dev_name,
+            &[(ETHTOOL_SGSO, 0), (ETHTOOL_STSO, 0), (ETHTOOL_STXCSUM, 0)],
+        )
+    })?
+    .with_context(|| format!("offloads of {dev} in {ns}"))
 }
 
-fn ethtool_off(dev: &str) -> Result<()> {
-    const ETHTOOL_STXCSUM: u32 = 0x17;
-    const ETHTOOL_STSO: u32 = 0x1f;
-    const ETHTOOL_SGSO: u32 = 0x24;
+/// Turn GRO on `dev` in `ns` on (`ethtool -K dev gro on`): a veth
+/// aggregates what it receives as a NIC does (veths have it off by
+/// default).
+pub fn enable_gro(ns: &str, dev: &str) -> Result<()> {
+    let dev_name = dev.to_string();
+    in_ns(ns, move || ethtool_set(&dev_name, &[(ETHTOOL_SGRO, 1)]))?
+        .with_context(|| format!("GRO of {dev} in {ns}"))
+}
+
+// `linux/ethtool.h`: the legacy per-feature set commands.
+const ETHTOOL_STXCSUM: u32 = 0x17;
+const ETHTOOL_STSO: u32 = 0x1f;
+const ETHTOOL_SGSO: u32 = 0x24;
+const ETHTOOL_SGRO: u32 = 0x2c;
+
+/// Each `(command, value)` on `dev` through `SIOCETHTOOL`, in order.
+fn ethtool_set(dev: &str, settings: &[(u32, u32)]) -> Result<()> {
     #[repr(C)]
     struct EthtoolValue {
         cmd: u32,
@@ -141,8 +160,8 @@ fn ethtool_off(dev: &str) -> Result<()> {
     }
     // SAFETY: fd is a fresh, owned descriptor.
     let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    for cmd in [ETHTOOL_SGSO, ETHTOOL_STSO, ETHTOOL_STXCSUM] {
-        let mut val = EthtoolValue { cmd, data: 0 };
+    for &(cmd, data) in settings {
+        let mut val = EthtoolValue { cmd, data };
         let mut req = IfReq {
             name: [0; libc::IFNAMSIZ],
             data: &mut val as *mut EthtoolValue as *mut libc::c_void,
@@ -155,13 +174,35 @@ fn ethtool_off(dev: &str) -> Result<()> {
         let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut req as *mut IfReq) };
         if rc < 0 {
             let e = std::io::Error::last_os_error();
-            // A device without the feature reports EOPNOTSUPP: nothing to turn off.
-            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
-                return Err(e).with_context(|| format!("ethtool cmd {cmd:#x} on {dev}"));
+            // A device without the feature reports EOPNOTSUPP: nothing to
+            // turn off (a request to turn one on must not pass silently).
+            if data != 0 || e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                return Err(e).with_context(|| format!("ethtool cmd {cmd:#x}={data} on {dev}"));
             }
         }
     }
     Ok(())
+}
+
+/// How the test bed's host links offload.
+///
+/// `Off`: every offload a veth has for sending is off on both ends, so
+/// each frame is complete and MTU-sized wherever it is seen.
+///
+/// `On`, as deployed: the host ends keep their defaults (TX checksum
+/// offload, TSO, GSO) and receive with GRO, so the node's stack and the
+/// engines see checksum-partial and GSO frames from their own sockets
+/// and pods, and GRO aggregates of what arrives. The switch side of each
+/// link does not offload: a frame leaving for another host is finished
+/// (checksummed and segmented) there, as a NIC finishes it on a real
+/// wire. That is also what proves the checksums: a veth never checks
+/// one, so a wrong checksum on a partial frame would pass unseen from
+/// veth to veth; finished on the wire, the receiver drops it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Offloads {
+    #[default]
+    Off,
+    On,
 }
 
 /// A network namespace that lives as long as this guard. Dropping it stops
@@ -261,6 +302,21 @@ impl Netns {
     /// A veth pair `local` (here) — `remote` (in `peer`), both up, offloads
     /// off on both ends.
     pub fn veth_to(&self, local: &str, peer: &Netns, remote: &str) -> Result<()> {
+        self.veth_with(local, peer, remote, Offloads::Off)
+    }
+
+    /// A veth pair `local` (here) — `remote` (in `peer`), both up, with
+    /// `offloads`. [`Offloads::On`] makes the pair a host's link to a
+    /// switch port: `local` keeps the kernel's defaults (TX checksum,
+    /// TSO, GSO) and gets GRO; `remote`, the wire, sends complete,
+    /// segmented frames (see [`Offloads`]).
+    pub fn veth_with(
+        &self,
+        local: &str,
+        peer: &Netns,
+        remote: &str,
+        offloads: Offloads,
+    ) -> Result<()> {
         for n in [local, remote] {
             if n.len() > 15 {
                 bail!("interface name {n} longer than 15 characters");
@@ -269,7 +325,10 @@ impl Netns {
         self.ip(&[
             "link", "add", local, "type", "veth", "peer", "name", remote, "netns", &peer.name,
         ])?;
-        self.disable_offloads(local)?;
+        match offloads {
+            Offloads::Off => self.disable_offloads(local)?,
+            Offloads::On => enable_gro(&self.name, local)?,
+        }
         peer.disable_offloads(remote)?;
         self.link_up(local)?;
         peer.link_up(remote)?;

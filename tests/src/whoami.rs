@@ -72,6 +72,72 @@ fn format_reply(pod: &str, peer: SocketAddr, local: SocketAddr) -> String {
     )
 }
 
+/// The most a bulk request sends or asks for, each way.
+pub const MAX_BULK: usize = 64 << 20;
+/// A server write blocked this long (a client that stopped reading)
+/// ends the connection.
+const BULK_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the server sends for one request line.
+struct Answer {
+    /// Pattern bytes to send first (`fill=<n>`).
+    fill: Option<usize>,
+    line: String,
+}
+
+/// The answer to `line` (without its newline): the who-am-I line, and for
+/// a bulk request (`fill=<n> <payload>`) `n` pattern bytes before it and
+/// `got=<len> sum=<fnv>` of the whole request line in it, so a client can
+/// tell that every byte arrived unchanged both ways.
+fn answer_line(line: &[u8], pod: &str, peer: SocketAddr, local: SocketAddr) -> Answer {
+    let reply = format_reply(pod, peer, local);
+    let fill = line
+        .strip_prefix(b"fill=")
+        .map(|rest| rest.split(|b| *b == b' ').next().unwrap_or_default())
+        .and_then(|n| std::str::from_utf8(n).ok()?.parse::<usize>().ok())
+        .filter(|n| *n <= MAX_BULK);
+    match fill {
+        None => Answer { fill, line: reply },
+        Some(_) => Answer {
+            fill,
+            line: format!(
+                "{} got={} sum={:016x}\n",
+                reply.trim_end(),
+                line.len(),
+                fnv1a(line)
+            ),
+        },
+    }
+}
+
+/// FNV-1a, 64 bits: enough to tell a changed byte, with no dependency.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Byte `i` of the bulk pattern: letters, never a newline.
+pub fn pattern_byte(i: usize) -> u8 {
+    // Period 251 (a prime): a lost or repeated segment of any usual size
+    // shows as a wrong byte.
+    b'!' + (i % 251 % 94) as u8
+}
+
+fn write_pattern(w: &mut impl Write, n: usize) -> io::Result<()> {
+    let mut buf = vec![0u8; 64 << 10];
+    let mut sent = 0;
+    while sent < n {
+        let k = (n - sent).min(buf.len());
+        for (j, b) in buf[..k].iter_mut().enumerate() {
+            *b = pattern_byte(sent + j);
+        }
+        w.write_all(&buf[..k])?;
+        sent += k;
+    }
+    Ok(())
+}
+
 fn canonical(a: SocketAddr) -> SocketAddr {
     SocketAddr::new(a.ip().to_canonical(), a.port())
 }
@@ -196,18 +262,26 @@ fn serve_conn(s: TcpStream, peer: SocketAddr, pod: &str, stop: &AtomicBool) {
         return;
     }
     let Ok(mut w) = s.try_clone() else { return };
+    if w.set_write_timeout(Some(BULK_WRITE_TIMEOUT)).is_err() {
+        return;
+    }
     let mut r = BufReader::new(s);
     let mut line = Vec::new();
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) && start.elapsed() < MAX_CONN_LIFE {
         match r.read_until(b'\n', &mut line) {
             Ok(0) => return,
+            Ok(_) if line.len() > MAX_BULK => return,
             Ok(_) => {
                 if line.ends_with(b"\n") {
+                    let answer = answer_line(&line[..line.len() - 1], pod, peer, local);
                     line.clear();
-                    if w.write_all(format_reply(pod, peer, local).as_bytes())
-                        .is_err()
-                    {
+                    if let Some(n) = answer.fill {
+                        if write_pattern(&mut w, n).is_err() {
+                            return;
+                        }
+                    }
+                    if w.write_all(answer.line.as_bytes()).is_err() {
                         return;
                     }
                 }
@@ -405,6 +479,54 @@ impl TcpConn {
                 .map_err(|e: anyhow::Error| TcpOutcome::Failed(e.to_string())),
             Err(e) => Err(classify(&e)),
         }
+    }
+}
+
+impl TcpConn {
+    /// One bulk request: `up` pattern bytes sent in one line, `down`
+    /// pattern bytes asked back. Each is checked byte for byte (the
+    /// server reports the length and hash of what it got); `Err` names
+    /// the first difference or the outcome that cut it short.
+    pub fn bulk(&mut self, up: usize, down: usize) -> std::result::Result<Reply, TcpOutcome> {
+        let fail = |what: String| TcpOutcome::Failed(what);
+        let mut line = format!("fill={down} ").into_bytes();
+        let head = line.len();
+        line.extend((0..up).map(pattern_byte));
+        let (len, sum) = (line.len(), fnv1a(&line));
+        line.push(b'\n');
+        if let Err(e) = self.stream.write_all(&line) {
+            return Err(classify(&e));
+        }
+        let mut got = vec![0u8; down];
+        if let Err(e) = self.reader.read_exact(&mut got) {
+            return Err(classify(&e));
+        }
+        if let Some(i) = (0..down).find(|i| got[*i] != pattern_byte(*i)) {
+            return Err(fail(format!(
+                "byte {i} of {down} sent back differs: {:#04x}, not {:#04x}",
+                got[i],
+                pattern_byte(i)
+            )));
+        }
+        let mut answer = String::new();
+        match (&mut self.reader).take(512).read_line(&mut answer) {
+            Ok(0) => return Err(fail("connection closed".into())),
+            Ok(_) => {}
+            Err(e) => return Err(classify(&e)),
+        }
+        let want = format!("got={len} sum={sum:016x}");
+        if !answer.contains(&want) {
+            return Err(fail(format!(
+                "the pod got other bytes than the {} sent ({} of header): {:?}, want {want}",
+                len - head,
+                head,
+                answer.trim()
+            )));
+        }
+        answer
+            .trim()
+            .parse()
+            .map_err(|e: anyhow::Error| TcpOutcome::Failed(e.to_string()))
     }
 }
 

@@ -361,6 +361,34 @@ pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>
     }
 }
 
+/// Poll `probe` until `done` accepts what it saw or `limit` passes; then
+/// panic naming `what` with the last value seen and `context()` (a
+/// log tail, the objects involved), so a timeout in CI says where it
+/// stood.
+#[allow(dead_code)]
+pub fn wait_until<V: std::fmt::Debug>(
+    limit: Duration,
+    what: &str,
+    mut probe: impl FnMut() -> V,
+    done: impl Fn(&V) -> bool,
+    context: impl FnOnce() -> String,
+) -> V {
+    let start = Instant::now();
+    loop {
+        let v = probe();
+        if done(&v) {
+            return v;
+        }
+        if start.elapsed() >= limit {
+            panic!(
+                "timed out after {limit:?}: {what}\nlast seen: {v:?}\n{}",
+                context()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The `Status` a failed kubectl request got, from its `-v=6` log
 /// ("server response object: {...}"): what a client sees beyond the
 /// one-line error kubectl prints.

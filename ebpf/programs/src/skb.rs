@@ -4,15 +4,27 @@
 //! `bpf_skb_store_bytes`): they check bounds in the kernel, work on
 //! non-linear (GRO) skbs too, and take any offset the verifier can only
 //! bound loosely, such as the L4 offset after a variable IHL. Checksums are
-//! patched with the kernel's own incremental helpers, which also keep
-//! `skb->csum` right for CHECKSUM_COMPLETE and leave CHECKSUM_PARTIAL to the
-//! device.
+//! patched with the kernel's own incremental helpers, which keep a
+//! CHECKSUM_PARTIAL skb's pseudo-header seed right for the device to finish.
+//!
+//! A CHECKSUM_COMPLETE skb (what a NIC's receive checksum and GRO hand the
+//! wire hook) carries in `skb->csum` the sum of every byte from the network
+//! header on, and the stack checks the L4 checksum against it: every write
+//! must be counted there or the packet is dropped as corrupt. The helpers
+//! count only the pseudo-header part of an L4 update, so this file counts
+//! the rest: header bytes are stored with `BPF_F_RECOMPUTE_CSUM` (the MAC
+//! addresses, before the network header, are outside the sum), and a
+//! checksum field the helpers rewrite without counting it (the IPv4
+//! header's, an L4 one for a port) is counted with `bpf_csum_update`. For
+//! IPv4 the address change and the header checksum's cancel out; for IPv6,
+//! with no header checksum, the stored address is what balances the
+//! pseudo-header update.
 
 use aya_ebpf::{
-    bindings::{BPF_F_MARK_MANGLED_0, BPF_F_PSEUDO_HDR},
+    bindings::{BPF_F_MARK_MANGLED_0, BPF_F_PSEUDO_HDR, BPF_F_RECOMPUTE_CSUM},
     helpers::{
-        bpf_l3_csum_replace, bpf_l4_csum_replace, bpf_skb_change_tail, bpf_skb_load_bytes,
-        bpf_skb_store_bytes,
+        bpf_csum_update, bpf_l3_csum_replace, bpf_l4_csum_replace, bpf_skb_change_tail,
+        bpf_skb_load_bytes, bpf_skb_store_bytes,
     },
     programs::TcContext,
     EbpfContext,
@@ -25,6 +37,11 @@ use sluice_datapath::{
 /// Offsets beyond this are refused before reaching a helper (a frame is at
 /// most 64 KiB); it also keeps every offset a small, bounded scalar.
 const MAX_OFF: usize = 0xffff;
+
+/// Where the MAC addresses end: bytes before are outside `skb->csum`. The
+/// program writes them only as the 12 bytes of both addresses (or 6 of
+/// one), never across into the header after.
+const MACS_END: usize = 12;
 
 /// `skb->pkt_type` of a frame addressed to another host (`linux/if_packet.h`).
 const PACKET_OTHERHOST: u32 = 3;
@@ -42,6 +59,17 @@ impl SkbPacket {
     #[inline(always)]
     fn skb(&self) -> *mut aya_ebpf::bindings::__sk_buff {
         self.ctx.as_ptr().cast()
+    }
+
+    /// Count in `skb->csum` a checksum field moved by the difference `to`
+    /// (raw-word sum, as given to the helper): the field's sum moves by
+    /// its one's-complement negation. The helper does nothing (and says
+    /// so) unless the skb is CHECKSUM_COMPLETE.
+    #[inline(always)]
+    fn count_field_write(&mut self, to: u64) {
+        let negated = !(to as u32);
+        // SAFETY: plain scalars.
+        let _ = unsafe { bpf_csum_update(self.skb().cast(), negated) };
     }
 }
 
@@ -78,6 +106,11 @@ impl Packet for SkbPacket {
         if off > MAX_OFF || bytes.is_empty() {
             return None;
         }
+        let flags = if off >= MACS_END {
+            u64::from(BPF_F_RECOMPUTE_CSUM)
+        } else {
+            0
+        };
         // SAFETY: `bytes` is `bytes.len()` readable bytes.
         let r = unsafe {
             bpf_skb_store_bytes(
@@ -85,7 +118,7 @@ impl Packet for SkbPacket {
                 off as u32,
                 bytes.as_ptr().cast(),
                 bytes.len() as u32,
-                0,
+                flags,
             )
         };
         (r == 0).then_some(())
@@ -101,7 +134,11 @@ impl Packet for SkbPacket {
         let to = u64::from(wsum_le(diff));
         // SAFETY: plain scalars.
         let r = unsafe { bpf_l3_csum_replace(self.skb().cast(), csum_off as u32, 0, to, 0) };
-        (r == 0).then_some(())
+        if r != 0 {
+            return None;
+        }
+        self.count_field_write(to);
+        Some(())
     }
 
     #[inline(always)]
@@ -114,12 +151,22 @@ impl Packet for SkbPacket {
         if how.pseudo {
             flags |= u64::from(BPF_F_PSEUDO_HDR);
         }
+        // A UDP/IPv4 checksum of zero ("none") is left alone by the helper
+        // (BPF_F_MARK_MANGLED_0): nothing was written, nothing to count.
+        let untouched = how.udp4 && self.load::<2>(csum_off)? == [0, 0];
         if how.udp4 {
             flags |= u64::from(BPF_F_MARK_MANGLED_0);
         }
         // SAFETY: plain scalars.
         let r = unsafe { bpf_l4_csum_replace(self.skb().cast(), csum_off as u32, 0, to, flags) };
-        (r == 0).then_some(())
+        if r != 0 {
+            return None;
+        }
+        // The helper counts a pseudo-header update itself.
+        if !how.pseudo && !untouched {
+            self.count_field_write(to);
+        }
+        Some(())
     }
 
     #[inline(always)]

@@ -24,6 +24,7 @@ use aya::programs::SchedClassifier;
 use aya::{Ebpf, EbpfLoader, Pod, TestRun, TestRunOptions};
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
 use sluice_datapath::env::Clock;
+use sluice_datapath::host::offload::{self, VnetHdr};
 use sluice_datapath::host::{HostMaps, ServiceSpec, ServiceTables, VecPacket};
 use sluice_datapath::maps::{
     v4_mapped, Addr, AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink,
@@ -579,6 +580,52 @@ impl Rng {
     }
 }
 
+/// `frame` (complete) as an offloading sender hands it over, and the vnet
+/// header the emulated engine reads with it: the L4 checksum field holding
+/// only the pseudo-header's sum (`CHECKSUM_PARTIAL`), and for `gso_size` >
+/// 0 a TCP super-frame to cut into segments of that many bytes.
+fn offloaded_form(frame: &[u8], gso_size: u16) -> Option<(Vec<u8>, VnetHdr)> {
+    let et = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    let (v6, l3) = match et {
+        0x0800 => (false, 14),
+        0x86dd => (true, 14),
+        _ => return None,
+    };
+    let (proto, l4, addrs) = if v6 {
+        (*frame.get(l3 + 6)?, l3 + 40, frame.get(l3 + 8..l3 + 40)?)
+    } else {
+        let ihl = usize::from(frame.get(l3)? & 0xf) * 4;
+        (*frame.get(l3 + 9)?, l3 + ihl, frame.get(l3 + 12..l3 + 20)?)
+    };
+    let csum_offset: u16 = match proto {
+        6 => 16,
+        17 => 6,
+        _ => return None,
+    };
+    let l4_len = frame.len().checked_sub(l4)?;
+    let pseudo = offload::sum16(addrs, u32::from(proto) + l4_len as u32);
+    let mut wire = frame.to_vec();
+    let at = l4 + usize::from(csum_offset);
+    wire.get_mut(at..at + 2)?
+        .copy_from_slice(&offload::fold(pseudo).to_be_bytes());
+    let gso_type = match (gso_size, v6) {
+        (0, _) => offload::GSO_NONE,
+        (_, false) => offload::GSO_TCPV4,
+        (_, true) => offload::GSO_TCPV6,
+    };
+    Some((
+        wire,
+        VnetHdr {
+            flags: offload::VNET_F_NEEDS_CSUM,
+            gso_type,
+            hdr_len: 0,
+            gso_size,
+            csum_start: l4 as u16,
+            csum_offset,
+        },
+    ))
+}
+
 // ---------------------------------------------------------------------------
 // The two engines side by side
 
@@ -959,6 +1006,124 @@ impl Driver {
         (o.event, host_out)
     }
 
+    /// One frame as a sender with offloads hands it over: checksum-partial
+    /// (`gso_size` 0) or a TCP super-frame of `gso_size` segments. The
+    /// host reads it as the emulated engine reads the wire (a vnet header,
+    /// finished in software: [`offload::finish`]) and runs every piece;
+    /// the kernel runs `frame` (complete, as the skb's data would read
+    /// after the device or GRO) once, and its output, cut as the device
+    /// would cut it, must be the host's pieces byte for byte.
+    fn run_offloaded(
+        &mut self,
+        rule: &'static str,
+        name: &str,
+        hook: Hook,
+        frame: &[u8],
+        gso_size: u16,
+    ) -> Vec<Vec<u8>> {
+        self.frames += 1;
+        *self.rules.entry(rule).or_default() += 1;
+        let name = format!("{name} [{rule}, {hook:?}, offloaded]");
+        let (mut wire, hdr) = match offloaded_form(frame, gso_size) {
+            Some(w) => w,
+            None => {
+                self.mismatch(&name, "not a TCP/UDP frame to offload".into());
+                return Vec::new();
+            }
+        };
+        let mut pieces: Vec<Vec<u8>> = Vec::new();
+        let whole = match offload::finish(&hdr, &mut wire, |seg| pieces.push(seg.clone())) {
+            Ok(None) => true,
+            Ok(Some(_)) => false,
+            Err(e) => {
+                self.mismatch(&name, format!("the host could not finish it: {e:?}"));
+                return Vec::new();
+            }
+        };
+        if whole {
+            pieces.push(wire);
+        }
+        let mut host_outs = Vec::new();
+        let mut host_results = Vec::new();
+        for piece in pieces {
+            let mut pkt = VecPacket::new(piece);
+            let o = process(&mut pkt, &mut self.host, &mut self.clock, hook);
+            *self.events.entry(o.event.name()).or_default() += 1;
+            *self.verdicts.entry(kind(o.verdict)).or_default() += 1;
+            host_results.push((o.verdict, o.event));
+            host_outs.push(pkt.into_inner());
+        }
+        // As in `run`: a frame the program resizes leaves CHECKSUM_COMPLETE.
+        let flags = self.kernel.flags;
+        if host_outs.iter().any(|o| o.len() != frame.len())
+            && gso_size == 0
+            && flags & CHECKSUM_COMPLETE != 0
+        {
+            self.kernel.flags &= !CHECKSUM_COMPLETE;
+            self.resized += 1;
+        }
+        let kernel = self.kernel.run(frame, hook);
+        self.kernel.flags = flags;
+        let (verdict, out, event) = match kernel {
+            Ok(k) => k,
+            Err(e) => {
+                self.mismatch(&name, format!("kernel run failed: {e}"));
+                return host_outs;
+            }
+        };
+        for (i, (hv, he)) in host_results.iter().enumerate() {
+            if kind(verdict) != kind(*hv) {
+                self.mismatch(
+                    &name,
+                    format!("piece {i}: verdict: kernel {verdict:?}, host {hv:?}"),
+                );
+            }
+            if event != Some(*he) {
+                self.mismatch(
+                    &name,
+                    format!("piece {i}: event: kernel {event:?}, host {he:?}"),
+                );
+            }
+        }
+        let kernel_pieces = if gso_size == 0 {
+            vec![out]
+        } else {
+            let mut segs = Vec::new();
+            if let Err(e) =
+                offload::segment_tcp(&out, usize::from(gso_size), |seg| segs.push(seg.clone()))
+            {
+                self.mismatch(
+                    &name,
+                    format!("the kernel's output does not segment: {e:?}"),
+                );
+            }
+            segs
+        };
+        if kernel_pieces.len() != host_outs.len() {
+            self.mismatch(
+                &name,
+                format!(
+                    "{} pieces from the kernel, {} from the host",
+                    kernel_pieces.len(),
+                    host_outs.len()
+                ),
+            );
+        }
+        for (i, (k, h)) in kernel_pieces.iter().zip(&host_outs).enumerate() {
+            if let Some(at) = first_difference(k, h) {
+                self.mismatch(
+                    &name,
+                    format!(
+                        "piece {i} differs at byte {at} (kernel {:02x?}, host {:02x?})",
+                        k.get(at..(at + 8).min(k.len())).unwrap_or(&[]),
+                        h.get(at..(at + 8).min(h.len())).unwrap_or(&[]),
+                    ),
+                );
+            }
+        }
+        host_outs
+    }
+
     /// Conntrack and affinity: same keys, same values but for time fields.
     fn compare_maps(&mut self, at: &str) {
         let kct = self.kernel.ct();
@@ -1301,6 +1466,97 @@ fn tcp_lifecycles(d: &mut Driver, net: Net) {
         );
         d.run("P1", "SYN, many clients", Hook::WireIngress, &f);
     }
+}
+
+/// Frames from senders that offload, as the emulated engine reads them
+/// (checksum-partial, TCP super-frames) against the kernel on the same
+/// frames completed: through DNAT and SNAT, the replies' reverse NAT from
+/// a remote endpoint and from a local pod, `Local`, UDP, and the reset of
+/// P6 made from a partial frame.
+fn offloaded(d: &mut Driver, net: Net) {
+    const MSS: u16 = 1000;
+    let vip = net.vip();
+    let bulk: Vec<u8> = (0..3 * usize::from(MSS)).map(|i| (i % 251) as u8).collect();
+    for (i, (port, hook)) in [
+        (PORT_CLUSTER, Hook::WireIngress),
+        (PORT_CLUSTER, Hook::FromPod),
+        (PORT_LOCAL, Hook::FromPod),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let cport = 47000 + i as u16;
+        let Some(c) = Conn::open(d, "offload", net.client(7), cport, vip, port) else {
+            continue;
+        };
+        c.server(d, "offload", "SYN-ACK", hook, TCP_SYN | TCP_ACK, b"");
+        c.client(d, "offload", "ACK", TCP_ACK, b"");
+        let up = |payload: &[u8]| {
+            tcp(
+                c.client,
+                c.cport,
+                c.vip,
+                c.vport,
+                TCP_ACK | TCP_PSH,
+                1001,
+                5001,
+                payload,
+            )
+        };
+        let down = |payload: &[u8]| {
+            tcp(
+                c.ep,
+                c.ep_port,
+                c.seen_src,
+                c.seen_sport,
+                TCP_ACK | TCP_PSH,
+                5001,
+                1001,
+                payload,
+            )
+        };
+        d.run_offloaded(
+            "offload",
+            "data, partial",
+            Hook::WireIngress,
+            &up(b"GET /"),
+            0,
+        );
+        d.run_offloaded(
+            "offload",
+            "data, super-frame",
+            Hook::WireIngress,
+            &up(&bulk),
+            MSS,
+        );
+        d.run_offloaded("offload", "reply, partial", hook, &down(b"200 OK"), 0);
+        d.run_offloaded("offload", "reply, super-frame", hook, &down(&bulk), MSS);
+    }
+    // UDP: a partial datagram to the service and the pod's partial answer.
+    let q = udp(net.client(7), 47100, vip, PORT_UDP, b"query");
+    let out = d.run_offloaded("offload", "UDP, partial", Hook::WireIngress, &q, 0);
+    if let Some((src, sport, ep, ep_port)) = out.first().and_then(|o| tuple(o)) {
+        let a = udp(ep, ep_port, src, sport, b"answer");
+        d.run_offloaded("offload", "UDP answer, partial", Hook::FromPod, &a, 0);
+    }
+    // P6 from a partial frame: the reset is built from it.
+    let f = tcp(
+        net.client(7),
+        47200,
+        vip,
+        PORT_NONE,
+        TCP_ACK | TCP_PSH,
+        1,
+        1,
+        b"x",
+    );
+    d.run_offloaded(
+        "offload",
+        "data, partial, no endpoint",
+        Hook::WireIngress,
+        &f,
+        0,
+    );
 }
 
 fn udp_flows(d: &mut Driver, net: Net) {
@@ -1892,6 +2148,8 @@ fn agree_on_the_corpus(flags: u32) {
         d.compare_maps(&format!("odd frames ({})", net.tag()));
         time_wait_reuse(&mut d, net);
         d.compare_maps(&format!("TIME_WAIT reuse ({})", net.tag()));
+        offloaded(&mut d, net);
+        d.compare_maps(&format!("offloaded frames ({})", net.tag()));
     }
     d.run("non-IP", "ARP", Hook::WireIngress, &arp());
     let mut lldp = vec![0x01, 0x80, 0xc2, 0, 0, 0x0e, 2, 0, 0, 0, 0, 0xa, 0x88, 0xcc];

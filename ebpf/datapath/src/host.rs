@@ -1,11 +1,14 @@
 //! Host-only helpers (feature `host`): byte-buffer packets with software
 //! checksum helpers, in-memory maps, the service table builder (with
-//! Maglev), and clocks.
+//! Maglev), clocks, and the software finishing of offloaded frames
+//! ([`offload`]: what the emulated engine does before the program sees a
+//! checksum-partial or GSO frame).
 
 mod clock;
 mod lru;
 mod maglev;
 mod maps;
+pub mod offload;
 mod packet;
 mod tables;
 

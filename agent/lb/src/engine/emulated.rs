@@ -48,7 +48,7 @@ use tracing::{debug, info, warn};
 use super::{LbCounters, LbEngine};
 use crate::desired::LbDesired;
 use sluice_agent::engine::emulated::sys;
-use sluice_agent::engine::emulated::VNET_HDR_LEN;
+use sluice_datapath::host::offload::VNET_HDR_LEN;
 
 static ENGINE_SEQ: AtomicU32 = AtomicU32::new(0);
 

@@ -17,11 +17,8 @@
 //! Every step registers its undo before the next one runs, so a failed
 //! start, [`Engine::shutdown`] and `Drop` all leave the node as it was.
 
-mod offload;
 mod relay;
 pub mod sys;
-
-pub use offload::{complete_csum, segment_tcp, VnetHdr, VNET_HDR_LEN};
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -16,8 +16,8 @@ use sluice_datapath::host::{FramePacket, HostMaps, SystemClock};
 use sluice_datapath::{process, Event, Hook, Verdict};
 use tracing::{debug, warn};
 
-use super::offload::{self, VnetHdr, VNET_HDR_LEN};
 use super::sys;
+use sluice_datapath::host::offload::{self, VnetHdr, VNET_HDR_LEN};
 
 /// Frames read per fd before moving to the next one.
 const BATCH: usize = 64;

@@ -259,6 +259,8 @@ pub(super) fn run(opts: &BenchOpts) -> Result<()> {
         counts: Vec::new(),
         configs: Vec::new(),
         sustained: std::time::Duration::ZERO,
+        // The load balancer's own topology: offloads off (below).
+        offloads: vec![sluice_tests::Offloads::Off],
     };
     crate::bench::build_ebpf()?;
     let lb_bin = crate::bench::build_bin("sluice-lb", "sluice-lb", true)?;

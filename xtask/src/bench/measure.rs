@@ -31,6 +31,7 @@ pub(super) fn measure(
     first_apply: f64,
     mut apply: impl FnMut(usize) -> Result<f64>,
     cooldown: Option<Duration>,
+    sustained: bool,
 ) -> Result<()> {
     pod.spawn(
         &["iperf3", "-s", "-p", &IPERF_PORT.to_string()],
@@ -80,15 +81,17 @@ pub(super) fn measure(
         );
         r.connect.push((n, t_apply, lat));
     }
-    cool_down(cooldown, last_loop);
-    check_interrupted()?;
-    r.sustained = M::from(sustained_connects(
-        client.name(),
-        lat_dst,
-        SUSTAINED_IN_FLIGHT,
-        plan.sustained,
-    ));
-    println!("    sustained connects: {}", fmt_sustained(&r.sustained));
+    if sustained {
+        cool_down(cooldown, last_loop);
+        check_interrupted()?;
+        r.sustained = M::from(sustained_connects(
+            client.name(),
+            lat_dst,
+            SUSTAINED_IN_FLIGHT,
+            plan.sustained,
+        ));
+        println!("    sustained connects: {}", fmt_sustained(&r.sustained));
+    }
     drop(server);
     Ok(())
 }

@@ -32,7 +32,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use sluice_tests::Engine;
+use sluice_tests::{Engine, Offloads};
 
 mod lb;
 mod measure;
@@ -133,6 +133,11 @@ pub struct BenchOpts {
     /// Streams of the multi-stream TCP measurement.
     #[arg(long, default_value_t = 4)]
     pub streams: u32,
+    /// The links' offloads: `off` (every veth sends complete MTU-sized
+    /// frames), `on` (the kernel's defaults, GRO on the uplinks, as
+    /// deployed), or `both`, each setting against its own ceiling.
+    #[arg(long, value_enum, default_value_t = OffloadChoice::Both)]
+    pub offloads: OffloadChoice,
     /// Print the table only; leave docs/benchmarks.md alone.
     #[arg(long)]
     pub no_write: bool,
@@ -140,6 +145,31 @@ pub struct BenchOpts {
     /// over the same hop instead of the node's paths.
     #[arg(long)]
     pub load_balancer: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffloadChoice {
+    Off,
+    On,
+    Both,
+}
+
+impl OffloadChoice {
+    fn settings(self) -> Vec<Offloads> {
+        match self {
+            OffloadChoice::Off => vec![Offloads::Off],
+            OffloadChoice::On => vec![Offloads::On],
+            OffloadChoice::Both => vec![Offloads::Off, Offloads::On],
+        }
+    }
+}
+
+/// How a setting is named in the output.
+fn offloads_word(o: Offloads) -> &'static str {
+    match o {
+        Offloads::Off => "offloads off",
+        Offloads::On => "offloads on (as deployed)",
+    }
 }
 
 struct Plan {
@@ -150,6 +180,8 @@ struct Plan {
     configs: Vec<Config>,
     /// How long the sustained-connect measurement runs.
     sustained: Duration,
+    /// The offload settings, each a full pass over `configs`.
+    offloads: Vec<Offloads>,
 }
 
 // --- signals ----------------------------------------------------------------
@@ -298,6 +330,7 @@ pub fn run(opts: BenchOpts) -> Result<()> {
                 .unwrap_or(if opts.quick { 10 } else { 60 })
                 .max(1),
         ),
+        offloads: opts.offloads.settings(),
     };
     for tool in ["iperf3", "iptables-restore", "nft", "ip"] {
         if Command::new("sh")
@@ -329,37 +362,70 @@ pub fn run(opts: BenchOpts) -> Result<()> {
         plan.duration, plan.connects, plan.counts
     );
 
-    let mut results = Vec::new();
-    for &config in &plan.configs {
-        check_interrupted()?;
-        println!("==> {}", config.label());
-        let r = match config {
-            Config::Routing | Config::Iptables | Config::Nftables => run_baseline(config, &plan),
-            Config::Kernel => run_sluice(Engine::Kernel, config, &plan, agent.as_deref()),
-            Config::Emulated => run_sluice(Engine::Emulated, config, &plan, agent.as_deref()),
-        };
-        check_interrupted()?;
-        let r = match r {
-            Ok(r) => r,
-            Err(e) => {
-                let full = format!("{e:#}");
-                for l in full.lines().take(8) {
-                    println!("    | {}", strip_ansi(l));
+    let mut passes: Vec<(Offloads, Vec<ConfigResult>)> = Vec::new();
+    for (pass, &offloads) in plan.offloads.iter().enumerate() {
+        // The sustained-connect row measures the SNAT port allocator, which
+        // offloads do not touch: once, in the first pass.
+        let sustained = pass == 0;
+        let mut results = Vec::new();
+        for &config in &plan.configs {
+            check_interrupted()?;
+            println!("==> {} ({})", config.label(), offloads_word(offloads));
+            let r = match config {
+                Config::Routing | Config::Iptables | Config::Nftables => {
+                    run_baseline(config, &plan, offloads, sustained)
                 }
-                let mut r = ConfigResult::new(config);
-                r.unavailable = Some(short_err(&e));
-                r
+                Config::Kernel => run_sluice(
+                    Engine::Kernel,
+                    config,
+                    &plan,
+                    agent.as_deref(),
+                    offloads,
+                    sustained,
+                ),
+                Config::Emulated => run_sluice(
+                    Engine::Emulated,
+                    config,
+                    &plan,
+                    agent.as_deref(),
+                    offloads,
+                    sustained,
+                ),
+            };
+            check_interrupted()?;
+            let r = match r {
+                Ok(r) => r,
+                Err(e) => {
+                    let full = format!("{e:#}");
+                    for l in full.lines().take(8) {
+                        println!("    | {}", strip_ansi(l));
+                    }
+                    let mut r = ConfigResult::new(config);
+                    r.unavailable = Some(short_err(&e));
+                    r
+                }
+            };
+            if let Some(why) = &r.unavailable {
+                println!("    {}: not available ({why})", engine_word(config));
             }
-        };
-        if let Some(why) = &r.unavailable {
-            println!("    {}: not available ({why})", engine_word(config));
+            results.push(r);
         }
-        results.push(r);
+        passes.push((offloads, results));
     }
     let load_end = loadavg();
     let elapsed = started.elapsed();
 
-    let tables = render(&results, &plan);
+    let tables = passes
+        .iter()
+        .map(|(offloads, results)| {
+            format!(
+                "### {}\n\n{}",
+                capitalised(offloads_word(*offloads)),
+                render(results, &plan)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     println!();
     println!("{tables}");
     println!("(total {:.0} s)", elapsed.as_secs_f64());
@@ -371,6 +437,14 @@ pub fn run(opts: BenchOpts) -> Result<()> {
         println!("==> wrote {}", path.display());
     }
     Ok(())
+}
+
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
 }
 
 fn engine_word(c: Config) -> &'static str {

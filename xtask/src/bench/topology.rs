@@ -9,14 +9,15 @@ use std::thread::{self};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use sluice_tests::{Cluster, ClusterSpec, EndpointSpec, Engine, Netns, ServiceSpec};
+use sluice_tests::{Cluster, ClusterSpec, EndpointSpec, Engine, Netns, Offloads, ServiceSpec};
 
 use super::*;
 
 // --- topology for the baselines ---------------------------------------------
 
 /// client — fabric bridge — node — pod, as the test bed and the agent build
-/// them (every veth with TX checksum offload, TSO and GSO off).
+/// them, with the links' `offloads` (see [`Offloads`]; the pod link as the
+/// kernel engine leaves it: the kernel's defaults, or off with the rest).
 pub(super) struct Topo {
     // Drop order: pod, node, client, fabric.
     pub(super) pod: Netns,
@@ -26,22 +27,40 @@ pub(super) struct Topo {
 }
 
 impl Topo {
-    fn build() -> Result<Topo> {
+    fn build(offloads: Offloads) -> Result<Topo> {
         let fabric = Netns::new("bn-f")?;
         let client = Netns::new("bn-c")?;
         let node = Netns::new("bn-n1")?;
         let pod = Netns::new("bn-p10")?;
         fabric.bridge("br0")?;
-        client.veth_to("eth0", &fabric, "c0")?;
+        client.veth_with("eth0", &fabric, "c0", offloads)?;
         fabric.enslave("c0", "br0")?;
         client.addr_add("eth0", &format!("{CLIENT_IP}/24"))?;
-        node.veth_to("nic0", &fabric, "n1")?;
+        node.veth_with("nic0", &fabric, "n1", offloads)?;
         fabric.enslave("n1", "br0")?;
         node.addr_add("nic0", &format!("{NODE_IP}/24"))?;
         node.sysctl("net.ipv4.ip_forward", "1")?;
         // The pod link as the agent makes it: /32 on the pod, the gateway
         // address on the node end, a /32 route to the pod.
-        node.veth_to("slpbench", &pod, "eth0")?;
+        match offloads {
+            Offloads::Off => node.veth_to("slpbench", &pod, "eth0")?,
+            Offloads::On => {
+                node.ip(&[
+                    "link",
+                    "add",
+                    "slpbench",
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    "eth0",
+                    "netns",
+                    pod.name(),
+                ])?;
+                node.link_up("slpbench")?;
+                pod.link_up("eth0")?;
+            }
+        }
         pod.addr_add("eth0", &format!("{POD_IP}/32"))?;
         pod.ip(&["route", "replace", POD_GW, "dev", "eth0", "scope", "link"])?;
         pod.ip(&["route", "replace", "default", "via", POD_GW, "dev", "eth0"])?;
@@ -64,8 +83,13 @@ impl Topo {
     }
 }
 
-pub(super) fn run_baseline(config: Config, plan: &Plan) -> Result<ConfigResult> {
-    let topo = Topo::build()?;
+pub(super) fn run_baseline(
+    config: Config,
+    plan: &Plan,
+    offloads: Offloads,
+    sustained: bool,
+) -> Result<ConfigResult> {
+    let topo = Topo::build(offloads)?;
     let mut r = ConfigResult::new(config);
     let (ip_dst, lat_dst): (Ipv4Addr, SocketAddr) = match config {
         Config::Routing => (
@@ -94,6 +118,7 @@ pub(super) fn run_baseline(config: Config, plan: &Plan) -> Result<ConfigResult> 
         t_apply,
         apply,
         None,
+        sustained,
     )?;
     Ok(r)
 }
@@ -115,14 +140,16 @@ pub(super) fn run_sluice(
     config: Config,
     plan: &Plan,
     agent: Option<&Path>,
+    offloads: Offloads,
+    sustained: bool,
 ) -> Result<ConfigResult> {
     let agent = agent.ok_or_else(|| anyhow!("no agent binary"))?;
     if engine == Engine::Kernel {
         // The object the agent loads (found next to target/release).
         build_ebpf()?;
     }
-    let cluster = match Cluster::start_with("bn", engine, sluice_spec(), Some(agent.to_path_buf()))
-    {
+    let spec = sluice_spec().offloads(offloads);
+    let cluster = match Cluster::start_with("bn", engine, spec, Some(agent.to_path_buf())) {
         Ok(c) => c,
         Err(e) => bail!("{}", agent_failure(&e)),
     };
@@ -135,6 +162,11 @@ pub(super) fn run_sluice(
     let pod = cluster
         .pod("bench")
         .ok_or_else(|| anyhow!("no pod namespace"))?;
+    if offloads == Offloads::Off {
+        // The kernel engine leaves a pod's link at the kernel's defaults:
+        // off here as on the baselines' pod link.
+        pod.disable_offloads("eth0")?;
+    }
     let client = cluster.client();
     let base_yaml = cluster.manifests(1)?;
     let state = cluster.dir().join("node-1.yaml");
@@ -152,6 +184,7 @@ pub(super) fn run_sluice(
         t_apply,
         |n| apply_sluice(&cluster, &state, &base_yaml, n),
         Some(SLUICE_CT_COOLDOWN),
+        sustained,
     )?;
     drop(cluster);
     Ok(r)

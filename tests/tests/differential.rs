@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap};
 use aya::programs::SchedClassifier;
-use aya::{Ebpf, EbpfLoader, Pod, TestRun, TestRunOptions};
+use aya::{Ebpf, EbpfLoader, Pod};
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
 use sluice_datapath::env::Clock;
 use sluice_datapath::host::offload::{self, VnetHdr};
@@ -637,8 +637,6 @@ struct Kernel {
     events: PerCpuArray<MapData, u64>,
     snat_exhausted: PerCpuHashMap<MapData, P<SnatExhaustKey>, u64>,
     counts: Vec<u64>,
-    /// `BPF_PROG_TEST_RUN` flags of every run (see [`CHECKSUM_COMPLETE`]).
-    flags: u32,
 }
 
 /// `BPF_F_TEST_SKB_CHECKSUM_COMPLETE` (Linux 6.13): the test skb arrives
@@ -755,7 +753,6 @@ impl Kernel {
             events,
             snat_exhausted,
             counts: vec![0; Event::COUNT],
-            flags: 0,
         };
         k.set_node(node);
         // The services, endpoint and Maglev maps stay alive in the kernel
@@ -768,39 +765,23 @@ impl Kernel {
         self.node.set(0, P(node), 0).expect("node set");
     }
 
-    /// Verdict, output frame and the event counted.
+    /// Verdict, output frame and the event counted, run with the
+    /// `BPF_PROG_TEST_RUN` `flags` (0 or [`CHECKSUM_COMPLETE`]).
     fn run(
         &mut self,
         frame: &[u8],
         hook: Hook,
+        flags: u32,
     ) -> Result<(Verdict, Vec<u8>, Option<Event>), String> {
         let name = PROGRAMS.iter().find(|(_, h)| *h == hook).unwrap().0;
         let prog: &SchedClassifier = self.bpf.program(name).unwrap().try_into().unwrap();
-        let (retval, out) = if self.flags == 0 {
-            let mut out = vec![0u8; frame.len() + 512];
-            let r = prog
-                .test_run(TestRunOptions {
-                    data_in: Some(frame),
-                    data_out: Some(&mut out),
-                    ..Default::default()
-                })
-                .map_err(|e| match e {
-                    aya::programs::ProgramError::SyscallError(s) => {
-                        format!("BPF_PROG_TEST_RUN: {}", s.io_error)
-                    }
-                    e => format!("BPF_PROG_TEST_RUN: {e}"),
-                })?;
-            out.truncate(r.data_size_out as usize);
-            (r.return_value, out)
-        } else {
-            test_run_with_flags(prog, frame, self.flags).map_err(|e| {
-                if e.raw_os_error() == Some(libc::EBADMSG) {
-                    "BPF_PROG_TEST_RUN: skb->csum left stale (EBADMSG)".to_owned()
-                } else {
-                    format!("BPF_PROG_TEST_RUN with flags {:#x}: {e}", self.flags)
-                }
-            })?
-        };
+        let (retval, out) = test_run_with_flags(prog, frame, flags).map_err(|e| {
+            if e.raw_os_error() == Some(libc::EBADMSG) {
+                "BPF_PROG_TEST_RUN: skb->csum left stale (EBADMSG)".to_owned()
+            } else {
+                format!("BPF_PROG_TEST_RUN with flags {flags:#x}: {e}")
+            }
+        })?;
         let verdict = match retval {
             TC_ACT_OK => Verdict::Pass,
             TC_ACT_SHOT => Verdict::Drop,
@@ -875,8 +856,11 @@ struct Driver {
     mismatches: Vec<Mismatch>,
     /// Frames the kernel's test run does not take.
     skipped: Vec<String>,
+    /// `BPF_PROG_TEST_RUN` flags of every kernel run (see
+    /// [`Driver::kernel_run`]).
+    flags: u32,
     /// Frames run without `CHECKSUM_COMPLETE` because the program resized
-    /// them (see [`Driver::run`]).
+    /// them (see [`Driver::kernel_run`]).
     resized: usize,
 }
 
@@ -922,6 +906,7 @@ impl Driver {
             verdicts: BTreeMap::new(),
             mismatches: Vec::new(),
             skipped: Vec::new(),
+            flags: 0,
             resized: 0,
         }
     }
@@ -954,18 +939,7 @@ impl Driver {
         pkt.other_host = for_other_host(frame);
         let o = process(&mut pkt, &mut self.host, &mut self.clock, hook);
         let host_out = pkt.into_inner();
-        // A frame whose length changes (the resets and ICMP errors of P6)
-        // leaves CHECKSUM_COMPLETE: `bpf_skb_change_tail` makes the skb
-        // CHECKSUM_NONE, and the stack checks its checksum in software. The
-        // test run checks `skb->csum` whatever the skb became, so such a
-        // frame runs without the flag (the host's answer says which ones).
-        let flags = self.kernel.flags;
-        if host_out.len() != frame.len() && flags & CHECKSUM_COMPLETE != 0 {
-            self.kernel.flags &= !CHECKSUM_COMPLETE;
-            self.resized += 1;
-        }
-        let kernel = self.kernel.run(frame, hook);
-        self.kernel.flags = flags;
+        let kernel = self.kernel_run(frame, hook, host_out.len() != frame.len());
         *self.events.entry(o.event.name()).or_default() += 1;
         *self.verdicts.entry(kind(o.verdict)).or_default() += 1;
         let name = format!("{name} [{rule}, {hook:?}]");
@@ -1004,6 +978,26 @@ impl Driver {
             }
         }
         (o.event, host_out)
+    }
+
+    /// The kernel's run of `frame` with this driver's flags. A frame the
+    /// program `resized` (the resets and ICMP errors of P6, as the host's
+    /// answer shows) leaves CHECKSUM_COMPLETE: `bpf_skb_change_tail` makes
+    /// the skb CHECKSUM_NONE and the stack checks its checksum in software.
+    /// The test run checks `skb->csum` whatever the skb became, so such a
+    /// frame runs without that flag.
+    fn kernel_run(
+        &mut self,
+        frame: &[u8],
+        hook: Hook,
+        resized: bool,
+    ) -> Result<(Verdict, Vec<u8>, Option<Event>), String> {
+        let mut flags = self.flags;
+        if resized && flags & CHECKSUM_COMPLETE != 0 {
+            flags &= !CHECKSUM_COMPLETE;
+            self.resized += 1;
+        }
+        self.kernel.run(frame, hook, flags)
     }
 
     /// One frame as a sender with offloads hands it over: checksum-partial
@@ -1053,17 +1047,8 @@ impl Driver {
             host_results.push((o.verdict, o.event));
             host_outs.push(pkt.into_inner());
         }
-        // As in `run`: a frame the program resizes leaves CHECKSUM_COMPLETE.
-        let flags = self.kernel.flags;
-        if host_outs.iter().any(|o| o.len() != frame.len())
-            && gso_size == 0
-            && flags & CHECKSUM_COMPLETE != 0
-        {
-            self.kernel.flags &= !CHECKSUM_COMPLETE;
-            self.resized += 1;
-        }
-        let kernel = self.kernel.run(frame, hook);
-        self.kernel.flags = flags;
+        let resized = gso_size == 0 && host_outs.iter().any(|o| o.len() != frame.len());
+        let kernel = self.kernel_run(frame, hook, resized);
         let (verdict, out, event) = match kernel {
             Ok(k) => k,
             Err(e) => {
@@ -2135,7 +2120,7 @@ fn kernel_and_host_agree_on_checksum_complete_skbs() {
 
 fn agree_on_the_corpus(flags: u32) {
     let mut d = Driver::new();
-    d.kernel.flags = flags;
+    d.flags = flags;
     let mut rng = Rng(0x5eed_d1ff);
     for net in [Net { v6: false }, Net { v6: true }] {
         tcp_lifecycles(&mut d, net);

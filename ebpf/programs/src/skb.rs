@@ -151,9 +151,11 @@ impl Packet for SkbPacket {
         if how.pseudo {
             flags |= u64::from(BPF_F_PSEUDO_HDR);
         }
-        // A UDP/IPv4 checksum of zero ("none") is left alone by the helper
-        // (BPF_F_MARK_MANGLED_0): nothing was written, nothing to count.
-        let untouched = how.udp4 && self.load::<2>(csum_off)? == [0, 0];
+        // The helper counts a pseudo-header update itself; any other we
+        // count below, unless the field is a UDP/IPv4 checksum of zero
+        // ("none"), which the helper leaves alone (BPF_F_MARK_MANGLED_0):
+        // nothing written, nothing to count. Read only when it matters.
+        let count = !how.pseudo && !(how.udp4 && self.load::<2>(csum_off)? == [0, 0]);
         if how.udp4 {
             flags |= u64::from(BPF_F_MARK_MANGLED_0);
         }
@@ -162,8 +164,7 @@ impl Packet for SkbPacket {
         if r != 0 {
             return None;
         }
-        // The helper counts a pseudo-header update itself.
-        if !how.pseudo && !untouched {
+        if count {
             self.count_field_write(to);
         }
         Some(())

@@ -164,11 +164,13 @@ impl OffloadChoice {
     }
 }
 
-/// How a setting is named in the output.
-fn offloads_word(o: Offloads) -> &'static str {
-    match o {
-        Offloads::Off => "offloads off",
-        Offloads::On => "offloads on (as deployed)",
+/// How a setting is named in the output (`heading`: at a line's start).
+fn offloads_word(o: Offloads, heading: bool) -> &'static str {
+    match (o, heading) {
+        (Offloads::Off, false) => "offloads off",
+        (Offloads::Off, true) => "Offloads off",
+        (Offloads::On, false) => "offloads on (as deployed)",
+        (Offloads::On, true) => "Offloads on (as deployed)",
     }
 }
 
@@ -370,7 +372,11 @@ pub fn run(opts: BenchOpts) -> Result<()> {
         let mut results = Vec::new();
         for &config in &plan.configs {
             check_interrupted()?;
-            println!("==> {} ({})", config.label(), offloads_word(offloads));
+            println!(
+                "==> {} ({})",
+                config.label(),
+                offloads_word(offloads, false)
+            );
             let r = match config {
                 Config::Routing | Config::Iptables | Config::Nftables => {
                     run_baseline(config, &plan, offloads, sustained)
@@ -420,7 +426,7 @@ pub fn run(opts: BenchOpts) -> Result<()> {
         .map(|(offloads, results)| {
             format!(
                 "### {}\n\n{}",
-                capitalised(offloads_word(*offloads)),
+                offloads_word(*offloads, true),
                 render(results, &plan)
             )
         })
@@ -437,14 +443,6 @@ pub fn run(opts: BenchOpts) -> Result<()> {
         println!("==> wrote {}", path.display());
     }
     Ok(())
-}
-
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => String::new(),
-    }
 }
 
 fn engine_word(c: Config) -> &'static str {

@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod http_probe;
 pub mod kube_cluster;
 pub mod netns;
+pub mod scratch;
 pub mod traffic;
 pub mod upgrade_scene;
 pub mod whoami;
@@ -24,5 +25,6 @@ pub use cluster::{
 };
 pub use http_probe::{http_get, HttpAnswer};
 pub use netns::{exec, in_ns, syn_retransmits, Netns, Offloads};
+pub use scratch::ScratchDir;
 pub use traffic::Traffic;
 pub use whoami::{tcp_request, udp_request, Reply, TcpConn, TcpOutcome, UdpOutcome, WhoAmI};

@@ -24,7 +24,7 @@ use aya::programs::SchedClassifier;
 use aya::{Ebpf, EbpfLoader, Pod};
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
 use sluice_datapath::env::Clock;
-use sluice_datapath::host::offload::{self, VnetHdr};
+use sluice_datapath::host::offload::{self, Intake, VnetHdr};
 use sluice_datapath::host::{HostMaps, ServiceSpec, ServiceTables, VecPacket};
 use sluice_datapath::maps::{
     v4_mapped, Addr, AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink,
@@ -584,7 +584,21 @@ impl Rng {
 /// header the emulated engine reads with it: the L4 checksum field holding
 /// only the pseudo-header's sum (`CHECKSUM_PARTIAL`), and for `gso_size` >
 /// 0 a TCP super-frame to cut into segments of that many bytes.
-fn offloaded_form(frame: &[u8], gso_size: u16) -> Option<(Vec<u8>, VnetHdr)> {
+/// How a frame reaches the relay from a sender that offloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    /// Checksum left partial (a pod's or the node's socket).
+    Partial,
+    /// A GRO aggregate: its checksum verified (`DATA_VALID`), the field
+    /// the first segment's (it holds for no segment once merged).
+    Gro,
+    /// A partial super-frame the relay cuts itself before the program, as
+    /// it does with what it cannot keep whole: here its GSO type names the
+    /// other family.
+    Finished,
+}
+
+fn offloaded_form(frame: &[u8], gso_size: u16, form: Form) -> Option<(Vec<u8>, VnetHdr)> {
     let et = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
     let (v6, l3) = match et {
         0x0800 => (false, 14),
@@ -606,16 +620,25 @@ fn offloaded_form(frame: &[u8], gso_size: u16) -> Option<(Vec<u8>, VnetHdr)> {
     let pseudo = offload::sum16(addrs, u32::from(proto) + l4_len as u32);
     let mut wire = frame.to_vec();
     let at = l4 + usize::from(csum_offset);
-    wire.get_mut(at..at + 2)?
-        .copy_from_slice(&offload::fold(pseudo).to_be_bytes());
-    let gso_type = match (gso_size, v6) {
+    let field = wire.get_mut(at..at + 2)?;
+    match form {
+        // Some value that is not the super-frame's checksum.
+        Form::Gro => field.copy_from_slice(&[0x5a, 0xa5]),
+        _ => field.copy_from_slice(&offload::fold(pseudo).to_be_bytes()),
+    }
+    let gso_type = match (gso_size, v6 != (form == Form::Finished)) {
         (0, _) => offload::GSO_NONE,
         (_, false) => offload::GSO_TCPV4,
         (_, true) => offload::GSO_TCPV6,
     };
-    Some((
-        wire,
-        VnetHdr {
+    let hdr = match form {
+        Form::Gro => VnetHdr {
+            flags: offload::VNET_F_DATA_VALID,
+            gso_type,
+            gso_size,
+            ..VnetHdr::default()
+        },
+        Form::Partial | Form::Finished => VnetHdr {
             flags: offload::VNET_F_NEEDS_CSUM,
             gso_type,
             hdr_len: 0,
@@ -623,7 +646,8 @@ fn offloaded_form(frame: &[u8], gso_size: u16) -> Option<(Vec<u8>, VnetHdr)> {
             csum_start: l4 as u16,
             csum_offset,
         },
-    ))
+    };
+    Some((wire, hdr))
 }
 
 // ---------------------------------------------------------------------------
@@ -1000,13 +1024,16 @@ impl Driver {
         self.kernel.run(frame, hook, flags)
     }
 
-    /// One frame as a sender with offloads hands it over: checksum-partial
-    /// (`gso_size` 0) or a TCP super-frame of `gso_size` segments. The
-    /// host reads it as the emulated engine reads the wire (a vnet header,
-    /// finished in software: [`offload::finish`]) and runs every piece;
-    /// the kernel runs `frame` (complete, as the skb's data would read
-    /// after the device or GRO) once, and its output, cut as the device
-    /// would cut it, must be the host's pieces byte for byte.
+    /// One frame as a sender with offloads hands it over (`form`):
+    /// checksum-partial (`gso_size` 0) or a TCP super-frame of `gso_size`
+    /// segments, partial or a verified GRO aggregate. The host reads it as
+    /// the emulated engine's relay does ([`offload::intake`]): kept whole,
+    /// the program runs once on it with partial checksum semantics and the
+    /// next device's finishing (the checksum over the whole frame) follows;
+    /// otherwise it is finished first and every piece runs. The kernel runs
+    /// `frame` (complete, as the skb's data would read after the device or
+    /// GRO) once, and its output (cut as the device would cut it, when the
+    /// host cut too) must be the host's byte for byte.
     fn run_offloaded(
         &mut self,
         rule: &'static str,
@@ -1014,38 +1041,68 @@ impl Driver {
         hook: Hook,
         frame: &[u8],
         gso_size: u16,
+        form: Form,
     ) -> Vec<Vec<u8>> {
         self.frames += 1;
         *self.rules.entry(rule).or_default() += 1;
-        let name = format!("{name} [{rule}, {hook:?}, offloaded]");
-        let (mut wire, hdr) = match offloaded_form(frame, gso_size) {
+        let name = format!("{name} [{rule}, {hook:?}, {form:?}]");
+        let (mut wire, hdr) = match offloaded_form(frame, gso_size, form) {
             Some(w) => w,
             None => {
                 self.mismatch(&name, "not a TCP/UDP frame to offload".into());
                 return Vec::new();
             }
         };
-        let mut pieces: Vec<Vec<u8>> = Vec::new();
-        let whole = match offload::finish(&hdr, &mut wire, |seg| pieces.push(seg.clone())) {
-            Ok(None) => true,
-            Ok(Some(_)) => false,
-            Err(e) => {
-                self.mismatch(&name, format!("the host could not finish it: {e:?}"));
-                return Vec::new();
-            }
-        };
-        if whole {
-            pieces.push(wire);
-        }
         let mut host_outs = Vec::new();
         let mut host_results = Vec::new();
-        for piece in pieces {
-            let mut pkt = VecPacket::new(piece);
-            let o = process(&mut pkt, &mut self.host, &mut self.clock, hook);
-            *self.events.entry(o.event.name()).or_default() += 1;
-            *self.verdicts.entry(kind(o.verdict)).or_default() += 1;
-            host_results.push((o.verdict, o.event));
-            host_outs.push(pkt.into_inner());
+        let kept_whole = match offload::intake(&hdr, &mut wire) {
+            Intake::Partial(h) => {
+                let mut pkt = VecPacket::new(wire).partial();
+                let o = process(&mut pkt, &mut self.host, &mut self.clock, hook);
+                *self.events.entry(o.event.name()).or_default() += 1;
+                *self.verdicts.entry(kind(o.verdict)).or_default() += 1;
+                host_results.push((o.verdict, o.event));
+                let rebuilt = pkt.rebuilt;
+                let mut out = pkt.into_inner();
+                // An answer built in its place is complete already.
+                if !rebuilt {
+                    let (start, at) = (usize::from(h.csum_start), usize::from(h.csum_offset));
+                    if let Err(e) = offload::complete_csum(&mut out, start, at) {
+                        self.mismatch(&name, format!("the host's output does not finish: {e:?}"));
+                    }
+                }
+                host_outs.push(out);
+                true
+            }
+            intake => {
+                let mut pieces: Vec<Vec<u8>> = Vec::new();
+                let whole = match offload::finish(&hdr, &mut wire, |seg| pieces.push(seg.clone())) {
+                    Ok(None) => true,
+                    Ok(Some(_)) => false,
+                    Err(e) => {
+                        self.mismatch(
+                            &name,
+                            format!("the host could not finish it ({intake:?}): {e:?}"),
+                        );
+                        return Vec::new();
+                    }
+                };
+                if whole {
+                    pieces.push(wire);
+                }
+                for piece in pieces {
+                    let mut pkt = VecPacket::new(piece);
+                    let o = process(&mut pkt, &mut self.host, &mut self.clock, hook);
+                    *self.events.entry(o.event.name()).or_default() += 1;
+                    *self.verdicts.entry(kind(o.verdict)).or_default() += 1;
+                    host_results.push((o.verdict, o.event));
+                    host_outs.push(pkt.into_inner());
+                }
+                whole
+            }
+        };
+        if form != Form::Finished && !kept_whole {
+            self.mismatch(&name, "the relay would not keep it whole".into());
         }
         let resized = gso_size == 0 && host_outs.iter().any(|o| o.len() != frame.len());
         let kernel = self.kernel_run(frame, hook, resized);
@@ -1070,7 +1127,7 @@ impl Driver {
                 );
             }
         }
-        let kernel_pieces = if gso_size == 0 {
+        let kernel_pieces = if gso_size == 0 || kept_whole {
             vec![out]
         } else {
             let mut segs = Vec::new();
@@ -1500,29 +1557,45 @@ fn offloaded(d: &mut Driver, net: Net) {
                 payload,
             )
         };
+        let data = up(b"GET /");
         d.run_offloaded(
             "offload",
-            "data, partial",
+            "data",
             Hook::WireIngress,
-            &up(b"GET /"),
+            &data,
             0,
+            Form::Partial,
         );
-        d.run_offloaded(
-            "offload",
-            "data, super-frame",
-            Hook::WireIngress,
-            &up(&bulk),
-            MSS,
-        );
-        d.run_offloaded("offload", "reply, partial", hook, &down(b"200 OK"), 0);
-        d.run_offloaded("offload", "reply, super-frame", hook, &down(&bulk), MSS);
+        for form in [Form::Partial, Form::Gro, Form::Finished] {
+            let f = up(&bulk);
+            d.run_offloaded(
+                "offload",
+                "data, super-frame",
+                Hook::WireIngress,
+                &f,
+                MSS,
+                form,
+            );
+        }
+        let reply = down(b"200 OK");
+        d.run_offloaded("offload", "reply", hook, &reply, 0, Form::Partial);
+        for form in [Form::Partial, Form::Gro, Form::Finished] {
+            d.run_offloaded(
+                "offload",
+                "reply, super-frame",
+                hook,
+                &down(&bulk),
+                MSS,
+                form,
+            );
+        }
     }
     // UDP: a partial datagram to the service and the pod's partial answer.
     let q = udp(net.client(7), 47100, vip, PORT_UDP, b"query");
-    let out = d.run_offloaded("offload", "UDP, partial", Hook::WireIngress, &q, 0);
+    let out = d.run_offloaded("offload", "UDP", Hook::WireIngress, &q, 0, Form::Partial);
     if let Some((src, sport, ep, ep_port)) = out.first().and_then(|o| tuple(o)) {
         let a = udp(ep, ep_port, src, sport, b"answer");
-        d.run_offloaded("offload", "UDP answer, partial", Hook::FromPod, &a, 0);
+        d.run_offloaded("offload", "UDP answer", Hook::FromPod, &a, 0, Form::Partial);
     }
     // P6 from a partial frame: the reset is built from it.
     let f = tcp(
@@ -1537,10 +1610,11 @@ fn offloaded(d: &mut Driver, net: Net) {
     );
     d.run_offloaded(
         "offload",
-        "data, partial, no endpoint",
+        "data, no endpoint",
         Hook::WireIngress,
         &f,
         0,
+        Form::Partial,
     );
 }
 

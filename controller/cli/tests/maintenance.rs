@@ -1,22 +1,26 @@
 //! `sluice maintenance` as a process, reading the policy from a file.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 mod common;
 use common::HOLIDAYS;
+use sluice_tests::ScratchDir;
 
 const ALLOWED: i32 = 0;
 const ERROR: i32 = 1;
 const USAGE: i32 = 2;
 const BLOCKED: i32 = 10;
 
-fn file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("write");
-    p
+/// A policy file in its own scratch directory, gone with it.
+struct PolicyFile {
+    _dir: ScratchDir,
+    path: String,
+}
+
+fn file(name: &str, text: &str) -> PolicyFile {
+    let dir = ScratchDir::new("cli-policy");
+    let path = dir.write(name, text).display().to_string();
+    PolicyFile { _dir: dir, path }
 }
 
 fn sluice(args: &[&str]) -> Output {
@@ -36,8 +40,8 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn holidays() -> String {
-    file("holidays.yaml", HOLIDAYS).display().to_string()
+fn holidays() -> PolicyFile {
+    file("holidays.yaml", HOLIDAYS)
 }
 
 fn check(at: &str, event: &str) -> Output {
@@ -45,7 +49,7 @@ fn check(at: &str, event: &str) -> Output {
         "maintenance",
         "check",
         "--policy-file",
-        &holidays(),
+        &holidays().path,
         "--at",
         at,
         "--event",
@@ -142,7 +146,7 @@ fn json_for_scripts() {
         "--format",
         "json",
         "--policy-file",
-        &holidays(),
+        &holidays().path,
         "--at",
         "2026-12-20T09:30:00+05:30",
         "--event",
@@ -169,7 +173,7 @@ fn next_window_and_next_event() {
     let next = |args: &[&str]| {
         let mut all = vec!["maintenance", "next", "--policy-file"];
         let f = holidays();
-        all.push(&f);
+        all.push(&f.path);
         all.extend(args);
         let o = sluice(&all);
         (o.status.code(), stdout(&o), stderr(&o))
@@ -213,13 +217,20 @@ fn bad_input_is_named_never_a_panic() {
         ("check", "--event"),
         ("next --format xml", "xml"),
     ] {
-        let mut all = vec!["maintenance", "--policy-file", &hol];
+        let mut all = vec!["maintenance", "--policy-file", &hol.path];
         all.extend(args.split(' '));
         let (code, _, err) = run(&all);
         assert_eq!(code, Some(USAGE), "{args:?}: {err}");
         assert!(err.contains(words), "{args:?}: {err}");
     }
-    let (code, _, err) = run(&["maintenance", "check", "--policy-file", &hol, "--event", ""]);
+    let (code, _, err) = run(&[
+        "maintenance",
+        "check",
+        "--policy-file",
+        &hol.path,
+        "--event",
+        "",
+    ]);
     assert_eq!(code, Some(USAGE), "{err}");
     assert!(err.contains("unknown maintenance event \"\""), "{err}");
     // Files: exit 1 naming the file and what is wrong.
@@ -236,11 +247,15 @@ fn bad_input_is_named_never_a_panic() {
         ("both.yaml", Some(long), "not both"),
     ];
     for (name, text, words) in cases {
-        let path = match text {
-            Some(t) => file(name, &t),
-            None => std::env::temp_dir().join("sluice-cli-none").join(name),
+        let f = text.map(|t| file(name, &t));
+        let p = match &f {
+            Some(f) => f.path.clone(),
+            None => std::env::temp_dir()
+                .join("sluice-cli-none")
+                .join(name)
+                .display()
+                .to_string(),
         };
-        let p = path.display().to_string();
         let (code, out, err) = run(&[
             "maintenance",
             "check",

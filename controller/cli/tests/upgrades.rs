@@ -326,8 +326,8 @@ fn bad_input_is_refused_clearly() {
 /// Bad flags and files, refused before any request.
 #[test]
 fn bad_flags_and_config_files_are_refused() {
-    let dir = std::env::temp_dir().join(format!("sluice-cli-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let scratch = sluice_tests::ScratchDir::new("cli-bad");
+    let dir = scratch.path();
     let kc = dir.join("no.kubeconfig");
     let usage = [
         &[
@@ -379,5 +379,4 @@ fn bad_flags_and_config_files_are_refused() {
             "{want:?}: {err}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -137,7 +137,7 @@ impl EmulatedEngine {
         let n = nic.clone();
         let tap = self
             .node
-            .run(move || sys::open_tap(&n))?
+            .run(move || sys::open_tap_vnet(&n))?
             .with_context(|| format!("creating the TAP {nic} in the node namespace"))?;
         let mtu = self.snapshot.mtu.to_string();
         self.node
@@ -206,18 +206,15 @@ impl EmulatedEngine {
         wire.run(move || sysctl::disable_ipv6(&h, true))??;
         wire.ip(&["link", "set", "dev", host, "up"])?;
 
-        // Pod side.
-        let p = peer.to_string();
-        pod_ns
-            .run(move || sys::disable_tx_offloads(&p))?
-            .with_context(|| format!("disabling offloads on {peer} in the pod"))?;
+        // Pod side: the link keeps its offloads (the relay takes partial
+        // checksums and super-frames whole).
         podnet::configure_pod_side(&pod_ns, pod)?;
 
         // Node side.
         let h = host.to_string();
         let tap = self
             .node
-            .run(move || sys::open_tap(&h))?
+            .run(move || sys::open_tap_vnet(&h))?
             .with_context(|| format!("creating the TAP {host}"))?;
         podnet::configure_host_side(&self.node, host, pod)?;
 

@@ -4,6 +4,9 @@
 //! mutex taken once per batch.
 //!
 //! I/O is plain non-blocking `recv`/`write` in batches (no mmap rings yet).
+//! Every fd carries virtio-net headers, TAPs included: a super-frame or a
+//! frame with its checksum left to offload crosses the relay whole, the
+//! program running once on it, as a TC program sees one GSO skb.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -17,7 +20,7 @@ use sluice_datapath::{process, Event, Hook, Verdict};
 use tracing::{debug, warn};
 
 use super::sys;
-use sluice_datapath::host::offload::{self, VnetHdr, VNET_HDR_LEN};
+use sluice_datapath::host::offload::{self, Intake, VnetHdr, VNET_HDR_LEN};
 
 /// Frames read per fd before moving to the next one.
 const BATCH: usize = 64;
@@ -38,9 +41,18 @@ macro_rules! engine_counters {
 }
 
 engine_counters! {
+    // Checksums the relay completed itself.
     csum_completed => "engine_csum_completed",
+    // Super-frames read at a hook (kept whole or cut).
     gso_frames => "engine_gso_frames",
+    // Those of them read from the uplink (GRO aggregates of what the
+    // wire brought).
+    wire_gso_frames => "engine_wire_gso_frames",
+    // Segments the relay cut itself, of super-frames it could not keep whole.
     gso_segments => "engine_gso_segments",
+    // Frames passed on with their checksum left partial (super-frames
+    // kept whole among them), for the next device or stack to finish.
+    partial_passed => "engine_partial_passed",
     offload_dropped => "engine_offload_dropped",
     rx_truncated => "engine_rx_truncated",
     rx_errors => "engine_rx_errors",
@@ -159,12 +171,13 @@ impl Shared {
     }
 }
 
-/// Where a frame goes after the program passed it.
+/// Where a frame goes after the program passed it: a vnet header, then
+/// the frame, either way.
 #[derive(Clone, Copy)]
 enum Out {
-    /// A TAP: the bare frame.
+    /// A TAP in the node namespace: the node's kernel takes it.
     Tap(RawFd),
-    /// An `AF_PACKET` socket with vnet headers: a zero header, then the frame.
+    /// An `AF_PACKET` socket: out of a link.
     Sock(RawFd),
 }
 
@@ -291,17 +304,12 @@ fn pollfd(fd: RawFd) -> libc::pollfd {
 }
 
 impl Worker<'_> {
-    /// Read up to a batch of frames from `fd`, run `hook` on each (if any)
-    /// and forward what passes to `out`.
+    /// Read up to a batch of frames (each behind its vnet header) from
+    /// `fd`, run `hook` on each (if any) and forward what passes to `out`.
     fn drain(&mut self, fd: RawFd, from_socket: bool, hook: Option<Hook>, out: Out) {
         let shared = self.shared;
         for _ in 0..BATCH {
-            let r = if from_socket {
-                sys::read_frame(fd, &mut self.buf, true)
-            } else {
-                sys::read_frame(fd, &mut self.buf[VNET_HDR_LEN..], false)
-            };
-            let (n, other_host) = match r {
+            let (n, other_host) = match sys::read_frame(fd, &mut self.buf, from_socket) {
                 Ok(Some(rx)) => (rx.len, rx.other_host),
                 Ok(None) => return,
                 Err(e) => {
@@ -315,12 +323,7 @@ impl Worker<'_> {
                 }
             };
             let res = catch_unwind(AssertUnwindSafe(|| {
-                let rx = Rx { hook, other_host };
-                if from_socket {
-                    self.socket_frame(n, rx, out);
-                } else {
-                    self.run_and_forward(None, n, rx, out);
-                }
+                self.frame_in(n, Rx { hook, other_host }, out)
             }));
             if res.is_err() {
                 shared
@@ -333,8 +336,10 @@ impl Worker<'_> {
         }
     }
 
-    /// A frame read with a vnet header sits in `buf[..n]`.
-    fn socket_frame(&mut self, n: usize, rx: Rx, out: Out) {
+    /// A frame read with its vnet header sits in `buf[..n]`. Partial
+    /// checksums and super-frames go through whole where they can
+    /// ([`offload::intake`]); the rest is finished here first.
+    fn frame_in(&mut self, n: usize, rx: Rx, out: Out) {
         let c = &self.shared.counters.engine;
         if n > self.buf.len() {
             c.rx_truncated.fetch_add(1, Ordering::Relaxed);
@@ -344,23 +349,47 @@ impl Worker<'_> {
             c.rx_errors.fetch_add(1, Ordering::Relaxed);
             return;
         };
+        if rx.hook.is_none() {
+            // Node to pod: no hook, the frame and its header go on as the
+            // node's stack made them.
+            self.send(out, n);
+            return;
+        }
         let len = n - VNET_HDR_LEN;
-        let (head, rest) = self.buf.split_at_mut(VNET_HDR_LEN);
-        let _ = head;
-        let frame = &mut rest[..len];
+        if hdr.gso() != offload::GSO_NONE {
+            c.gso_frames.fetch_add(1, Ordering::Relaxed);
+            if rx.hook == Some(Hook::WireIngress) {
+                c.wire_gso_frames.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let frame = &mut self.buf[VNET_HDR_LEN..n];
+        match offload::intake(&hdr, frame) {
+            Intake::Complete => self.run_and_forward(None, len, rx, out, None),
+            Intake::Partial(h) => {
+                c.partial_passed.fetch_add(1, Ordering::Relaxed);
+                self.run_and_forward(None, len, rx, out, Some(h));
+            }
+            Intake::Finish => self.finish_and_forward(hdr, len, rx, out),
+        }
+    }
+
+    /// What cannot go on partial (a UDP super-frame, an odd checksum
+    /// offset): checksum completed, or cut into segments, here.
+    fn finish_and_forward(&mut self, hdr: VnetHdr, len: usize, rx: Rx, out: Out) {
+        let c = &self.shared.counters.engine;
+        let frame = &mut self.buf[VNET_HDR_LEN..VNET_HDR_LEN + len];
         let mut segments: Vec<Vec<u8>> = Vec::new();
         match offload::finish(&hdr, frame, |s| segments.push(s.clone())) {
             Ok(None) => {
                 if hdr.flags & offload::VNET_F_NEEDS_CSUM != 0 {
                     c.csum_completed.fetch_add(1, Ordering::Relaxed);
                 }
-                self.run_and_forward(None, len, rx, out);
+                self.run_and_forward(None, len, rx, out, None);
             }
             Ok(Some(k)) => {
-                c.gso_frames.fetch_add(1, Ordering::Relaxed);
                 c.gso_segments.fetch_add(k as u64, Ordering::Relaxed);
                 for s in &segments {
-                    self.run_and_forward(Some(s), s.len(), rx, out);
+                    self.run_and_forward(Some(s), s.len(), rx, out, None);
                 }
             }
             Err(e) => {
@@ -371,26 +400,42 @@ impl Worker<'_> {
     }
 
     /// Run the program on a frame (in `buf[VNET_HDR_LEN..][..len]`, or a
-    /// copy of `seg`) and forward it if it passes.
-    fn run_and_forward(&mut self, seg: Option<&Vec<u8>>, len: usize, rx: Rx, out: Out) {
+    /// copy of `seg`) and forward it if it passes. `partial`: the frame's
+    /// L4 checksum is left to the next device, and it leaves with this
+    /// header, unless the program built an answer in its place.
+    fn run_and_forward(
+        &mut self,
+        seg: Option<&Vec<u8>>,
+        len: usize,
+        rx: Rx,
+        out: Out,
+        partial: Option<VnetHdr>,
+    ) {
         let shared = self.shared;
-        let buf: &mut Vec<u8> = match seg {
-            Some(s) => {
-                let Some(dst) = self.scratch.get_mut(VNET_HDR_LEN..VNET_HDR_LEN + s.len()) else {
-                    shared
-                        .counters
-                        .engine
-                        .rx_truncated
-                        .fetch_add(1, Ordering::Relaxed);
-                    return;
-                };
-                dst.copy_from_slice(s);
-                &mut self.scratch
-            }
-            None => &mut self.buf,
-        };
+        if let Some(s) = seg {
+            let Some(dst) = self.scratch.get_mut(VNET_HDR_LEN..VNET_HDR_LEN + s.len()) else {
+                shared
+                    .counters
+                    .engine
+                    .rx_truncated
+                    .fetch_add(1, Ordering::Relaxed);
+                return;
+            };
+            dst.copy_from_slice(s);
+            std::mem::swap(&mut self.buf, &mut self.scratch);
+        }
+        self.run_in_buf(len, rx, out, partial);
+        if seg.is_some() {
+            std::mem::swap(&mut self.buf, &mut self.scratch);
+        }
+    }
+
+    fn run_in_buf(&mut self, len: usize, rx: Rx, out: Out, partial: Option<VnetHdr>) {
+        let shared = self.shared;
+        let buf = &mut self.buf;
         let mut len = len;
         let mut out = out;
+        let mut hdr = partial.unwrap_or_default();
         if let Some(hook) = rx.hook {
             // At a TC ingress hook the kernel has classified the frame
             // (pkt_type) from its destination MAC before the program runs,
@@ -404,11 +449,16 @@ impl Worker<'_> {
             }
             let mut pkt = FramePacket::new(&mut buf[VNET_HDR_LEN..], len);
             pkt.other_host = rx.other_host;
+            pkt.csum_partial = partial.is_some();
             let outcome = {
                 let mut maps = shared.maps();
                 process(&mut pkt, &mut *maps, &mut self.clock, hook)
             };
             len = pkt.len;
+            if pkt.rebuilt {
+                // A P6 answer: a new, complete frame.
+                hdr = VnetHdr::default();
+            }
             shared.counters.count(outcome.event, outcome.verdict);
             match outcome.verdict {
                 Verdict::Drop => return,
@@ -434,15 +484,17 @@ impl Worker<'_> {
                 }
             }
         }
-        let r = match out {
-            Out::Tap(fd) => sys::write_frame(fd, &buf[VNET_HDR_LEN..VNET_HDR_LEN + len]),
-            Out::Sock(fd) => {
-                buf[..VNET_HDR_LEN].fill(0);
-                sys::write_frame(fd, &buf[..VNET_HDR_LEN + len])
-            }
+        hdr.write(&mut buf[..VNET_HDR_LEN]);
+        self.send(out, VNET_HDR_LEN + len);
+    }
+
+    /// Write `buf[..n]` (a vnet header, then the frame) to `out`.
+    fn send(&mut self, out: Out, n: usize) {
+        let fd = match out {
+            Out::Tap(fd) | Out::Sock(fd) => fd,
         };
-        if let Err(e) = r {
-            let c = &shared.counters.engine;
+        if let Err(e) = sys::write_frame(fd, &self.buf[..n]) {
+            let c = &self.shared.counters.engine;
             match e.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
                     c.tx_dropped.fetch_add(1, Ordering::Relaxed);

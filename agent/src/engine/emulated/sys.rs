@@ -1,6 +1,6 @@
 //! The Linux packet I/O the relay uses: TAP devices, `AF_PACKET` sockets
-//! with vnet headers, an eventfd, offload switches. Each constructor acts in
-//! the calling thread's network namespace.
+//! with vnet headers, an eventfd. Each constructor acts in the calling
+//! thread's network namespace.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -21,30 +21,11 @@ const PACKET_VNET_HDR: libc::c_int = 15;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const ETH_P_ALL: u16 = 0x0003;
 
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
-const ETHTOOL_STXCSUM: u32 = 0x17;
-const ETHTOOL_SSG: u32 = 0x19;
-const ETHTOOL_STSO: u32 = 0x1f;
-const ETHTOOL_SGSO: u32 = 0x24;
-
 #[repr(C)]
 struct IfReqFlags {
     name: [u8; 16],
     flags: libc::c_short,
     _pad: [u8; 22],
-}
-
-#[repr(C)]
-struct IfReqData {
-    name: [u8; 16],
-    data: *mut libc::c_void,
-    _pad: [u8; 16],
-}
-
-#[repr(C)]
-struct EthtoolValue {
-    cmd: u32,
-    data: u32,
 }
 
 fn ifname_bytes(name: &str) -> Result<[u8; 16]> {
@@ -65,17 +46,11 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-/// A TAP (`IFF_TAP | IFF_NO_PI`, no offloads: the kernel hands us complete
-/// frames) named `name`, non-blocking. It disappears when the fd closes.
-pub fn open_tap(name: &str) -> Result<OwnedFd> {
-    tap(name, IFF_TAP | IFF_NO_PI)
-}
-
-/// A TAP named `name` with virtio-net headers, non-blocking (what
-/// `sluice-lb`'s relay uses: it only rewrites MACs, so frames pass with
-/// their header untouched). Checksum and TSO offloads are on where the
-/// kernel allows: what the stack sends may arrive as a super-frame, and the
-/// wire socket takes it as it is. It disappears when the fd closes.
+/// A TAP named `name` with virtio-net headers, non-blocking. Checksum and
+/// TSO offloads are on where the kernel allows: what the stack sends may
+/// arrive as a super-frame with its checksum partial, and the relays pass
+/// it on as it is (`sluice-lb` only rewrites MACs; the engine's relay runs
+/// the program once on it). It disappears when the fd closes.
 pub fn open_tap_vnet(name: &str) -> Result<OwnedFd> {
     let fd = tap(name, IFF_TAP | IFF_NO_PI | IFF_VNET_HDR)?;
     // SAFETY: an ioctl taking an integer on a fd we own.
@@ -170,38 +145,6 @@ pub fn open_packet_socket(ifname: &str) -> Result<OwnedFd> {
         .with_context(|| format!("binding AF_PACKET socket to {ifname}"))?;
         Ok(fd)
     }
-}
-
-/// Turn off transmit checksum offload, scatter-gather, TSO and GSO on
-/// `ifname` so what it sends arrives complete.
-pub fn disable_tx_offloads(ifname: &str) -> Result<()> {
-    let name = ifname_bytes(ifname)?;
-    // SAFETY: the ifreq points at a live EthtoolValue for each ioctl.
-    unsafe {
-        let s = cvt(libc::socket(
-            libc::AF_INET,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            0,
-        ))
-        .context("creating ioctl socket")?;
-        let s = OwnedFd::from_raw_fd(s);
-        for (cmd, what) in [
-            (ETHTOOL_STSO, "tso"),
-            (ETHTOOL_SGSO, "gso"),
-            (ETHTOOL_STXCSUM, "tx-checksumming"),
-            (ETHTOOL_SSG, "scatter-gather"),
-        ] {
-            let mut v = EthtoolValue { cmd, data: 0 };
-            let mut req = IfReqData {
-                name,
-                data: (&mut v as *mut EthtoolValue).cast(),
-                _pad: [0; 16],
-            };
-            cvt(libc::ioctl(s.as_raw_fd(), SIOCETHTOOL, &mut req))
-                .with_context(|| format!("turning {what} off on {ifname}"))?;
-        }
-    }
-    Ok(())
 }
 
 pub fn eventfd() -> Result<OwnedFd> {

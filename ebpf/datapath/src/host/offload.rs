@@ -7,6 +7,9 @@
 pub const VNET_HDR_LEN: usize = 10;
 
 pub const VNET_F_NEEDS_CSUM: u8 = 1;
+/// Set by the kernel on a frame whose checksum it verified (a GRO
+/// aggregate among them); never sent.
+pub const VNET_F_DATA_VALID: u8 = 2;
 pub const GSO_NONE: u8 = 0;
 pub const GSO_TCPV4: u8 = 1;
 pub const GSO_UDP: u8 = 3;
@@ -258,6 +261,112 @@ pub fn finish(
     }
 }
 
+/// How a frame read with a vnet header goes through the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Intake {
+    /// Complete: its checksums are final; it leaves with a zero header.
+    Complete,
+    /// Kept whole with its checksum left to the sender's offload
+    /// (`CHECKSUM_PARTIAL`): the program runs once on it, a super-frame
+    /// included, with partial checksum semantics
+    /// ([`super::packet::FramePacket::csum_partial`]), and it leaves with
+    /// this header for the next device or the stack to finish, as the
+    /// kernel hands a GSO skb on and segments it only where a device
+    /// cannot.
+    Partial(VnetHdr),
+    /// Not something to keep whole (a UDP super-frame, a partial checksum
+    /// elsewhere than the TCP or UDP field, VLAN tags): [`finish`] it.
+    Finish,
+}
+
+/// The transport header a partial checksum or a super-frame may describe:
+/// untagged Ethernet, IPv4 (any options) or IPv6 without extension
+/// headers, TCP or UDP. Returns (l3, l4, protocol, v6).
+fn l4_of(frame: &[u8]) -> Option<(usize, usize, u8, bool)> {
+    let l3 = 14;
+    match u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]) {
+        0x0800 => {
+            let b = *frame.get(l3)?;
+            let ihl = usize::from(b & 0xf) * 4;
+            (b >> 4 == 4 && ihl >= 20).then_some(())?;
+            // A fragment has no transport header to sum.
+            let frag = u16::from_be_bytes([*frame.get(l3 + 6)?, *frame.get(l3 + 7)?]);
+            (frag & 0x3fff == 0).then_some(())?;
+            Some((l3, l3 + ihl, *frame.get(l3 + 9)?, false))
+        }
+        0x86dd => Some((l3, l3 + 40, *frame.get(l3 + 6)?, true)),
+        _ => None,
+    }
+}
+
+/// The folded pseudo-header sum a `CHECKSUM_PARTIAL` TCP or UDP field
+/// holds: the addresses, the protocol and the transport length.
+fn pseudo_field(frame: &[u8], l3: usize, l4: usize, proto: u8, v6: bool) -> Option<u16> {
+    let addrs = if v6 {
+        frame.get(l3 + 8..l3 + 40)?
+    } else {
+        frame.get(l3 + 12..l3 + 20)?
+    };
+    let len = u32::try_from(frame.len().checked_sub(l4)?).ok()?;
+    Some(fold(sum16(addrs, u32::from(proto) + len)))
+}
+
+/// Decide how a frame read with header `hdr` runs (see [`Intake`]). A TCP
+/// super-frame whose checksum the kernel verified (a GRO aggregate,
+/// `DATA_VALID`) has no checksum that holds for its segments: its field is
+/// set to the pseudo-header sum and it goes on partial, which is what the
+/// kernel does to such an skb when it must segment it.
+pub fn intake(hdr: &VnetHdr, frame: &mut [u8]) -> Intake {
+    let partial = hdr.flags & VNET_F_NEEDS_CSUM != 0;
+    let gso = hdr.gso();
+    if gso == GSO_NONE && !partial {
+        return Intake::Complete;
+    }
+    let Some((l3, l4, proto, v6)) = l4_of(frame) else {
+        return Intake::Finish;
+    };
+    let field = match proto {
+        6 => 16,
+        17 => 6,
+        _ => return Intake::Finish,
+    };
+    let at = l4 + field;
+    if at + 2 > frame.len() {
+        return Intake::Finish;
+    }
+    let hdr_len = match gso {
+        GSO_NONE => 0,
+        GSO_TCPV4 | GSO_TCPV6 => {
+            let Some(lay) = tcp_layout(frame) else {
+                return Intake::Finish;
+            };
+            if proto != 6 || lay.v6 != (gso == GSO_TCPV6) || lay.l4 != l4 || hdr.gso_size == 0 {
+                return Intake::Finish;
+            }
+            lay.payload as u16
+        }
+        _ => return Intake::Finish,
+    };
+    if partial {
+        if usize::from(hdr.csum_start) != l4 || usize::from(hdr.csum_offset) != field {
+            return Intake::Finish;
+        }
+    } else {
+        let Some(p) = pseudo_field(frame, l3, l4, proto, v6) else {
+            return Intake::Finish;
+        };
+        frame[at..at + 2].copy_from_slice(&p.to_be_bytes());
+    }
+    Intake::Partial(VnetHdr {
+        flags: VNET_F_NEEDS_CSUM,
+        gso_type: hdr.gso_type,
+        hdr_len,
+        gso_size: hdr.gso_size,
+        csum_start: l4 as u16,
+        csum_offset: field as u16,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +418,85 @@ mod tests {
         assert_eq!(ok, t.checksum(), "tcp checksum");
         let flags = seg[seg.len() - t.payload().len() - t.to_header().header_len() + 13];
         (t.sequence_number(), flags, t.payload().len())
+    }
+
+    fn partial_hdr(gso_type: u8, gso_size: u16) -> VnetHdr {
+        VnetHdr {
+            flags: VNET_F_NEEDS_CSUM,
+            gso_type,
+            gso_size,
+            csum_start: 34,
+            csum_offset: 16,
+            hdr_len: 0,
+        }
+    }
+
+    #[test]
+    fn complete_frames_and_partial_ones_are_told_apart() {
+        let mut f = tcp4(b"hello", false);
+        assert_eq!(intake(&VnetHdr::default(), &mut f), Intake::Complete);
+        let before = f.clone();
+        let Intake::Partial(h) = intake(&partial_hdr(GSO_NONE, 0), &mut f) else {
+            panic!("a partial TCP frame is kept whole")
+        };
+        assert_eq!(f, before, "a partial field is left as the sender wrote it");
+        assert_eq!(
+            (h.flags, h.gso_type, h.csum_start, h.csum_offset),
+            (1, 0, 34, 16)
+        );
+        // A partial checksum somewhere else than the TCP field, a UDP
+        // super-frame, a frame cut inside its headers: finished instead.
+        let mut odd = partial_hdr(GSO_NONE, 0);
+        odd.csum_offset = 10;
+        assert_eq!(intake(&odd, &mut f), Intake::Finish);
+        assert_eq!(
+            intake(&partial_hdr(GSO_UDP_L4, 1000), &mut f),
+            Intake::Finish
+        );
+        for cut in 0..40 {
+            let mut short = before[..cut].to_vec();
+            assert_eq!(
+                intake(&partial_hdr(GSO_TCPV4, 1448), &mut short),
+                Intake::Finish,
+                "{cut}"
+            );
+        }
+    }
+
+    /// spec: P1 — a GRO aggregate (checksum verified, no partial field)
+    /// kept whole: its field becomes the pseudo-header sum, and finishing
+    /// it later gives exactly the segments finishing it at once gives.
+    #[test]
+    fn a_verified_super_frame_goes_on_partial() {
+        let payload: Vec<u8> = (0..4000u32).map(|i| (i * 7) as u8).collect();
+        for f in [tcp4(&payload, true), tcp6(&payload)] {
+            let v6 = f[12] == 0x86;
+            let (gso_type, l4) = if v6 { (GSO_TCPV6, 54) } else { (GSO_TCPV4, 34) };
+            let gro = VnetHdr {
+                flags: VNET_F_DATA_VALID,
+                gso_type,
+                gso_size: 1400,
+                ..Default::default()
+            };
+            let mut direct = Vec::new();
+            finish(&gro, &mut f.clone(), |s| direct.push(s.clone())).unwrap();
+            let mut kept = f.clone();
+            let Intake::Partial(h) = intake(&gro, &mut kept) else {
+                panic!("kept whole")
+            };
+            assert_eq!(
+                (h.flags, h.csum_start, h.csum_offset),
+                (VNET_F_NEEDS_CSUM, l4, 16)
+            );
+            assert_eq!(
+                (h.gso_type, h.gso_size, h.hdr_len),
+                (gso_type, 1400, l4 + 20)
+            );
+            let mut later = Vec::new();
+            finish(&h, &mut kept, |s| later.push(s.clone())).unwrap();
+            assert_eq!(direct.len(), 3);
+            assert_eq!(direct, later);
+        }
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! Host-only helpers (feature `host`): byte-buffer packets with software
 //! checksum helpers, in-memory maps, the service table builder (with
-//! Maglev), clocks, and the software finishing of offloaded frames
-//! ([`offload`]: what the emulated engine does before the program sees a
-//! checksum-partial or GSO frame).
+//! Maglev), clocks, how the emulated engine's relay takes offloaded frames
+//! ([`offload`]: checksum-partial and GSO frames kept whole or finished in
+//! software) and its receive coalescing ([`gro`]).
 
 mod clock;
+pub mod gro;
 mod lru;
 mod maglev;
 mod maps;

@@ -20,6 +20,7 @@ use sluice_datapath::{process, Event, Hook, Verdict};
 use tracing::{debug, warn};
 
 use super::sys;
+use sluice_datapath::host::gro::{Coalescer, Offer};
 use sluice_datapath::host::offload::{self, Intake, VnetHdr, VNET_HDR_LEN};
 
 /// Frames read per fd before moving to the next one.
@@ -50,6 +51,10 @@ engine_counters! {
     wire_gso_frames => "engine_wire_gso_frames",
     // Segments the relay cut itself, of super-frames it could not keep whole.
     gso_segments => "engine_gso_segments",
+    // Aggregates the relay coalesced itself from complete segments read in
+    // one batch, and the segments they hold.
+    gro_frames => "engine_gro_frames",
+    gro_segments => "engine_gro_segments",
     // Frames passed on with their checksum left partial (super-frames
     // kept whole among them), for the next device or stack to finish.
     partial_passed => "engine_partial_passed",
@@ -204,6 +209,9 @@ struct Worker<'a> {
     clock: SystemClock,
     buf: Vec<u8>,
     scratch: Vec<u8>,
+    /// Receive coalescing of what one `drain` reads from a hooked socket;
+    /// empty between drains.
+    gro: Coalescer,
     logged_errors: u32,
 }
 
@@ -216,6 +224,7 @@ impl Relay {
             clock: SystemClock::new(),
             buf: vec![0u8; BUF_LEN],
             scratch: vec![0u8; BUF_LEN],
+            gro: Coalescer::new(VNET_HDR_LEN, BUF_LEN - VNET_HDR_LEN),
             logged_errors: 0,
         };
         let wire = self.wire.as_raw_fd();
@@ -306,34 +315,115 @@ fn pollfd(fd: RawFd) -> libc::pollfd {
 impl Worker<'_> {
     /// Read up to a batch of frames (each behind its vnet header) from
     /// `fd`, run `hook` on each (if any) and forward what passes to `out`.
+    /// Complete TCP segments read from a hooked socket in one batch are
+    /// coalesced first ([`sluice_datapath::host::gro`]), as a link with GRO
+    /// would hand them over; the aggregate leaves before anything read
+    /// after it, and at the end of the batch.
     fn drain(&mut self, fd: RawFd, from_socket: bool, hook: Option<Hook>, out: Out) {
-        let shared = self.shared;
+        let coalesce = from_socket && hook.is_some();
         for _ in 0..BATCH {
             let (n, other_host) = match sys::read_frame(fd, &mut self.buf, from_socket) {
                 Ok(Some(rx)) => (rx.len, rx.other_host),
-                Ok(None) => return,
+                Ok(None) => break,
                 Err(e) => {
-                    shared
+                    self.shared
                         .counters
                         .engine
                         .rx_errors
                         .fetch_add(1, Ordering::Relaxed);
                     self.log_error("reading a frame", &e);
-                    return;
+                    break;
                 }
             };
-            let res = catch_unwind(AssertUnwindSafe(|| {
-                self.frame_in(n, Rx { hook, other_host }, out)
-            }));
-            if res.is_err() {
-                shared
-                    .counters
-                    .engine
-                    .panics
-                    .fetch_add(1, Ordering::Relaxed);
-                warn!("a frame made the relay panic; dropped");
+            let rx = Rx { hook, other_host };
+            self.count_super_frame(n, hook);
+            if coalesce && !other_host && self.coalesced(n, rx, out) {
+                continue;
+            }
+            self.guarded(|w| w.frame_in(n, rx, out));
+        }
+        if coalesce {
+            self.flush(
+                Rx {
+                    hook,
+                    other_host: false,
+                },
+                out,
+            );
+        }
+    }
+
+    /// Count a super-frame as read (what the relay coalesces itself is
+    /// counted apart).
+    fn count_super_frame(&self, n: usize, hook: Option<Hook>) {
+        let Some(hdr) = self.buf.get(..n).and_then(VnetHdr::parse) else {
+            return;
+        };
+        if hook.is_some() && hdr.gso() != offload::GSO_NONE {
+            let c = &self.shared.counters.engine;
+            c.gso_frames.fetch_add(1, Ordering::Relaxed);
+            if hook == Some(Hook::WireIngress) {
+                c.wire_gso_frames.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Run `f`, counting and logging a panic instead of dying of it.
+    fn guarded(&mut self, f: impl FnOnce(&mut Self)) {
+        if catch_unwind(AssertUnwindSafe(|| f(self))).is_err() {
+            self.shared
+                .counters
+                .engine
+                .panics
+                .fetch_add(1, Ordering::Relaxed);
+            warn!("a frame made the relay panic; dropped");
+        }
+    }
+
+    /// Offer the frame in `buf[..n]` to the coalescer: `true` if it took
+    /// it; otherwise the held aggregate has left and the caller handles the
+    /// frame.
+    fn coalesced(&mut self, n: usize, rx: Rx, out: Out) -> bool {
+        let Some(hdr) = self.buf.get(..n).and_then(VnetHdr::parse) else {
+            return false;
+        };
+        // Only complete frames: what is partial or a super-frame already
+        // goes whole as it is.
+        if hdr.gso() != offload::GSO_NONE || hdr.flags & offload::VNET_F_NEEDS_CSUM != 0 {
+            self.flush(rx, out);
+            return false;
+        }
+        let verified = hdr.flags & offload::VNET_F_DATA_VALID != 0;
+        loop {
+            match self.gro.offer(&self.buf[VNET_HDR_LEN..n], verified) {
+                Offer::Held => return true,
+                Offer::FlushFirst => self.flush(rx, out),
+                Offer::Refused => {
+                    self.flush(rx, out);
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Send the held aggregate (if any) through the program and on.
+    fn flush(&mut self, rx: Rx, out: Out) {
+        let Some((hdr, len)) = self.gro.take() else {
+            return;
+        };
+        if hdr.gso() != offload::GSO_NONE {
+            let c = &self.shared.counters.engine;
+            c.gro_frames.fetch_add(1, Ordering::Relaxed);
+            let size = usize::from(hdr.gso_size.max(1));
+            let payload = len.saturating_sub(usize::from(hdr.hdr_len));
+            c.gro_segments
+                .fetch_add(payload.div_ceil(size) as u64, Ordering::Relaxed);
+        }
+        // The aggregate is laid out as `buf` is: run it in its place.
+        self.gro.swap_buffer(&mut self.buf);
+        hdr.write(&mut self.buf[..VNET_HDR_LEN]);
+        self.guarded(|w| w.frame_in(VNET_HDR_LEN + len, rx, out));
+        self.gro.swap_buffer(&mut self.buf);
     }
 
     /// A frame read with its vnet header sits in `buf[..n]`. Partial
@@ -356,12 +446,6 @@ impl Worker<'_> {
             return;
         }
         let len = n - VNET_HDR_LEN;
-        if hdr.gso() != offload::GSO_NONE {
-            c.gso_frames.fetch_add(1, Ordering::Relaxed);
-            if rx.hook == Some(Hook::WireIngress) {
-                c.wire_gso_frames.fetch_add(1, Ordering::Relaxed);
-            }
-        }
         let frame = &mut self.buf[VNET_HDR_LEN..n];
         match offload::intake(&hdr, frame) {
             Intake::Complete => self.run_and_forward(None, len, rx, out, None),

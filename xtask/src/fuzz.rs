@@ -1,6 +1,6 @@
 //! `cargo xtask fuzz`: the controller's fuzz targets (`controller/fuzz`,
 //! cargo-fuzz), each for a bounded time; `cargo xtask test` runs them all
-//! for [`CI_SECONDS`] each after the workspace's tests.
+//! for [`CI_SECONDS`] each, all at once, after the workspace's tests.
 //!
 //! Works on the stable toolchain: the targets are built with
 //! `--sanitizer none`, so cargo-fuzz passes only stable flags (the
@@ -330,16 +330,34 @@ fn run_built(
     let start = Instant::now();
     let mut failed = Vec::new();
     let mut lines = Vec::new();
-    for t in targets {
-        let t0 = Instant::now();
-        match run_one(bin_dir, t, seconds) {
-            Ok(runs) => lines.push(format!(
-                "fuzz {t}: ok, {runs} inputs in {:.0} s",
-                t0.elapsed().as_secs_f64()
-            )),
+    // All at once: each is bounded by its own time, and one after another
+    // they were three minutes of the CI's wall time for one.
+    let outcomes: Vec<(&str, Result<u64>, f64)> = std::thread::scope(|scope| {
+        let running: Vec<_> = targets
+            .iter()
+            .map(|t| {
+                scope.spawn(move || {
+                    let t0 = Instant::now();
+                    let r = run_one(bin_dir, t, seconds);
+                    (*t, r, t0.elapsed().as_secs_f64())
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .zip(targets)
+            .map(|(h, t)| {
+                h.join()
+                    .unwrap_or_else(|_| (*t, Err(anyhow!("the thread running it panicked")), 0.0))
+            })
+            .collect()
+    });
+    for (t, r, secs) in outcomes {
+        match r {
+            Ok(runs) => lines.push(format!("fuzz {t}: ok, {runs} inputs in {secs:.0} s")),
             Err(e) => {
                 lines.push(format!("fuzz {t}: CRASH: {e:#}"));
-                failed.push(*t);
+                failed.push(t);
             }
         }
     }

@@ -292,8 +292,19 @@ impl Scene {
         what: &str,
         until: impl Fn(&OpView) -> bool,
     ) -> Result<OpView> {
-        c.wait_for(&format!("operation {name}: {what}"), self.wait, || {
-            self.op(c, name).ok().filter(|o| until(o))
+        let mut last: Option<OpView> = None;
+        let r = c.wait_for(&format!("operation {name}: {what}"), self.wait, || {
+            let o = self.op(c, name).ok()?;
+            last = Some(o.clone());
+            Some(o).filter(|o| until(o))
+        });
+        // A timeout says what the operation and the nodes last showed.
+        r.map_err(|e| {
+            let nodes = self
+                .node_states(c)
+                .map(|n| format!("{n:?}"))
+                .unwrap_or_else(|e| format!("(nodes unreadable: {e})"));
+            anyhow!("{e}; last seen: {last:?}; nodes: {nodes}")
         })
     }
 

@@ -8,6 +8,7 @@
 mod common;
 use common::{ok, text, write, Backend, Server};
 use sluice_model::k8s::jiff::{tz::Offset, Timestamp};
+use sluice_tests::ScratchDir;
 
 const DAY: i64 = 86_400;
 const EXCLUSIONS: &str = "spec.maintenancePolicy.window.maintenanceExclusions";
@@ -28,14 +29,12 @@ fn in_india(t: Timestamp) -> String {
 
 /// A versions table whose REGULAR default (1.35) reaches its end of life
 /// 200 days from now.
-fn versions_file(tag: &str) -> String {
-    let p = std::env::temp_dir().join(format!("sluice-versions-{}-{tag}.yaml", std::process::id()));
+fn versions_file(dir: &ScratchDir) -> String {
     let table = format!(
         "minors:\n  \"1.35\": {{endOfLife: {}}}\nchannels:\n  REGULAR: {{default: 1.35.1-gke.1, available: [1.35.1-gke.1]}}\n",
         day(200)
     );
-    std::fs::write(&p, table).expect("versions file");
-    p.display().to_string()
+    dir.write("versions.yaml", &table).display().to_string()
 }
 
 /// A Cluster on REGULAR with a daily window and `exclusions` (name,
@@ -74,7 +73,9 @@ fn refused(s: &Server, args: &[&str], field: &str, words: &str) {
 
 fn policy_is_checked_at_admission(backend: Backend) {
     let tag = format!("maint-{backend:?}").to_lowercase();
-    let versions = versions_file(&tag);
+    // Removed with the guard, also when the test fails.
+    let scratch = ScratchDir::new(&tag);
+    let versions = versions_file(&scratch);
     let s = Server::start_on(&tag, backend, &["--versions", &versions]);
 
     // spec: M7 — four NO_UPGRADES exclusions: refused, naming the field.
@@ -158,7 +159,6 @@ fn policy_is_checked_at_admission(backend: Backend) {
         names.contains("launch") && !names.contains("\"freeze\""),
         "{names}"
     );
-    let _ = std::fs::remove_file(&versions);
 }
 
 on_both_stores!(policy_is_checked_at_admission);

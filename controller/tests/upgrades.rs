@@ -92,18 +92,42 @@ spec:
     )
 }
 
-/// A cluster whose only window opens once a year, far from now.
-const CLOSED: &str = "apiVersion: sluice.dev/v1
+/// A cluster whose daily 8-hour window opens 12 hours from now, so it is
+/// closed for the whole test whatever the time of day it runs at (a fixed
+/// 00:00-08:00 window made the test fail every night: it was open).
+fn closed_now() -> String {
+    const DAY: u64 = 86_400;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let start = (now + 12 * 3600) % DAY;
+    let end = start + 8 * 3600;
+    let at = |day: u64, s: u64| {
+        format!(
+            "2020-01-{:02}T{:02}:{:02}:{:02}Z",
+            1 + day,
+            s / 3600,
+            s / 60 % 60,
+            s % 60
+        )
+    };
+    format!(
+        "apiVersion: sluice.dev/v1
 kind: Cluster
-metadata: {name: default}
+metadata: {{name: default}}
 spec:
-  releaseChannel: {channel: REGULAR}
+  releaseChannel: {{channel: REGULAR}}
   maintenancePolicy:
     window:
       recurringWindow:
-        window: {startTime: '2020-01-01T00:00:00Z', endTime: '2020-01-01T08:00:00Z'}
+        window: {{startTime: '{}', endTime: '{}'}}
         recurrence: FREQ=DAILY
-";
+",
+        at(0, start),
+        at(end / DAY, end % DAY)
+    )
+}
 
 fn upgrades_run_behind_the_policy(backend: Backend) {
     let s = Server::start_on(
@@ -162,7 +186,7 @@ spec:
 
     // spec: M1 — an automatic upgrade waits for the window, and says so;
     // nothing is touched meanwhile.
-    let f = write(&s, "cluster.yaml", CLOSED);
+    let f = write(&s, "cluster.yaml", &closed_now());
     ok(&s, "admin", &["apply", "-f", &f]);
     let f = write(
         &s,

@@ -948,6 +948,14 @@ impl Driver {
         });
     }
 
+    /// The host program on `pkt`, its event and verdict tallied.
+    fn host_run(&mut self, pkt: &mut VecPacket, hook: Hook) -> sluice_datapath::Outcome {
+        let o = process(pkt, &mut self.host, &mut self.clock, hook);
+        *self.events.entry(o.event.name()).or_default() += 1;
+        *self.verdicts.entry(kind(o.verdict)).or_default() += 1;
+        o
+    }
+
     /// Run one frame through both; the host's output (the same as the
     /// kernel's unless a mismatch was recorded).
     fn run(
@@ -961,11 +969,9 @@ impl Driver {
         *self.rules.entry(rule).or_default() += 1;
         let mut pkt = VecPacket::new(frame.to_vec());
         pkt.other_host = for_other_host(frame);
-        let o = process(&mut pkt, &mut self.host, &mut self.clock, hook);
+        let o = self.host_run(&mut pkt, hook);
         let host_out = pkt.into_inner();
         let kernel = self.kernel_run(frame, hook, host_out.len() != frame.len());
-        *self.events.entry(o.event.name()).or_default() += 1;
-        *self.verdicts.entry(kind(o.verdict)).or_default() += 1;
         let name = format!("{name} [{rule}, {hook:?}]");
         match kernel {
             Err(_) if l3_cut_short(frame) => {
@@ -1058,9 +1064,7 @@ impl Driver {
         let kept_whole = match offload::intake(&hdr, &mut wire) {
             Intake::Partial(h) => {
                 let mut pkt = VecPacket::new(wire).partial();
-                let o = process(&mut pkt, &mut self.host, &mut self.clock, hook);
-                *self.events.entry(o.event.name()).or_default() += 1;
-                *self.verdicts.entry(kind(o.verdict)).or_default() += 1;
+                let o = self.host_run(&mut pkt, hook);
                 host_results.push((o.verdict, o.event));
                 let rebuilt = pkt.rebuilt;
                 let mut out = pkt.into_inner();
@@ -1092,9 +1096,7 @@ impl Driver {
                 }
                 for piece in pieces {
                     let mut pkt = VecPacket::new(piece);
-                    let o = process(&mut pkt, &mut self.host, &mut self.clock, hook);
-                    *self.events.entry(o.event.name()).or_default() += 1;
-                    *self.verdicts.entry(kind(o.verdict)).or_default() += 1;
+                    let o = self.host_run(&mut pkt, hook);
                     host_results.push((o.verdict, o.event));
                     host_outs.push(pkt.into_inner());
                 }

@@ -335,12 +335,26 @@ impl Worker<'_> {
                     break;
                 }
             };
-            let rx = Rx { hook, other_host };
-            self.count_super_frame(n, hook);
-            if coalesce && !other_host && self.coalesced(n, rx, out) {
+            // The header is read once here; everything after takes it.
+            if n > self.buf.len() {
+                self.count(|c| &c.rx_truncated);
                 continue;
             }
-            self.guarded(|w| w.frame_in(n, rx, out));
+            let Some(hdr) = VnetHdr::parse(&self.buf[..n]) else {
+                self.count(|c| &c.rx_errors);
+                continue;
+            };
+            if hook.is_some() && hdr.gso() != offload::GSO_NONE {
+                self.count(|c| &c.gso_frames);
+                if hook == Some(Hook::WireIngress) {
+                    self.count(|c| &c.wire_gso_frames);
+                }
+            }
+            let rx = Rx { hook, other_host };
+            if coalesce && !other_host && self.coalesced(hdr, n, rx, out) {
+                continue;
+            }
+            self.guarded(|w| w.frame_in(hdr, n, rx, out));
         }
         if coalesce {
             self.flush(
@@ -353,19 +367,8 @@ impl Worker<'_> {
         }
     }
 
-    /// Count a super-frame as read (what the relay coalesces itself is
-    /// counted apart).
-    fn count_super_frame(&self, n: usize, hook: Option<Hook>) {
-        let Some(hdr) = self.buf.get(..n).and_then(VnetHdr::parse) else {
-            return;
-        };
-        if hook.is_some() && hdr.gso() != offload::GSO_NONE {
-            let c = &self.shared.counters.engine;
-            c.gso_frames.fetch_add(1, Ordering::Relaxed);
-            if hook == Some(Hook::WireIngress) {
-                c.wire_gso_frames.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+    fn count(&self, which: impl Fn(&EngineCounters) -> &AtomicU64) {
+        which(&self.shared.counters.engine).fetch_add(1, Ordering::Relaxed);
     }
 
     /// Run `f`, counting and logging a panic instead of dying of it.
@@ -380,13 +383,10 @@ impl Worker<'_> {
         }
     }
 
-    /// Offer the frame in `buf[..n]` to the coalescer: `true` if it took
-    /// it; otherwise the held aggregate has left and the caller handles the
-    /// frame.
-    fn coalesced(&mut self, n: usize, rx: Rx, out: Out) -> bool {
-        let Some(hdr) = self.buf.get(..n).and_then(VnetHdr::parse) else {
-            return false;
-        };
+    /// Offer the frame in `buf[..n]` (read with `hdr`) to the coalescer:
+    /// `true` if it took it; otherwise the held aggregate has left and the
+    /// caller handles the frame.
+    fn coalesced(&mut self, hdr: VnetHdr, n: usize, rx: Rx, out: Out) -> bool {
         // Only complete frames: what is partial or a super-frame already
         // goes whole as it is.
         if hdr.gso() != offload::GSO_NONE || hdr.flags & offload::VNET_F_NEEDS_CSUM != 0 {
@@ -412,33 +412,27 @@ impl Worker<'_> {
             return;
         };
         if hdr.gso() != offload::GSO_NONE {
-            let c = &self.shared.counters.engine;
-            c.gro_frames.fetch_add(1, Ordering::Relaxed);
+            self.count(|c| &c.gro_frames);
             let size = usize::from(hdr.gso_size.max(1));
             let payload = len.saturating_sub(usize::from(hdr.hdr_len));
-            c.gro_segments
+            self.shared
+                .counters
+                .engine
+                .gro_segments
                 .fetch_add(payload.div_ceil(size) as u64, Ordering::Relaxed);
         }
         // The aggregate is laid out as `buf` is: run it in its place.
         self.gro.swap_buffer(&mut self.buf);
-        hdr.write(&mut self.buf[..VNET_HDR_LEN]);
-        self.guarded(|w| w.frame_in(VNET_HDR_LEN + len, rx, out));
+        self.guarded(|w| w.frame_in(hdr, VNET_HDR_LEN + len, rx, out));
         self.gro.swap_buffer(&mut self.buf);
     }
 
-    /// A frame read with its vnet header sits in `buf[..n]`. Partial
-    /// checksums and super-frames go through whole where they can
-    /// ([`offload::intake`]); the rest is finished here first.
-    fn frame_in(&mut self, n: usize, rx: Rx, out: Out) {
+    /// A frame read with header `hdr` sits in `buf[..n]`, behind the
+    /// header's bytes (checked by the caller: `n` fits `buf` and holds a
+    /// header). Partial checksums and super-frames go through whole where
+    /// they can ([`offload::intake`]); the rest is finished here first.
+    fn frame_in(&mut self, hdr: VnetHdr, n: usize, rx: Rx, out: Out) {
         let c = &self.shared.counters.engine;
-        if n > self.buf.len() {
-            c.rx_truncated.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        let Some(hdr) = VnetHdr::parse(&self.buf[..n]) else {
-            c.rx_errors.fetch_add(1, Ordering::Relaxed);
-            return;
-        };
         if rx.hook.is_none() {
             // Node to pod: no hook, the frame and its header go on as the
             // node's stack made them.

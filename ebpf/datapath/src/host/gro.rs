@@ -15,7 +15,7 @@
 //! partial; cut again by a device, it gives back the segments it was made
 //! of. One segment alone leaves as it came.
 
-use super::offload::{VnetHdr, GSO_TCPV4, GSO_TCPV6, VNET_F_DATA_VALID};
+use super::offload::{fold, sum16, VnetHdr, GSO_TCPV4, GSO_TCPV6, VNET_F_DATA_VALID};
 
 const ETH: usize = 14;
 const TCP_ACK: u8 = 0x10;
@@ -23,27 +23,6 @@ const TCP_PSH: u8 = 0x08;
 /// An aggregate's IP datagram stays within what IPv4's total length (and
 /// IPv6's payload length) can say.
 const MAX_IP_LEN: usize = 65_535;
-
-/// One's-complement sum of `data` (big-endian 16-bit words, an odd last
-/// byte padded), unfolded: 32-bit words at a time, which folds to the same.
-fn sum(data: &[u8], init: u64) -> u64 {
-    let mut acc = init;
-    let mut words = data.chunks_exact(4);
-    for w in &mut words {
-        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
-    }
-    let rest = words.remainder();
-    let mut tail = [0u8; 4];
-    tail[..rest.len()].copy_from_slice(rest);
-    acc + u64::from(u32::from_be_bytes(tail))
-}
-
-fn fold64(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
-}
 
 /// What a segment is, read off its headers; `None` if it is not one the
 /// coalescer takes.
@@ -68,7 +47,7 @@ fn segment_of(frame: &[u8], verify: bool) -> Option<Segment> {
                 return None;
             }
             let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-            if verify && fold64(sum(ip, 0)) != 0xffff {
+            if verify && fold(sum16(ip, 0)) != 0xffff {
                 return None;
             }
             (false, ETH + 20, ETH + total)
@@ -100,8 +79,8 @@ fn segment_of(frame: &[u8], verify: bool) -> Option<Segment> {
         } else {
             &frame[ETH + 12..ETH + 20]
         };
-        let pseudo = sum(addrs, 6 + (frame.len() - l4) as u64);
-        if fold64(sum(&frame[l4..], pseudo)) != 0xffff {
+        let pseudo = sum16(addrs, 6 + (frame.len() - l4) as u32);
+        if fold(sum16(&frame[l4..], pseudo)) != 0xffff {
             return None;
         }
     }
@@ -157,10 +136,6 @@ impl Coalescer {
             len: 0,
             held: None,
         }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.held.is_none()
     }
 
     /// Offer a complete frame. `verified`: its checksums were checked
@@ -270,7 +245,7 @@ impl Coalescer {
             let total = (len - ETH) as u16;
             f[ETH + 2..ETH + 4].copy_from_slice(&total.to_be_bytes());
             f[ETH + 10..ETH + 12].fill(0);
-            let c = !fold64(sum(&f[ETH..ETH + 20], 0));
+            let c = !fold(sum16(&f[ETH..ETH + 20], 0));
             f[ETH + 10..ETH + 12].copy_from_slice(&c.to_be_bytes());
         }
         let hdr = VnetHdr {
@@ -423,7 +398,7 @@ mod tests {
         other_flow[14 + 12 + 3] = 9; // another source address
         let ip_csum = |f: &mut Vec<u8>| {
             f[24..26].fill(0);
-            let c = !fold64(sum(&f[14..34], 0));
+            let c = !fold(sum16(&f[14..34], 0));
             f[24..26].copy_from_slice(&c.to_be_bytes());
         };
         ip_csum(&mut other_flow);
@@ -455,7 +430,7 @@ mod tests {
         for cut in 0..f.len() {
             assert_eq!(c.offer(&f[..cut], false), Offer::Refused, "{cut}");
         }
-        assert!(c.is_empty());
+        assert!(c.take().is_none(), "nothing held");
         let mut frames = Vec::new();
         for i in 0..80u32 {
             frames.push(seg4(

@@ -70,19 +70,26 @@ pub enum OffloadError {
     BadGsoFrame,
 }
 
-/// One's-complement sum of `data` added to `sum` (not folded).
-pub fn sum16(data: &[u8], mut sum: u32) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum = sum.wrapping_add(u32::from(u16::from_be_bytes([c[0], c[1]])));
-        if sum & 0x8000_0000 != 0 {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
+/// One's-complement sum of `data` (big-endian 16-bit words, an odd last
+/// byte padded) added to `sum`, folded to 16 bits but returned wide so a
+/// caller can add a length or a protocol to it. Summed 32 bits at a time
+/// into 64 (2^32 and 2^16 are both 1 modulo 0xffff, so the folds agree):
+/// the coalescer verifies every segment's checksum with it on the relay's
+/// path.
+pub fn sum16(data: &[u8], sum: u32) -> u32 {
+    let mut acc = u64::from(sum);
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
     }
-    if let [last] = chunks.remainder() {
-        sum = sum.wrapping_add(u32::from(*last) << 8);
+    let rest = words.remainder();
+    let mut tail = [0u8; 4];
+    tail[..rest.len()].copy_from_slice(rest);
+    acc += u64::from(u32::from_be_bytes(tail));
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
     }
-    sum
+    acc as u32
 }
 
 pub fn fold(mut sum: u32) -> u16 {

@@ -154,12 +154,19 @@ impl Pending {
 
 impl Slot {
     /// The connection's first bytes arrived: it is shed only after every
-    /// silent one.
-    pub fn talking(&self) {
+    /// silent one. `false` if it was shed already (the accept loop looked
+    /// a moment before its bytes came): its task must stop there, before
+    /// the handshake, or the client completes a handshake with a server
+    /// that then resets it under the request (a broken pipe the client
+    /// cannot tell from a failed request).
+    #[must_use]
+    pub fn talking(&self) -> bool {
         let mut g = lock(&self.inner);
         if let Some((tx, _)) = g.silent.remove(&self.id) {
             g.talking.insert(self.id, tx);
+            return true;
         }
+        g.talking.contains_key(&self.id)
     }
 }
 
@@ -228,7 +235,7 @@ mod tests {
     fn silent_connections_go_before_any_that_has_spoken() {
         let p = Pending::new(2);
         let (talker, mut talker_shed, _) = p.admit(0, silent);
-        talker.talking();
+        assert!(talker.talking());
         let (_silent, mut silent_shed, _) = p.admit(0, silent);
         // The talker is older, but the silent one goes.
         let (_new, mut new_shed, shed) = p.admit(0, silent);
@@ -250,11 +257,12 @@ mod tests {
         // With only talkers left, the oldest talker goes.
         let p = Pending::new(1);
         let (t1, mut t1_shed, _) = p.admit(0, silent);
-        t1.talking();
+        assert!(t1.talking());
         let (t2, _, shed) = p.admit(0, silent);
         assert!(shed);
         assert!(t1_shed.try_recv().is_ok());
-        t2.talking();
+        assert!(!t1.talking(), "shed as a talker: still shed");
+        assert!(t2.talking());
         drop(t2);
         assert!(p.is_empty());
     }
@@ -274,10 +282,33 @@ mod tests {
     }
 
     #[test]
+    fn one_shed_just_before_its_bytes_came_is_told_so_when_it_speaks() {
+        // The accept loop looked at descriptor 7 before its ClientHello
+        // arrived and shed it; its task then sees the socket readable. It
+        // must not go on to a handshake with a client about to be reset.
+        let p = Pending::new(1);
+        let (late, mut late_shed, _) = p.admit(7, silent);
+        let (_new, _, shed) = p.admit(8, silent);
+        assert!(shed);
+        assert!(late_shed.try_recv().is_ok());
+        assert!(!late.talking(), "shed: no handshake");
+        assert_eq!(p.len(), 1);
+        // One moved to the talkers by the accept loop's look is told to go on.
+        let p = Pending::new(2);
+        let (early, mut early_shed, _) = p.admit(7, silent);
+        let (_mute, mut mute_shed, _) = p.admit(9, silent);
+        let (_new, _, shed) = p.admit(8, |fd| fd == 7);
+        assert!(shed);
+        assert!(mute_shed.try_recv().is_ok());
+        assert!(early_shed.try_recv().is_err());
+        assert!(early.talking());
+    }
+
+    #[test]
     fn a_connection_that_got_through_frees_its_place() {
         let p = Pending::new(1);
         let (a, _, _) = p.admit(0, silent);
-        a.talking();
+        assert!(a.talking());
         drop(a);
         assert!(p.is_empty());
         let (_b, mut b_shed, shed) = p.admit(0, silent);

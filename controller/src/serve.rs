@@ -239,11 +239,15 @@ async fn first_bytes(
         // Silent until the ClientHello starts; a client that connects and
         // says nothing is the first to go when the budget is full.
         tcp.readable().await?;
-        slot.talking();
-        acceptor.accept(tcp).await
+        if !slot.talking() {
+            // Shed as silent a moment before its bytes came: no handshake.
+            return Ok(None);
+        }
+        acceptor.accept(tcp).await.map(Some)
     };
     let mut tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake).await {
-        Ok(Ok(t)) => t,
+        Ok(Ok(Some(t))) => t,
+        Ok(Ok(None)) => return None,
         Ok(Err(e)) => {
             info!(%peer, error = %e, "TLS handshake failed");
             return None;
@@ -377,6 +381,9 @@ pub async fn run(
         let app = app.clone();
         tokio::spawn(async move {
             let got = tokio::select! {
+                // A shed connection goes at its next poll, whatever step
+                // of the handshake it is at.
+                biased;
                 _ = shed => None,
                 r = first_bytes(&acceptor, tcp, idle, peer, &slot) => r,
             };

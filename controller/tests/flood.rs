@@ -77,6 +77,13 @@ fn probe(s: &Server, token: &str) -> Result<String, String> {
     let _ = tcp.set_read_timeout(Some(PROBE_TIMEOUT));
     let _ = tcp.set_write_timeout(Some(PROBE_TIMEOUT));
     let mut tls = s.tls_over(tcp, Some("http/1.1"));
+    // The handshake on its own, so that a connection shed before it (see
+    // `probe_retrying`) is told apart from a request that failed.
+    while tls.conn.is_handshaking() {
+        tls.conn
+            .complete_io(&mut tls.sock)
+            .map_err(|e| format!("handshake: {e}"))?;
+    }
     let req = format!(
         "GET /readyz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
     );
@@ -90,7 +97,7 @@ fn probe(s: &Server, token: &str) -> Result<String, String> {
 }
 
 /// A probe as a client library makes it: a connection reset before the
-/// request went out (the handshake included) is retried, up to twice, as
+/// request went out (in the handshake or its write) is retried, up to twice, as
 /// client-go and kube-rs retry an idempotent GET whose connection broke
 /// before any answer. Under the flood a probe thread descheduled between
 /// its connect and its ClientHello looks like one more silent connection
@@ -101,7 +108,13 @@ fn probe_retrying(s: &Server, token: &str) -> Result<String, String> {
     for _ in 0..3 {
         last = probe(s, token);
         match &last {
-            Err(e) if e.starts_with("connect:") || e.starts_with("write:") => continue,
+            Err(e)
+                if e.starts_with("connect:")
+                    || e.starts_with("handshake:")
+                    || e.starts_with("write:") =>
+            {
+                continue
+            }
             _ => return last,
         }
     }

@@ -426,15 +426,28 @@ pub fn stop_child(child: &mut Child, grace: Duration) {
 }
 
 /// Kill every process whose network namespace is `ns` (never ourselves).
-fn kill_pids_in(ns: &str) {
+/// SIGKILL everything in `ns`; the pids signalled.
+fn kill_pids_in(ns: &str) -> Vec<u32> {
     let Ok(out) = ip(&["netns", "pids", ns]) else {
-        return;
+        return Vec::new();
     };
     let me = std::process::id();
+    let mut killed = Vec::new();
     for pid in out.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
-        if pid as u32 != me && pid > 1 {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        if pid as u32 != me && pid > 1 && kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
+            killed.push(pid as u32);
         }
+    }
+    killed
+}
+
+/// Wait (up to 5 s) until every pid in `pids` has exited. A SIGKILL takes
+/// effect when the process next runs: until then it still owns what it
+/// made, and a sweep of dead owners' namespaces passes over it.
+fn wait_exited(pids: &[u32]) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -508,20 +521,23 @@ fn alive(pid: u32) -> bool {
     }
 }
 
-/// The pid in a name `sl-<tag>-<pid>-<n>`.
 /// Delete every namespace whose name starts with `prefix`, killing what runs
-/// in it first.
+/// in it first, and wait (bounded) until those processes have exited: an
+/// emulated agent killed here owns its wire namespace outside the prefix,
+/// which [`sweep_stale`] removes only once the agent is gone.
 pub fn remove_namespaces_with_prefix(prefix: &str) {
     let Ok(entries) = std::fs::read_dir("/run/netns") else {
         return;
     };
+    let mut killed = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with(prefix) {
-            kill_pids_in(&name);
+            killed.extend(kill_pids_in(&name));
             let _ = ip(&["netns", "del", &name]);
         }
     }
+    wait_exited(&killed);
 }
 
 fn stale_owner(name: &str) -> Option<u32> {

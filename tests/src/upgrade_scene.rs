@@ -304,7 +304,13 @@ impl Scene {
                 .node_states(c)
                 .map(|n| format!("{n:?}"))
                 .unwrap_or_else(|e| format!("(nodes unreadable: {e})"));
-            anyhow!("{e}; last seen: {last:?}; nodes: {nodes}")
+            // An instance that never registered has no Node: the pool's
+            // status lists every instance and its state.
+            let instances = c
+                .get_json(&["nodepool", &self.pool])
+                .map(|p| p["status"]["instances"].to_string())
+                .unwrap_or_else(|e| format!("(pool unreadable: {e})"));
+            anyhow!("{e}; last seen: {last:?}; nodes: {nodes}; instances: {instances}")
         })
     }
 

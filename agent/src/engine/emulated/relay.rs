@@ -3,7 +3,9 @@
 //! runs the packet program; the maps are shared with `apply()` behind a
 //! mutex taken once per batch.
 //!
-//! I/O is plain non-blocking `recv`/`write` in batches (no mmap rings yet).
+//! I/O is non-blocking: packet sockets are read a batch per `recvmmsg`,
+//! TAPs a frame per `read`, and every frame is written on its own (no mmap
+//! rings yet).
 //! Every fd carries virtio-net headers, TAPs included: a super-frame or a
 //! frame with its checksum left to offload crosses the relay whole, the
 //! program running once on it, as a TC program sees one GSO skb.
@@ -25,6 +27,13 @@ use sluice_datapath::host::offload::{self, Intake, VnetHdr, VNET_HDR_LEN};
 
 /// Frames read per fd before moving to the next one.
 const BATCH: usize = 64;
+/// Frames one `recvmmsg` reads from a packet socket: each has a buffer
+/// of `BUF_LEN` (pages are touched only as far as frames reach).
+const RECV_BATCH: usize = 16;
+/// Frames one `sendmmsg` sends to a packet socket, and the largest queued
+/// (an MTU frame and its vnet header; larger ones are written at once).
+const SEND_BATCH: usize = 32;
+const SEND_FRAME_MAX: usize = VNET_HDR_LEN + 1_518;
 /// Room for a 64 KiB GSO super-frame, its vnet header, and growth.
 const BUF_LEN: usize = VNET_HDR_LEN + 65_536 + 512;
 const AFFINITY_MAX_AGE_NS: u64 = 86_400 * 1_000_000_000;
@@ -209,6 +218,11 @@ struct Worker<'a> {
     clock: SystemClock,
     buf: Vec<u8>,
     scratch: Vec<u8>,
+    /// Batched reads from packet sockets (TAPs are read one frame a call).
+    batch: sys::RecvBatch,
+    /// Small frames for a packet socket, sent together at the end of a
+    /// drain (or when one for another socket comes).
+    tx: sys::SendBatch,
     /// Receive coalescing of what one `drain` reads from a hooked socket;
     /// empty between drains.
     gro: Coalescer,
@@ -224,6 +238,8 @@ impl Relay {
             clock: SystemClock::new(),
             buf: vec![0u8; BUF_LEN],
             scratch: vec![0u8; BUF_LEN],
+            batch: sys::RecvBatch::new(RECV_BATCH, BUF_LEN),
+            tx: sys::SendBatch::new(SEND_BATCH, SEND_FRAME_MAX),
             gro: Coalescer::new(VNET_HDR_LEN, BUF_LEN - VNET_HDR_LEN),
             logged_errors: 0,
         };
@@ -321,40 +337,40 @@ impl Worker<'_> {
     /// after it, and at the end of the batch.
     fn drain(&mut self, fd: RawFd, from_socket: bool, hook: Option<Hook>, out: Out) {
         let coalesce = from_socket && hook.is_some();
-        for _ in 0..BATCH {
-            let (n, other_host) = match sys::read_frame(fd, &mut self.buf, from_socket) {
-                Ok(Some(rx)) => (rx.len, rx.other_host),
-                Ok(None) => break,
-                Err(e) => {
-                    self.shared
-                        .counters
-                        .engine
-                        .rx_errors
-                        .fetch_add(1, Ordering::Relaxed);
-                    self.log_error("reading a frame", &e);
+        let mut left = BATCH;
+        while left > 0 {
+            if from_socket {
+                // Packet sockets: a batch per system call.
+                let got = match self.batch.recv(fd) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        self.rx_error(&e);
+                        break;
+                    }
+                };
+                for i in 0..got {
+                    let rx = self.batch.got[i];
+                    // Run it where every step expects it: in `buf`.
+                    std::mem::swap(&mut self.buf, &mut self.batch.bufs[i]);
+                    self.one(rx.len, rx.other_host, hook, out, coalesce);
+                    std::mem::swap(&mut self.buf, &mut self.batch.bufs[i]);
+                }
+                left = left.saturating_sub(got);
+                if got < self.batch.bufs.len() {
+                    // Short: the queue is empty.
                     break;
                 }
-            };
-            // The header is read once here; everything after takes it.
-            if n > self.buf.len() {
-                self.count(|c| &c.rx_truncated);
-                continue;
-            }
-            let Some(hdr) = VnetHdr::parse(&self.buf[..n]) else {
-                self.count(|c| &c.rx_errors);
-                continue;
-            };
-            if hook.is_some() && hdr.gso() != offload::GSO_NONE {
-                self.count(|c| &c.gso_frames);
-                if hook == Some(Hook::WireIngress) {
-                    self.count(|c| &c.wire_gso_frames);
+            } else {
+                match sys::read_frame(fd, &mut self.buf, false) {
+                    Ok(Some(rx)) => self.one(rx.len, rx.other_host, hook, out, coalesce),
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.rx_error(&e);
+                        break;
+                    }
                 }
+                left -= 1;
             }
-            let rx = Rx { hook, other_host };
-            if coalesce && !other_host && self.coalesced(hdr, n, rx, out) {
-                continue;
-            }
-            self.guarded(|w| w.frame_in(hdr, n, rx, out));
         }
         if coalesce {
             self.flush(
@@ -365,6 +381,53 @@ impl Worker<'_> {
                 out,
             );
         }
+        self.flush_tx();
+    }
+
+    /// Send the frames queued for a packet socket.
+    fn flush_tx(&mut self) {
+        if self.tx.is_empty() {
+            return;
+        }
+        let loss = self.tx.flush();
+        let c = &self.shared.counters.engine;
+        c.tx_dropped
+            .fetch_add(loss.dropped as u64, Ordering::Relaxed);
+        if loss.failed > 0 {
+            c.tx_errors.fetch_add(loss.failed as u64, Ordering::Relaxed);
+            let e = std::io::Error::from_raw_os_error(loss.errno.unwrap_or(0));
+            self.log_error("writing a frame", &e);
+        }
+    }
+
+    fn rx_error(&mut self, e: &std::io::Error) {
+        self.count(|c| &c.rx_errors);
+        self.log_error("reading a frame", e);
+    }
+
+    /// The frame just read into `buf[..n]` (`n` as the read reported it,
+    /// possibly past the buffer): header checked and parsed once, then
+    /// coalesced or run.
+    fn one(&mut self, n: usize, other_host: bool, hook: Option<Hook>, out: Out, coalesce: bool) {
+        if n > self.buf.len() {
+            self.count(|c| &c.rx_truncated);
+            return;
+        }
+        let Some(hdr) = VnetHdr::parse(&self.buf[..n]) else {
+            self.count(|c| &c.rx_errors);
+            return;
+        };
+        if hook.is_some() && hdr.gso() != offload::GSO_NONE {
+            self.count(|c| &c.gso_frames);
+            if hook == Some(Hook::WireIngress) {
+                self.count(|c| &c.wire_gso_frames);
+            }
+        }
+        let rx = Rx { hook, other_host };
+        if coalesce && !other_host && self.coalesced(hdr, n, rx, out) {
+            return;
+        }
+        self.guarded(|w| w.frame_in(hdr, n, rx, out));
     }
 
     fn count(&self, which: impl Fn(&EngineCounters) -> &AtomicU64) {
@@ -571,6 +634,18 @@ impl Worker<'_> {
         let fd = match out {
             Out::Tap(fd) | Out::Sock(fd) => fd,
         };
+        if let Out::Sock(fd) = out {
+            // Small frames for a packet socket go out together.
+            if n <= self.tx.frame_max() {
+                if !self.tx.fits(fd, n) {
+                    self.flush_tx();
+                }
+                self.tx.queue(fd, &self.buf[..n]);
+                return;
+            }
+            // Larger ones at once, behind those queued for the same link.
+            self.flush_tx();
+        }
         if let Err(e) = sys::write_frame(fd, &self.buf[..n]) {
             let c = &self.shared.counters.engine;
             match e.raw_os_error() {

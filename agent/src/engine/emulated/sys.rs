@@ -220,6 +220,223 @@ pub fn read_frame(fd: RawFd, buf: &mut [u8], socket: bool) -> io::Result<Option<
     }))
 }
 
+/// Buffers and headers for reading a batch of frames from a packet socket
+/// with one `recvmmsg`: at high packet rates the relay's time goes to
+/// system calls, and this is one per batch instead of one per frame (and
+/// a short batch tells the queue is empty, where single reads needed one
+/// more that failed).
+pub struct RecvBatch {
+    /// One buffer per frame; the caller may swap them for others of the
+    /// same length between calls.
+    pub bufs: Vec<Vec<u8>>,
+    /// What the last [`RecvBatch::recv`] read, in order, into `bufs[i]`.
+    pub got: Vec<Received>,
+    from: Vec<libc::sockaddr_ll>,
+    iov: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers in `iov` and `msgs` point only into this
+// struct's own vectors, and are set again before each use.
+unsafe impl Send for RecvBatch {}
+
+impl RecvBatch {
+    pub fn new(frames: usize, buf_len: usize) -> Self {
+        let frames = frames.max(1);
+        RecvBatch {
+            bufs: vec![vec![0u8; buf_len]; frames],
+            got: Vec::with_capacity(frames),
+            // SAFETY: all-zero sockaddr_ll, iovec and mmsghdr are valid.
+            from: vec![unsafe { std::mem::zeroed() }; frames],
+            iov: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0,
+                };
+                frames
+            ],
+            msgs: vec![unsafe { std::mem::zeroed() }; frames],
+        }
+    }
+
+    /// Read what is queued on packet socket `fd`, up to one frame per
+    /// buffer, without blocking, each with `MSG_TRUNC` (the real length
+    /// even when it exceeded its buffer) and its `sll_pkttype`; the count
+    /// read (0: nothing queued).
+    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        self.got.clear();
+        let n = self.bufs.len();
+        // The buffers may have been swapped since the last call: point at
+        // them again.
+        for i in 0..n {
+            self.iov[i] = libc::iovec {
+                iov_base: self.bufs[i].as_mut_ptr().cast(),
+                iov_len: self.bufs[i].len(),
+            };
+            // SAFETY: an all-zero mmsghdr is valid.
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_name = (&mut self.from[i] as *mut libc::sockaddr_ll).cast();
+            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            m.msg_hdr.msg_iov = &mut self.iov[i];
+            m.msg_hdr.msg_iovlen = 1;
+            self.msgs[i] = m;
+        }
+        // SAFETY: `msgs` holds `n` headers, each naming a live sockaddr_ll
+        // and one iovec over a live buffer of its stated length, all owned
+        // by `self` and unmoved during the call.
+        let r = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        let r = (r as usize).min(n);
+        for i in 0..r {
+            self.got.push(Received {
+                len: self.msgs[i].msg_len as usize,
+                other_host: self.from[i].sll_pkttype == PACKET_OTHERHOST,
+            });
+        }
+        Ok(r)
+    }
+}
+
+/// Frames queued for one packet socket and sent with one `sendmmsg`: the
+/// write side of [`RecvBatch`]. Frames are copied into one arena (only
+/// small ones are queued: a super-frame's copy would cost more than the
+/// call it saves).
+pub struct SendBatch {
+    fd: Option<RawFd>,
+    arena: Vec<u8>,
+    spans: Vec<(usize, usize)>,
+    iov: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+    frames: usize,
+}
+
+// SAFETY: the raw pointers in `iov` and `msgs` point only into this
+// struct's own vectors, and are set again before each use.
+unsafe impl Send for SendBatch {}
+
+/// What a [`SendBatch::flush`] did not send, by kind.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SendLoss {
+    /// No room (`EAGAIN`, `ENOBUFS`): dropped as a full queue drops.
+    pub dropped: usize,
+    /// Other errors, with the first of them.
+    pub failed: usize,
+    pub errno: Option<i32>,
+}
+
+impl SendBatch {
+    /// Up to `frames` frames of up to `frame_max` bytes each.
+    pub fn new(frames: usize, frame_max: usize) -> Self {
+        let frames = frames.max(1);
+        SendBatch {
+            fd: None,
+            arena: Vec::with_capacity(frames * frame_max),
+            spans: Vec::with_capacity(frames),
+            iov: Vec::with_capacity(frames),
+            msgs: Vec::with_capacity(frames),
+            frames,
+        }
+    }
+
+    /// The largest frame [`SendBatch::queue`] takes.
+    pub fn frame_max(&self) -> usize {
+        self.arena.capacity() / self.frames
+    }
+
+    /// Whether a frame for `fd` would be queued behind the ones there
+    /// (same socket, room left).
+    pub fn fits(&self, fd: RawFd, len: usize) -> bool {
+        self.fd.is_none_or(|f| f == fd) && self.spans.len() < self.frames && len <= self.frame_max()
+    }
+
+    /// Queue `frame` for `fd`; the caller flushes first unless
+    /// [`SendBatch::fits`].
+    pub fn queue(&mut self, fd: RawFd, frame: &[u8]) {
+        self.fd = Some(fd);
+        let at = self.arena.len();
+        self.arena.extend_from_slice(frame);
+        self.spans.push((at, frame.len()));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Send what is queued, in order, without blocking; what could not go.
+    pub fn flush(&mut self) -> SendLoss {
+        let mut loss = SendLoss::default();
+        let Some(fd) = self.fd.take() else {
+            return loss;
+        };
+        self.iov.clear();
+        for &(at, len) in &self.spans {
+            self.iov.push(libc::iovec {
+                iov_base: self.arena[at..].as_mut_ptr().cast(),
+                iov_len: len,
+            });
+        }
+        self.msgs.clear();
+        for iov in self.iov.iter_mut() {
+            // SAFETY: an all-zero mmsghdr is valid.
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+            self.msgs.push(m);
+        }
+        let mut sent = 0usize;
+        while sent < self.msgs.len() {
+            // SAFETY: `msgs[sent..]` are headers over live iovecs into
+            // `arena`, none of which moves during the call.
+            let r = unsafe {
+                libc::sendmmsg(
+                    fd,
+                    self.msgs[sent..].as_mut_ptr(),
+                    (self.msgs.len() - sent) as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r > 0 {
+                sent += r as usize;
+                continue;
+            }
+            if r == 0 {
+                // Not for a non-empty vector; never spin on it.
+                loss.failed += self.msgs.len() - sent;
+                break;
+            }
+            // The frame at `sent` failed: count it and go on with the rest
+            // (a frame too big for the link fails alone).
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => loss.dropped += 1,
+                errno => {
+                    loss.failed += 1;
+                    loss.errno.get_or_insert(errno.unwrap_or(0));
+                }
+            }
+            sent += 1;
+        }
+        self.spans.clear();
+        self.arena.clear();
+        loss
+    }
+}
+
 /// Non-blocking write of one frame (TAP write or packet-socket send).
 pub fn write_frame(fd: RawFd, frame: &[u8]) -> io::Result<()> {
     // SAFETY: writes frame.len() bytes from frame.

@@ -446,3 +446,79 @@ pub fn write_frame(fd: RawFd, frame: &[u8]) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{FromRawFd, OwnedFd};
+
+    /// A datagram socket pair: `recvmmsg`/`sendmmsg` behave on it as on a
+    /// packet socket (one message per frame, `MSG_TRUNC` lengths), with no
+    /// link or address needed.
+    fn pair() -> (OwnedFd, OwnedFd) {
+        let mut fds = [0; 2];
+        // SAFETY: fills two fds on success.
+        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM, 0, fds.as_mut_ptr()) };
+        assert_eq!(r, 0, "socketpair: {}", io::Error::last_os_error());
+        // SAFETY: fresh fds we own.
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    }
+
+    #[test]
+    fn a_batch_goes_out_in_order_and_comes_in_by_the_buffer() {
+        let (a, b) = pair();
+        let mut tx = SendBatch::new(4, 100);
+        assert_eq!(tx.frame_max(), 100);
+        assert!(tx.is_empty());
+        for (i, len) in [10usize, 100, 1].into_iter().enumerate() {
+            assert!(tx.fits(a.as_raw_fd(), len));
+            tx.queue(a.as_raw_fd(), &vec![i as u8 + 1; len]);
+        }
+        // Too big, or for another socket: flush first.
+        assert!(!tx.fits(a.as_raw_fd(), 101));
+        assert!(!tx.fits(b.as_raw_fd(), 1));
+        assert_eq!(tx.flush(), SendLoss::default());
+        assert!(tx.is_empty());
+
+        let mut rx = RecvBatch::new(2, 64);
+        assert_eq!(rx.recv(b.as_raw_fd()).expect("recv"), 2);
+        assert_eq!(rx.got[0].len, 10);
+        assert_eq!(&rx.bufs[0][..10], &[1u8; 10]);
+        // Longer than its buffer: the real length, for the caller to drop.
+        assert_eq!(rx.got[1].len, 100);
+        assert_eq!(rx.recv(b.as_raw_fd()).expect("recv"), 1);
+        assert_eq!((rx.got[0].len, rx.bufs[0][0]), (1, 3));
+        // Nothing queued: no frame, no error, no wait.
+        assert_eq!(rx.recv(b.as_raw_fd()).expect("recv"), 0);
+        assert!(rx.got.is_empty());
+    }
+
+    #[test]
+    fn buffers_swapped_between_reads_are_the_ones_read_into() {
+        let (a, b) = pair();
+        let mut rx = RecvBatch::new(1, 16);
+        let mut mine = vec![0u8; 16];
+        std::mem::swap(&mut mine, &mut rx.bufs[0]);
+        write_frame(a.as_raw_fd(), b"swapped").expect("send");
+        assert_eq!(rx.recv(b.as_raw_fd()).expect("recv"), 1);
+        assert_eq!(&rx.bufs[0][..7], b"swapped");
+        assert_eq!(&mine[..7], &[0u8; 7], "the old buffer is not written");
+    }
+
+    #[test]
+    fn frames_that_cannot_go_are_counted_not_retried_forever() {
+        let (a, b) = pair();
+        drop(b);
+        let mut tx = SendBatch::new(3, 8);
+        for _ in 0..3 {
+            tx.queue(a.as_raw_fd(), b"x");
+        }
+        let loss = tx.flush();
+        assert_eq!(loss.dropped + loss.failed, 3, "{loss:?}");
+        assert!(loss.failed == 0 || loss.errno.is_some());
+        assert!(tx.is_empty());
+        // A bad descriptor fails the read, it does not look empty.
+        let mut rx = RecvBatch::new(1, 8);
+        assert!(rx.recv(-1).is_err());
+    }
+}

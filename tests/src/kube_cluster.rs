@@ -624,7 +624,7 @@ impl Drop for KubeCluster {
         // now) and their kernel engines' pins and records, which an agent
         // keeps across its own restarts and a killed node never removes.
         crate::netns::sweep_stale();
-        remove_kernel_engine_state(&self.prefix);
+        crate::netns::remove_engine_state(|dir| dir.starts_with(&self.prefix));
         drop(self.ctl.take());
         drop(self.client.take());
         drop(self.fabric.take());
@@ -686,38 +686,6 @@ spec:
   ports: [{{name: http, port: 80, targetPort: {target}}}]
 "
     )
-}
-
-/// The kernel engines' pins (`/sys/fs/bpf/sluice/<node namespace>`) and
-/// their records in `/run/sluice` for the nodes whose namespaces start with
-/// `prefix`.
-fn remove_kernel_engine_state(prefix: &str) {
-    let pins = Path::new("/sys/fs/bpf/sluice");
-    if let Ok(entries) = fs::read_dir(pins) {
-        for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with(prefix) {
-                let _ = fs::remove_dir_all(e.path());
-            }
-        }
-    }
-    let Ok(records) = fs::read_dir("/run/sluice") else {
-        return;
-    };
-    for e in records.flatten() {
-        let path = e.path();
-        let ours = fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .and_then(|v| v["pin_dir"].as_str().map(str::to_owned))
-            .is_some_and(|dir| {
-                Path::new(&dir)
-                    .file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
-            });
-        if ours {
-            let _ = fs::remove_file(path);
-        }
-    }
 }
 
 /// L4 ILB subsetting on for the cluster (`Cluster` `default`), to apply

@@ -500,11 +500,72 @@ pub fn sweep_stale() -> usize {
         if ip(&["netns", "del", &name]).is_ok() {
             removed += 1;
         }
-        // An emulated engine's record of the link it took, for its next
-        // start to give back: with the namespace gone there is none.
-        if name.starts_with("sluice-") {
-            let _ = std::fs::remove_file(format!("/run/sluice/{name}.json"));
+    }
+    // An emulated engine's record of the link it took
+    // (`/run/sluice/sluice-w-….json`), for its next start to give back:
+    // with its owner dead and the namespace gone there is none to give.
+    for e in std::fs::read_dir(RECORD_DIR)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let file = e.file_name().to_string_lossy().into_owned();
+        let Some(name) = file
+            .strip_suffix(".json")
+            .filter(|n| n.starts_with("sluice-"))
+        else {
+            continue;
+        };
+        if stale_owner(name).is_some_and(|pid| !alive(pid))
+            && !std::path::Path::new("/run/netns").join(name).exists()
+        {
+            let _ = std::fs::remove_file(e.path());
         }
+    }
+    // The kernel engines' pins and records of a cluster whose test process
+    // died without its guard (killed by a signal): named after the node
+    // namespaces, which carry the same owner.
+    removed + remove_engine_state(|dir| stale_owner(dir).is_some_and(|pid| !alive(pid)))
+}
+
+/// Where agents pin their kernel engine's programs and maps, one directory
+/// per node namespace, and where they record what they pinned.
+const PIN_ROOT: &str = "/sys/fs/bpf/sluice";
+const RECORD_DIR: &str = "/run/sluice";
+
+/// Remove the kernel engine state an agent keeps across its own restarts
+/// (and a killed node never removes) for every pin directory whose name
+/// `doomed` picks: the directory with its pins, and the records naming it.
+/// The root goes too once empty. Returns how many directories went.
+pub fn remove_engine_state(doomed: impl Fn(&str) -> bool) -> usize {
+    let mut removed = 0;
+    for e in std::fs::read_dir(PIN_ROOT).into_iter().flatten().flatten() {
+        if doomed(&e.file_name().to_string_lossy()) && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    for e in std::fs::read_dir(RECORD_DIR)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let path = e.path();
+        let ours = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["pin_dir"].as_str().map(str::to_owned))
+            .is_some_and(|dir| {
+                std::path::Path::new(&dir)
+                    .file_name()
+                    .is_some_and(|n| doomed(&n.to_string_lossy()))
+            });
+        if ours {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    if removed > 0 {
+        // Only if empty: another cluster's agents may be using it.
+        let _ = std::fs::remove_dir(PIN_ROOT);
     }
     removed
 }
@@ -540,34 +601,78 @@ pub fn remove_namespaces_with_prefix(prefix: &str) {
     wait_exited(&killed);
 }
 
+/// The test process that owns a name, by the pid in it:
+/// - ours, `sl-<tag>-<pid>-<n>`, and what is named after them: a cluster's
+///   node namespaces and pin directories `sl-<tag>-<pid>-<n>-<node>`, their
+///   pods' `…-p-<hex>` and `…-pod-<hex>` (the first `<pid>-<n>` after the tag);
+/// - the emulated engines' private namespaces, `sluice-w-<node>-<pid>-<n>`
+///   (an agent's; the node name may hold numbers, the suffix is fixed) and
+///   `sluice-lbw-<pid>-<n>` (sluice-lb's), owned by the engine's process.
 fn stale_owner(name: &str) -> Option<u32> {
-    // Pods' namespaces made by an agent: `<cluster name>-pod-<hash>`.
-    let name = match name.rsplit_once("-pod-") {
-        Some((base, hash)) if hash.bytes().all(|b| b.is_ascii_hexdigit()) => base,
-        _ => name,
-    };
-    // The emulated engines' private namespaces, `sluice-w-<node>-<pid>-<n>`
-    // (an agent's) and `sluice-lbw-<pid>-<n>` (sluice-lb's), owned by the
-    // engine's process: a node killed outright leaves its agent's behind.
-    if let Some(rest) = name.strip_prefix("sluice-lbw-") {
-        let (pid, n) = rest.split_once('-')?;
-        n.parse::<u32>().ok()?;
-        return pid.parse::<u32>().ok();
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if let Some(rest) = name.strip_prefix("sl-") {
+        let parts: Vec<&str> = rest.split('-').collect();
+        // parts[0] is the tag's first word: a pid never comes first.
+        return (1..parts.len().saturating_sub(1))
+            .find(|&i| numeric(parts[i]) && numeric(parts[i + 1]))
+            .and_then(|i| parts[i].parse().ok());
     }
     let rest = name
-        .strip_prefix("sl-")
-        .or_else(|| name.strip_prefix("sluice-w-"))?;
+        .strip_prefix("sluice-w-")
+        .or_else(|| name.strip_prefix("sluice-lbw-"))?;
     let mut parts = rest.rsplitn(3, '-');
     let n = parts.next()?;
     let pid = parts.next()?;
-    parts.next()?;
-    n.parse::<u32>().ok()?;
-    pid.parse::<u32>().ok()
+    if !numeric(n) {
+        return None;
+    }
+    // `sluice-w-` names a node before the pid; `sluice-lbw-` nothing.
+    match (name.starts_with("sluice-w-"), parts.next()) {
+        (true, None) => None,
+        _ => pid.parse().ok(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::stale_owner;
+    use super::{stale_owner, sweep_stale, PIN_ROOT, RECORD_DIR};
+
+    /// A test process killed by a signal runs no guard: the next sweep
+    /// removes the kernel engine state its cluster's agents left (as a
+    /// `controller_upgrade` run stopped with SIGTERM left
+    /// `/sys/fs/bpf/sluice/sl-upkn-14668-0-pool-b-mdpc`).
+    #[test]
+    fn a_dead_test_s_pins_and_records_are_swept() {
+        // A pid that has exited (and been reaped).
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let dead = child.id();
+        child.wait().expect("wait");
+        let dir = format!("{PIN_ROOT}/sl-swpn-{dead}-0-pool-a-x1");
+        let live = format!("{PIN_ROOT}/sl-swpn-{}-0-pool-a-x1", std::process::id());
+        let record = format!("{RECORD_DIR}/sl-swp-{dead}-test.json");
+        let wire_record = format!("{RECORD_DIR}/sluice-w-node-1-{dead}-0.json");
+        std::fs::create_dir_all(RECORD_DIR).expect("record dir");
+        std::fs::write(&wire_record, "{}").expect("wire record");
+        for d in [&dir, &live] {
+            std::fs::create_dir_all(format!("{d}/sub")).expect("a directory on bpffs");
+        }
+        std::fs::create_dir_all(RECORD_DIR).expect("record dir");
+        std::fs::write(&record, format!(r#"{{"pin_dir":"{dir}"}}"#)).expect("record");
+        sweep_stale();
+        let dead_gone = !std::path::Path::new(&dir).exists();
+        let record_gone =
+            !std::path::Path::new(&record).exists() && !std::path::Path::new(&wire_record).exists();
+        let live_kept = std::path::Path::new(&live).exists();
+        let _ = std::fs::remove_dir_all(&live);
+        let _ = std::fs::remove_file(&record);
+        let _ = std::fs::remove_file(&wire_record);
+        let _ = std::fs::remove_dir(PIN_ROOT);
+        assert!(dead_gone, "the dead owner's pins stay");
+        assert!(record_gone, "the dead owner's records stay");
+        assert!(live_kept, "a live owner's pins went");
+    }
 
     #[test]
     fn owner_parsed_from_agent_pod_namespace() {
@@ -583,8 +688,24 @@ mod tests {
     }
 
     #[test]
+    fn owner_parsed_from_a_cluster_s_node_namespaces_and_pins() {
+        // A kube cluster's node `pool-b-mdpc`, its pod, its pin directory
+        // (named as its namespace), and a node name holding numbers.
+        assert_eq!(stale_owner("sl-upkn-14668-0-pool-b-mdpc"), Some(14668));
+        assert_eq!(
+            stale_owner("sl-upkn-14668-0-pool-b-mdpc-p-d02e1536"),
+            Some(14668)
+        );
+        assert_eq!(stale_owner("sl-labn-77-3-node-1-2"), Some(77));
+        assert_eq!(stale_owner("sl-upk-c-14668-1"), Some(14668));
+        assert_eq!(stale_owner("sl-upkn-pool"), None);
+    }
+
+    #[test]
     fn owner_parsed_from_an_engine_s_private_namespace() {
         assert_eq!(stale_owner("sluice-w-pool-b-pqtt-22063-0"), Some(22063));
+        assert_eq!(stale_owner("sluice-w-node-1-2662-0"), Some(2662));
+        assert_eq!(stale_owner("sluice-w-2662-0"), None, "no node name");
         assert_eq!(stale_owner("sluice-lbw-5231-0"), Some(5231));
         assert_eq!(stale_owner("sluice-lbw-x-0"), None);
     }

@@ -1,11 +1,11 @@
 //! The relay loop: one thread polling the wire socket, the `nic0` TAP, every
 //! pod's socket and TAP, and a wakeup eventfd. Every frame crossing a hook
 //! runs the packet program; the maps are shared with `apply()` behind a
-//! mutex taken once per batch.
+//! mutex taken once per frame.
 //!
-//! I/O is non-blocking: packet sockets are read a batch per `recvmmsg`,
-//! TAPs a frame per `read`, and every frame is written on its own (no mmap
-//! rings yet).
+//! I/O is non-blocking: packet sockets are read a batch per `recvmmsg` and
+//! small frames for one leave a batch per `sendmmsg`; TAPs take a `read` or
+//! `write` per frame (no mmap rings yet).
 //! Every fd carries virtio-net headers, TAPs included: a super-frame or a
 //! frame with its checksum left to offload crosses the relay whole, the
 //! program running once on it, as a TC program sees one GSO skb.

@@ -236,10 +236,6 @@ pub struct RecvBatch {
     msgs: Vec<libc::mmsghdr>,
 }
 
-// SAFETY: the raw pointers in `iov` and `msgs` point only into this
-// struct's own vectors, and are set again before each use.
-unsafe impl Send for RecvBatch {}
-
 impl RecvBatch {
     pub fn new(frames: usize, buf_len: usize) -> Self {
         let frames = frames.max(1);
@@ -322,11 +318,8 @@ pub struct SendBatch {
     iov: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
     frames: usize,
+    frame_max: usize,
 }
-
-// SAFETY: the raw pointers in `iov` and `msgs` point only into this
-// struct's own vectors, and are set again before each use.
-unsafe impl Send for SendBatch {}
 
 /// What a [`SendBatch::flush`] did not send, by kind.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -349,12 +342,13 @@ impl SendBatch {
             iov: Vec::with_capacity(frames),
             msgs: Vec::with_capacity(frames),
             frames,
+            frame_max,
         }
     }
 
     /// The largest frame [`SendBatch::queue`] takes.
     pub fn frame_max(&self) -> usize {
-        self.arena.capacity() / self.frames
+        self.frame_max
     }
 
     /// Whether a frame for `fd` would be queued behind the ones there
@@ -416,6 +410,7 @@ impl SendBatch {
             if r == 0 {
                 // Not for a non-empty vector; never spin on it.
                 loss.failed += self.msgs.len() - sent;
+                loss.errno.get_or_insert(0);
                 break;
             }
             // The frame at `sent` failed: count it and go on with the rest

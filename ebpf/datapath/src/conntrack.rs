@@ -292,7 +292,17 @@ pub fn lookup<M: Maps>(maps: &M, e: &mut CtEntry, now: u64) -> bool {
 pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
     let (state, flags) = advance(e.val.state, e.val.flags, e.key.dir, flow);
     let expires = now.saturating_add(timeout_ns(flow.is_tcp(), state));
-    let changed = state != e.val.state || flags != e.val.flags;
+    // A segment of the client's after its FIN with a newer timestamp: when
+    // the FINs crossed, the client acknowledges the endpoint's FIN after
+    // sending its own, and the endpoint's TIME_WAIT keeps that ACK's
+    // timestamp (`ts_recent`), not the FIN's. A SYN between the two would
+    // be refused (PAWS) on a port handed to it as safe.
+    let later_ts = e.key.dir == CT_DIR_FORWARD
+        && e.val.close_tsval != 0
+        && flow.tcp_flags & TCP_SYN == 0
+        && flow.has_ts()
+        && (flow.tsval.wrapping_sub(e.val.close_tsval) as i32) > 0;
+    let changed = state != e.val.state || flags != e.val.flags || later_ts;
     // Closing states must not be extended by late packets beyond their own
     // short timeout, but a refresh within it is harmless.
     if !changed && expires < e.val.expires_ns.saturating_add(CT_REFRESH_NS) {
@@ -305,6 +315,8 @@ pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
         // new SYN later still.
         let payload = u32::from(flow.l4_len).saturating_sub(u32::from(flow.tcp_hlen));
         e.val.close_seq = flow.seq.wrapping_add(payload).wrapping_add(1);
+        e.val.close_tsval = flow.tsval;
+    } else if later_ts {
         e.val.close_tsval = flow.tsval;
     }
     e.val.state = state;

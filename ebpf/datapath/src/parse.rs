@@ -65,9 +65,10 @@ pub struct Flow {
     /// TCP only.
     pub seq: u32,
     pub ack: u32,
-    /// The TCP timestamp option's `TSval`, read on SYNs and FINs only:
-    /// what the SNAT allocator compares to decide whether an endpoint's
-    /// TIME_WAIT socket takes a new connection on a tuple. 0: none (a
+    /// The TCP timestamp option's `TSval`, read on SYNs, FINs and segments
+    /// without data only: what the SNAT allocator compares to decide
+    /// whether an endpoint's TIME_WAIT socket takes a new connection on a
+    /// tuple. 0: none (a
     /// `TSval` of 0 counts as none too; a flag would grow the program's
     /// per-run state past a stack frame it has no room for).
     pub tsval: u32,
@@ -364,7 +365,11 @@ fn parse_l4<P: Packet>(pkt: &P, flow: &mut Flow) -> Parsed {
             flow.ack = u32::from_be_bytes([t[8], t[9], t[10], t[11]]);
             flow.tcp_flags = t[13];
             flow.tcp_hlen = hlen * 4;
-            if hlen > 5 && t[13] & (TCP_SYN | TCP_FIN) != 0 && t[13] & TCP_RST == 0 {
+            // SYNs and FINs, and segments without data: the client's ACKs
+            // after its FIN move the endpoint's TIME_WAIT timestamp on
+            // (`touch`). Data segments, the bulk of a flow, are not walked.
+            let bare = usize::from(hlen) * 4 == l4_len;
+            if hlen > 5 && (t[13] & (TCP_SYN | TCP_FIN) != 0 || bare) && t[13] & TCP_RST == 0 {
                 tcp_timestamp(pkt, l4 + 20, usize::from(hlen - 5) * 4, flow);
             }
         }

@@ -290,7 +290,19 @@ pub fn lookup<M: Maps>(maps: &M, e: &mut CtEntry, now: u64) -> bool {
 /// enough to matter. `e` keeps its orientation; its value is updated.
 #[inline(never)]
 pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
-    let (state, flags) = advance(e.val.state, e.val.flags, e.key.dir, flow);
+    let (state, mut flags) = advance(e.val.state, e.val.flags, e.key.dir, flow);
+    // The endpoint's FIN after the client's, but not acknowledging it: it
+    // was sent before the client's FIN arrived, the FINs crossed, and the
+    // endpoint goes through CLOSING to TIME_WAIT as if it had closed first
+    // (both sides hold the tuple). Taken for "the client closed first",
+    // the port was free at once for SYNs that TIME_WAIT refuses.
+    if e.key.dir == CT_DIR_REPLY
+        && flow.tcp_flags & TCP_FIN != 0
+        && e.val.flags & (CT_F_FIN_FORWARD | CT_F_FIN_REPLY) == CT_F_FIN_FORWARD
+        && (flow.ack.wrapping_sub(e.val.close_seq) as i32) < 0
+    {
+        flags |= CT_F_REPLY_CLOSED_FIRST;
+    }
     let expires = now.saturating_add(timeout_ns(flow.is_tcp(), state));
     // A segment of the client's after its FIN with a newer timestamp: when
     // the FINs crossed, the client acknowledges the endpoint's FIN after

@@ -1158,48 +1158,60 @@ fn snat_port_of_an_ended_flow(net: Net) {
     }
 }
 
-// spec: P3 (a held port goes only to a SYN the endpoint's TIME_WAIT takes;
-// that socket keeps the timestamp of the client's last segment, which is
-// not its FIN when the two FINs crossed)
+// spec: P3 (a held port goes only to a SYN the endpoint's TIME_WAIT takes.
+// When the FINs cross, in either order through the node, the endpoint goes
+// to TIME_WAIT as well as the client, and that socket keeps the timestamp
+// of the client's last segment, the ACK of the endpoint's FIN, not its FIN)
 fn snat_port_held_past_the_clients_last_ack(net: Net) {
     let fin_ack = TCP_FIN | TCP_ACK;
-    for (syn_ts, gets_it) in [(1_004u32, false), (1_005, false), (1_006, true)] {
-        let mut env = n_port_env(net, 1);
-        let f = open_ts(&mut env, net, net.client(), 40000, 1_000);
-        let fwd = |s: TcpSeg| tcp(net, f.client, f.cport, net.vip(), PORT, &s);
-        let back = |s: TcpSeg| tcp(net, f.endpoint, TARGET, net.node(), f.port, &s);
-        for frame in [
-            // The endpoint's FIN and the client's cross: neither
-            // acknowledges the other's.
-            back(seg(fin_ack, 501, 11, b"")),
-            fwd(seg(fin_ack, 11, 501, b"").with_ts(1_002)),
-            // The endpoint acknowledges the client's FIN (the flow is
-            // over), then the client's ACK of the endpoint's FIN comes,
-            // later on its clock, and an older one reordered behind it.
-            back(seg(TCP_ACK, 502, 12, b"")),
-            fwd(seg(TCP_ACK, 12, 502, b"").with_ts(1_005)),
-            fwd(seg(TCP_ACK, 12, 502, b"").with_ts(1_003)),
-        ] {
-            let (o, _) = env.run(&frame, Hook::WireIngress);
-            assert_eq!(o.verdict, Verdict::Pass, "{:?}", o.event);
-        }
-        // Same sequence number as the old flow's end, so only the
-        // timestamp decides.
-        let s = tcp(
-            net,
-            net.client(),
-            40001,
-            net.vip(),
-            PORT,
-            &syn(12).with_ts(syn_ts),
-        );
-        let (o, out) = env.run(&s, Hook::WireIngress);
-        if gets_it {
-            assert_eq!(o.event, Event::NewFlow, "SYN at {syn_ts}");
-            assert_eq!(decode(&out).ports().0, f.port);
-        } else {
-            // Its only port is held by a TIME_WAIT that would refuse it.
-            assert_eq!(o.event, Event::NoSnatPort, "SYN at {syn_ts}");
+    for endpoint_fin_first in [true, false] {
+        for (syn_ts, gets_it) in [(1_004u32, false), (1_005, false), (1_006, true)] {
+            let mut env = n_port_env(net, 1);
+            let f = open_ts(&mut env, net, net.client(), 40000, 1_000);
+            let fwd = |s: TcpSeg| tcp(net, f.client, f.cport, net.vip(), PORT, &s);
+            let back = |s: TcpSeg| tcp(net, f.endpoint, TARGET, net.node(), f.port, &s);
+            // Neither FIN acknowledges the other's.
+            let fins = [
+                back(seg(fin_ack, 501, 11, b"")),
+                fwd(seg(fin_ack, 11, 501, b"").with_ts(1_002)),
+            ];
+            let fins = if endpoint_fin_first {
+                fins
+            } else {
+                let [b, f] = fins;
+                [f, b]
+            };
+            // Then the endpoint acknowledges the client's FIN (the flow is
+            // over) and the client's ACK of the endpoint's FIN comes, later
+            // on its clock, with an older one reordered behind it.
+            let acks = [
+                back(seg(TCP_ACK, 502, 12, b"")),
+                fwd(seg(TCP_ACK, 12, 502, b"").with_ts(1_005)),
+                fwd(seg(TCP_ACK, 12, 502, b"").with_ts(1_003)),
+            ];
+            for frame in fins.into_iter().chain(acks) {
+                let (o, _) = env.run(&frame, Hook::WireIngress);
+                assert_eq!(o.verdict, Verdict::Pass, "{:?}", o.event);
+            }
+            // Same sequence number as the old flow's end, so only the
+            // timestamp decides.
+            let s = tcp(
+                net,
+                net.client(),
+                40001,
+                net.vip(),
+                PORT,
+                &syn(12).with_ts(syn_ts),
+            );
+            let (o, out) = env.run(&s, Hook::WireIngress);
+            let case = format!("SYN at {syn_ts}, endpoint's FIN first: {endpoint_fin_first}");
+            if gets_it {
+                assert_eq!(o.event, Event::NewFlow, "{case}");
+                assert_eq!(decode(&out).ports().0, f.port, "{case}");
+            } else {
+                // Its only port is held by a TIME_WAIT that would refuse it.
+                assert_eq!(o.event, Event::NoSnatPort, "{case}");
+            }
         }
     }
 }

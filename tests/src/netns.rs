@@ -58,6 +58,12 @@ pub fn exec(ns: &str, args: &[&str]) -> Result<String> {
 /// SYNs the calling thread's network namespace retransmitted
 /// (`TcpExt: TCPSynRetrans`): call it from inside [`in_ns`].
 pub fn syn_retransmits() -> Result<u64> {
+    tcp_ext_counter("TCPSynRetrans")
+}
+
+/// One `TcpExt` counter of the calling thread's network namespace
+/// (`/proc/thread-self/net/netstat`: a line of names, then one of values).
+pub fn tcp_ext_counter(name: &str) -> Result<u64> {
     let text = std::fs::read_to_string("/proc/thread-self/net/netstat")?;
     let mut lines = text.lines();
     while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
@@ -66,13 +72,13 @@ pub fn syn_retransmits() -> Result<u64> {
         }
         let i = names
             .split_whitespace()
-            .position(|n| n == "TCPSynRetrans")
-            .ok_or_else(|| anyhow!("no TCPSynRetrans counter in netstat"))?;
+            .position(|n| n == name)
+            .ok_or_else(|| anyhow!("no {name} counter in netstat"))?;
         return values
             .split_whitespace()
             .nth(i)
             .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow!("no TCPSynRetrans value in netstat"));
+            .ok_or_else(|| anyhow!("no {name} value in netstat"));
     }
     bail!("no TcpExt line in netstat")
 }

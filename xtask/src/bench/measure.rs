@@ -20,14 +20,24 @@ use super::*;
 
 // --- measurements -----------------------------------------------------------
 
+/// Where a configuration's traffic goes.
+pub(super) struct Dsts {
+    /// iperf3's server: the `Cluster` VIP, or the pod for the ceiling.
+    pub(super) iperf: Ipv4Addr,
+    /// The connect server through the `Cluster` VIP (the pod directly for
+    /// the ceiling).
+    pub(super) connect: SocketAddr,
+    /// The connect server through the `Local` VIP (none for the ceiling).
+    pub(super) local: Option<SocketAddr>,
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn measure(
     r: &mut ConfigResult,
     plan: &Plan,
     client: &Netns,
     pod: &Netns,
-    dst: Ipv4Addr,
-    lat_dst: SocketAddr,
+    dsts: Dsts,
     first_apply: f64,
     mut apply: impl FnMut(usize) -> Result<f64>,
     cooldown: Option<Duration>,
@@ -39,6 +49,7 @@ pub(super) fn measure(
         Stdio::null(),
     )?;
     let server = ConnectServer::start(pod.name(), CONNECT_TARGET)?;
+    let (dst, lat_dst) = (dsts.iperf, dsts.connect);
     wait_reachable(client.name(), SocketAddr::new(dst.into(), IPERF_PORT))?;
 
     r.tcp1_gbps = best_of_2(|| iperf_tcp(client.name(), dst, 1, plan.duration));
@@ -86,11 +97,28 @@ pub(super) fn measure(
         check_interrupted()?;
         r.sustained = M::from(sustained_connects(
             client.name(),
+            pod.name(),
             lat_dst,
             SUSTAINED_IN_FLIGHT,
             plan.sustained,
         ));
         println!("    sustained connects: {}", fmt_sustained(&r.sustained));
+        // Independent of the run above: the pod's TIME_WAIT sockets from it
+        // are the node's tuples, these the client's own.
+        if let Some(local) = dsts.local {
+            check_interrupted()?;
+            r.sustained_local = M::from(sustained_connects(
+                client.name(),
+                pod.name(),
+                local,
+                SUSTAINED_IN_FLIGHT,
+                plan.sustained,
+            ));
+            println!(
+                "    sustained connects, Local: {}",
+                fmt_sustained(&r.sustained_local)
+            );
+        }
     }
     drop(server);
     Ok(())
@@ -113,11 +141,13 @@ fn cool_down(cooldown: Option<Duration>, last_loop: Option<Instant>) {
 /// and the client namespace's SYN retransmits.
 pub(super) fn sustained_connects(
     ns: &str,
+    pod_ns: &str,
     dst: SocketAddr,
     in_flight: usize,
     duration: Duration,
 ) -> Result<Sustained> {
-    let out = sluice_tests::in_ns(ns, move || -> Result<Sustained> {
+    let pod_before = pod_tcp(pod_ns)?;
+    let mut out = sluice_tests::in_ns(ns, move || -> Result<Sustained> {
         let before = sluice_tests::syn_retransmits()?;
         let start = Instant::now();
         let deadline = start + duration;
@@ -128,30 +158,8 @@ pub(super) fn sustained_connects(
                     let mut s = Sustained::default();
                     while Instant::now() < deadline && !interrupted() {
                         let t = Instant::now();
-                        let r = (|| -> std::io::Result<()> {
-                            let mut c = TcpStream::connect_timeout(&dst, Duration::from_secs(3))?;
-                            c.set_nodelay(true)?;
-                            c.set_read_timeout(Some(Duration::from_secs(3)))?;
-                            c.write_all(b"x")?;
-                            let mut b = [0u8; 1];
-                            c.read_exact(&mut b)?;
-                            Ok(())
-                        })();
-                        match r {
-                            Ok(()) if t.elapsed() >= Duration::from_secs(1) => {
-                                s.ok += 1;
-                                s.slow += 1;
-                            }
-                            Ok(()) => s.ok += 1,
-                            Err(e) => match e.kind() {
-                                std::io::ErrorKind::ConnectionRefused
-                                | std::io::ErrorKind::ConnectionReset => s.reset += 1,
-                                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
-                                    s.timed_out += 1
-                                }
-                                _ => s.other += 1,
-                            },
-                        }
+                        let r = short_request(dst, Duration::from_secs(3));
+                        s.add(r, t.elapsed());
                     }
                     s
                 })
@@ -162,18 +170,81 @@ pub(super) fn sustained_connects(
             let s = w
                 .join()
                 .map_err(|_| anyhow::anyhow!("a connect thread panicked"))?;
-            total.ok += s.ok;
-            total.reset += s.reset;
-            total.timed_out += s.timed_out;
-            total.other += s.other;
-            total.slow += s.slow;
+            total.merge(&s);
         }
         total.secs = start.elapsed().as_secs_f64();
         total.syn_retrans = sluice_tests::syn_retransmits()?.saturating_sub(before);
         Ok(total)
     })??;
+    out.pod = pod_tcp(pod_ns)?.since(pod_before);
     check_interrupted()?;
     Ok(out)
+}
+
+/// Connect, one byte each way, close: one short request, each step bounded
+/// by `timeout`.
+pub(super) fn short_request(dst: SocketAddr, timeout: Duration) -> std::io::Result<()> {
+    let mut c = TcpStream::connect_timeout(&dst, timeout)?;
+    c.set_nodelay(true)?;
+    c.set_read_timeout(Some(timeout))?;
+    c.write_all(b"x")?;
+    let mut b = [0u8; 1];
+    c.read_exact(&mut b)
+}
+
+impl Sustained {
+    /// Count one request's outcome; `took` from before its connect.
+    pub(super) fn add(&mut self, r: std::io::Result<()>, took: Duration) {
+        match r {
+            Ok(()) => {
+                self.ok += 1;
+                if took >= SLOW_CONNECT {
+                    self.slow += 1;
+                }
+            }
+            Err(e) => match e.kind() {
+                std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::ConnectionReset => {
+                    self.reset += 1
+                }
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                    self.timed_out += 1
+                }
+                _ => self.other += 1,
+            },
+        }
+    }
+
+    /// Add another thread's counts (not the run-wide fields).
+    pub(super) fn merge(&mut self, o: &Sustained) {
+        self.ok += o.ok;
+        self.reset += o.reset;
+        self.timed_out += o.timed_out;
+        self.other += o.other;
+        self.slow += o.slow;
+    }
+}
+
+/// The pod namespace's TCP counters that explain unanswered SYNs.
+pub(super) fn pod_tcp(ns: &str) -> Result<PodTcp> {
+    sluice_tests::in_ns(ns, || -> Result<PodTcp> {
+        let get = sluice_tests::netns::tcp_ext_counter;
+        Ok(PodTcp {
+            paws_timewait: get("PAWSTimewait")?,
+            listen_drops: get("ListenDrops")?,
+            tw_overflow: get("TCPTimeWaitOverflow")?,
+        })
+    })?
+    .context("reading the pod's TCP counters")
+}
+
+impl PodTcp {
+    pub(super) fn since(self, before: PodTcp) -> PodTcp {
+        PodTcp {
+            paws_timewait: self.paws_timewait.saturating_sub(before.paws_timewait),
+            listen_drops: self.listen_drops.saturating_sub(before.listen_drops),
+            tw_overflow: self.tw_overflow.saturating_sub(before.tw_overflow),
+        }
+    }
 }
 
 /// The better of two runs: on a shared machine a run loses, never gains,
@@ -334,7 +405,7 @@ pub(super) struct ConnectServer {
 }
 
 impl ConnectServer {
-    fn start(ns: &str, port: u16) -> Result<ConnectServer> {
+    pub(super) fn start(ns: &str, port: u16) -> Result<ConnectServer> {
         let l = sluice_tests::in_ns(ns, move || {
             TcpListener::bind(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port))
         })??;

@@ -38,6 +38,7 @@ mod lb;
 mod measure;
 mod report;
 mod rules;
+mod sweep;
 mod topology;
 
 use measure::*;
@@ -65,6 +66,9 @@ const CONNECT_LOOP_LIMIT: Duration = Duration::from_secs(15);
 const SLUICE_CT_COOLDOWN: Duration = Duration::from_secs(61);
 /// Connections in flight in the sustained-connect measurement.
 const SUSTAINED_IN_FLIGHT: usize = 64;
+/// Answered this late, a connect waited for a retransmitted SYN (the
+/// initial retransmission timeout is 1 s).
+const SLOW_CONNECT: Duration = Duration::from_secs(1);
 
 const CLIENT_IP: &str = "198.18.0.2";
 const NODE_IP: &str = "198.18.0.11";
@@ -76,6 +80,10 @@ const VIP: &str = "198.18.100.1";
 const VIP_RANGE: &str = "198.18.100.0/24";
 /// Its ClusterIP (kube-proxy writes a rule for it as well).
 const CLUSTER_IP: &str = "198.19.200.1";
+/// The same pod behind a Service with `externalTrafficPolicy: Local`
+/// (Family::V4.vip(2)): the client's address reaches the pod, no SNAT.
+const LOCAL_VIP: &str = "198.18.100.2";
+const LOCAL_CLUSTER_IP: &str = "198.19.200.2";
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Config {
@@ -127,9 +135,18 @@ pub struct BenchOpts {
     #[arg(long)]
     pub connects: Option<usize>,
     /// Seconds of the sustained-connect measurement (new connections,
-    /// server closing first, to one endpoint through a `Cluster` VIP).
+    /// server closing first, to one endpoint through a `Cluster` VIP and
+    /// through a `Local` one).
     #[arg(long)]
     pub sustained: Option<u64>,
+    /// Instead of the whole-path runs: new connections at each of these
+    /// steady rates per second (comma-separated, ascending), through the
+    /// `Cluster` VIP of a fresh node per configuration.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep: Vec<u32>,
+    /// Seconds per rate of `--sweep`.
+    #[arg(long, default_value_t = 30)]
+    pub sweep_secs: u64,
     /// Streams of the multi-stream TCP measurement.
     #[arg(long, default_value_t = 4)]
     pub streams: u32,
@@ -246,6 +263,24 @@ struct Sustained {
     slow: u64,
     /// The client namespace's `TCPSynRetrans` over the run.
     syn_retrans: u64,
+    /// The pod's side of those retransmits, over the run.
+    pod: PodTcp,
+}
+
+/// What the pod's TCP stack counted (`/proc/net/netstat`), the usual
+/// reasons a SYN goes unanswered there.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct PodTcp {
+    /// SYNs a TIME_WAIT socket refused for an older timestamp
+    /// (`PAWSTimewait`): the pod answers with an ACK for the old
+    /// connection, the client resets it and sends the SYN again.
+    paws_timewait: u64,
+    /// SYNs dropped at a full accept queue or SYN queue (`ListenDrops`,
+    /// which counts `ListenOverflows` too).
+    listen_drops: u64,
+    /// Connections closed without TIME_WAIT for want of buckets
+    /// (`TCPTimeWaitOverflow`).
+    tw_overflow: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -259,6 +294,9 @@ struct ConfigResult {
     /// Per Service count: (count, time to apply, latency).
     connect: Vec<(usize, M<f64>, M<Latency>)>,
     sustained: M<Sustained>,
+    /// The same through the `Local` VIP (not for the ceiling, which has no
+    /// Service).
+    sustained_local: M<Sustained>,
 }
 
 impl ConfigResult {
@@ -271,6 +309,7 @@ impl ConfigResult {
             udp_pps: M::Skipped,
             connect: Vec::new(),
             sustained: M::Skipped,
+            sustained_local: M::Skipped,
         }
     }
 }
@@ -302,15 +341,10 @@ pub fn run(opts: BenchOpts) -> Result<()> {
     if opts.load_balancer {
         return lb::run(&opts);
     }
-    let mut configs: Vec<Config> = if opts.only.is_empty() {
-        Config::ALL.to_vec()
-    } else {
-        let mut c = opts.only.clone();
-        c.push(Config::Routing);
-        c
-    };
-    configs.sort();
-    configs.dedup();
+    if !opts.sweep.is_empty() {
+        return sweep::run(&opts);
+    }
+    let configs = selected_configs(opts.only.clone());
     let plan = Plan {
         duration: opts
             .duration
@@ -334,26 +368,8 @@ pub fn run(opts: BenchOpts) -> Result<()> {
         ),
         offloads: opts.offloads.settings(),
     };
-    for tool in ["iperf3", "iptables-restore", "nft", "ip"] {
-        if Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .map(|s| !s.success())
-            .unwrap_or(true)
-        {
-            bail!("{tool} is missing: run `cargo xtask setup` (or apt-get install -y iperf3 iptables nftables)");
-        }
-    }
-    let needs_agent = plan
-        .configs
-        .iter()
-        .any(|c| matches!(c, Config::Kernel | Config::Emulated));
-    let agent = if needs_agent {
-        Some(build_agent(true)?)
-    } else {
-        None
-    };
+    check_tools()?;
+    let agent = agent_for(&plan.configs)?;
     check_interrupted()?;
 
     let machine = machine_note();
@@ -443,6 +459,48 @@ pub fn run(opts: BenchOpts) -> Result<()> {
         println!("==> wrote {}", path.display());
     }
     Ok(())
+}
+
+/// `--only`'s configurations, or all, with the ceiling always: every ratio
+/// needs it.
+fn selected_configs(only: Vec<Config>) -> Vec<Config> {
+    let mut configs = if only.is_empty() {
+        Config::ALL.to_vec()
+    } else {
+        let mut c = only;
+        c.push(Config::Routing);
+        c
+    };
+    configs.sort();
+    configs.dedup();
+    configs
+}
+
+fn check_tools() -> Result<()> {
+    for tool in ["iperf3", "iptables-restore", "nft", "ip"] {
+        if Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .map(|s| !s.success())
+            .unwrap_or(true)
+        {
+            bail!("{tool} is missing: run `cargo xtask setup` (or apt-get install -y iperf3 iptables nftables)");
+        }
+    }
+    Ok(())
+}
+
+/// The release agent, built when a Sluice configuration is among `configs`.
+fn agent_for(configs: &[Config]) -> Result<Option<PathBuf>> {
+    if configs
+        .iter()
+        .any(|c| matches!(c, Config::Kernel | Config::Emulated))
+    {
+        Ok(Some(build_agent(true)?))
+    } else {
+        Ok(None)
+    }
 }
 
 fn engine_word(c: Config) -> &'static str {

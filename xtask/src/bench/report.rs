@@ -102,7 +102,7 @@ pub(super) fn fmt_secs(m: &M<f64>) -> String {
 pub(super) fn fmt_sustained(m: &M<Sustained>) -> String {
     match m {
         M::Ok(s) => format!(
-            "{} in {:.0} s ({:.0}/s), reset {}, timed out {}, other {}, slow {}, SYN retransmits {}",
+            "{} in {:.0} s ({:.0}/s), reset {}, timed out {}, other {}, slow {}, SYN retransmits {}, pod: PAWS-refused SYNs {}, listen drops {}, TIME_WAIT overflow {}",
             s.ok,
             s.secs,
             s.ok as f64 / s.secs.max(1e-9),
@@ -110,7 +110,10 @@ pub(super) fn fmt_sustained(m: &M<Sustained>) -> String {
             s.timed_out,
             s.other,
             s.slow,
-            s.syn_retrans
+            s.syn_retrans,
+            s.pod.paws_timewait,
+            s.pod.listen_drops,
+            s.pod.tw_overflow
         ),
         M::Err(e) => format!("failed: {e}"),
         M::Skipped => "-".into(),
@@ -307,54 +310,72 @@ pub(super) fn render(results: &[ConfigResult], plan: &Plan) -> String {
     s
 }
 
-/// New connections sustained through the `Cluster` VIP to one endpoint,
-/// each configuration against iptables' rate in the same run.
+/// New connections sustained through the `Cluster` VIP and through the
+/// `Local` one to one endpoint, each against iptables' rate with the same
+/// policy in the same run.
 fn sustained_table(results: &[ConfigResult], plan: &Plan) -> String {
-    let rate = |r: &ConfigResult| r.sustained.ok().map(|s| s.ok as f64 / s.secs.max(1e-9));
-    let base = results
-        .iter()
-        .find(|r| r.config == Config::Iptables)
-        .and_then(rate);
     let mut s = String::new();
     // Not measured in this pass (it runs in the first only).
     if results.iter().all(|r| matches!(r.sustained, M::Skipped)) {
         return s;
     }
+    type Pick = fn(&ConfigResult) -> &M<Sustained>;
+    let rate = |m: &M<Sustained>| m.ok().map(|s| s.ok as f64 / s.secs.max(1e-9));
     let _ = writeln!(
         s,
-        "\nShort connections, {} s sustained, {} in flight: connect, 1 byte each way, the server closes first; to one endpoint through the `Cluster` VIP (× = rate ÷ iptables' rate in this run; the ceiling has no NAT):\n",
+        "\nShort connections, {} s sustained, {} in flight: connect, 1 byte each way, the server closes first; to one endpoint through the `Cluster` VIP (SNAT) and through the `Local` one (the client's address kept). × = rate ÷ iptables' rate with the same policy in this run; the ceiling goes to the pod directly. The last two columns are the pod's: SYNs its TIME_WAIT sockets refused (`PAWSTimewait`) and its listen drops:\n",
         plan.sustained.as_secs(),
         SUSTAINED_IN_FLIGHT
     );
-    s.push_str("| configuration | connects | per second | × iptables | reset | timed out | answered after ≥ 1 s | SYN retransmits |\n");
-    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
-    for r in results {
-        if r.unavailable.is_some() {
-            continue;
-        }
-        match &r.sustained {
-            M::Ok(v) => {
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {:.0} | {} | {} | {} | {} | {} |",
-                    r.config.label(),
-                    v.ok,
-                    v.ok as f64 / v.secs.max(1e-9),
-                    ratio(rate(r), base),
-                    v.reset,
-                    v.timed_out + v.other,
-                    v.slow,
-                    v.syn_retrans
-                );
+    s.push_str("| configuration | policy | connects | per second | × iptables | reset | timed out | answered after ≥ 1 s | SYN retransmits | pod: PAWS-refused SYNs | pod: listen drops |\n");
+    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let policies: [(&str, Pick); 2] = [
+        ("Cluster", |r| &r.sustained),
+        ("Local", |r| &r.sustained_local),
+    ];
+    for (policy, pick) in policies {
+        let base = results
+            .iter()
+            .find(|r| r.config == Config::Iptables)
+            .and_then(|r| rate(pick(r)));
+        for r in results {
+            if r.unavailable.is_some() {
+                continue;
             }
-            m => {
-                let e = cell_err(m).unwrap_or_else(|| "-".into());
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | - | - | - | - | - | - |",
-                    r.config.label(),
-                    e.replace('|', "/")
-                );
+            let policy = if r.config == Config::Routing {
+                if policy == "Local" {
+                    continue;
+                }
+                "none (pod IP)"
+            } else {
+                policy
+            };
+            match pick(r) {
+                M::Ok(v) => {
+                    let _ = writeln!(
+                        s,
+                        "| {} | {policy} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
+                        r.config.label(),
+                        v.ok,
+                        v.ok as f64 / v.secs.max(1e-9),
+                        ratio(rate(pick(r)), base),
+                        v.reset,
+                        v.timed_out + v.other,
+                        v.slow,
+                        v.syn_retrans,
+                        v.pod.paws_timewait,
+                        v.pod.listen_drops,
+                    );
+                }
+                m => {
+                    let e = cell_err(m).unwrap_or_else(|| "-".into());
+                    let _ = writeln!(
+                        s,
+                        "| {} | {policy} | {} | - | - | - | - | - | - | - | - |",
+                        r.config.label(),
+                        e.replace('|', "/")
+                    );
+                }
             }
         }
     }
@@ -514,8 +535,10 @@ the pod link is left as the kernel engine leaves it (the kernel's\n  \
 defaults). Pods and the client send 64 KB super-frames, the node forwards\n  \
 GRO aggregates: a higher ceiling. The emulated engine turns its pods' TX\n  \
 offloads off and reads the wire with its GSO header (docs/architecture.md).\n\
-The sustained-connect row measures the SNAT port allocator, which offloads\n\
-do not touch: it runs in the first pass only.\n\n\
+The sustained-connect rows (through the `Cluster` VIP, which measures the\n\
+SNAT port allocator, and through the `Local` one, the client's address\n\
+kept) are not about offloads: they run in the first pass only. Steady\n\
+rates: `--sweep` (its own section below).\n\n\
 Connect loops: the connect server closes first, so the pod keeps every\n\
 connection in TIME_WAIT, and Sluice hands such a port only to a SYN that\n\
 TIME_WAIT takes (about half, timestamps being offset per connection). Its\n\
@@ -597,10 +620,26 @@ mod tests {
     #[test]
     fn rulesets_have_one_chain_set_per_service() {
         let ipt = iptables_rules(3);
-        // 2 generated + 3 ports of the measured Service.
-        assert_eq!(ipt.matches("-j DNAT").count(), 5);
+        // 2 generated + 3 ports of the measured Service + the Local one.
+        assert_eq!(ipt.matches("-j DNAT").count(), 6);
         let nft = nftables_rules(3);
-        assert_eq!(nft.matches("dnat to").count(), 5);
+        assert_eq!(nft.matches("dnat to").count(), 6);
+        // Local: outside clients skip the masquerade mark.
+        let local = chain_id(2_000_000, 0);
+        let ext: Vec<&str> = ipt
+            .lines()
+            .filter(|l| l.starts_with(&format!("-A KUBE-EXT-{local} ")))
+            .collect();
+        assert_eq!(
+            ext.last(),
+            Some(&format!("-A KUBE-EXT-{local} -j KUBE-SVL-{local}").as_str())
+        );
+        assert!(ext
+            .iter()
+            .all(|l| !l.ends_with("-j KUBE-MARK-MASQ") || l.contains("--src-type LOCAL")));
+        assert!(nft.contains(&format!(
+            "chain external-{local} {{\n    ip saddr {POD_CIDR} goto service-{local}"
+        )));
         assert_ne!(chain_id(1, 0), chain_id(2, 0));
     }
 }

@@ -37,6 +37,8 @@ pub(super) struct SvcPort {
     pub(super) port: u16,
     pub(super) target: u16,
     pub(super) id: usize,
+    /// `externalTrafficPolicy: Local`: no masquerade for outside clients.
+    pub(super) local: bool,
 }
 
 /// `n - 1` generated Service ports first, then the measured Service's
@@ -53,6 +55,7 @@ pub(super) fn service_ports(n: usize) -> Vec<SvcPort> {
             port: CONNECT_PORT,
             target: CONNECT_TARGET,
             id: i,
+            local: false,
         });
     }
     let cip: Ipv4Addr = CLUSTER_IP.parse().unwrap_or(Ipv4Addr::UNSPECIFIED);
@@ -73,8 +76,19 @@ pub(super) fn service_ports(n: usize) -> Vec<SvcPort> {
             port,
             target,
             id: 1_000_000 + k,
+            local: false,
         });
     }
+    v.push(SvcPort {
+        name: "default/bench-local:connect".into(),
+        cluster_ip: LOCAL_CLUSTER_IP.parse().unwrap_or(Ipv4Addr::UNSPECIFIED),
+        vip: LOCAL_VIP.parse().unwrap_or(Ipv4Addr::UNSPECIFIED),
+        proto: "tcp",
+        port: CONNECT_PORT,
+        target: CONNECT_TARGET,
+        id: 2_000_000,
+        local: true,
+    });
     v
 }
 
@@ -99,6 +113,9 @@ pub(super) fn iptables_rules(n: usize) -> String {
             ":KUBE-SVC-{id} - [0:0]\n:KUBE-EXT-{id} - [0:0]\n:KUBE-SEP-{} - [0:0]",
             chain_id(p.id, 1)
         );
+        if p.local {
+            let _ = writeln!(s, ":KUBE-SVL-{id} - [0:0]");
+        }
     }
     s.push_str(
         "-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n",
@@ -118,13 +135,30 @@ pub(super) fn iptables_rules(n: usize) -> String {
             s,
             "-A KUBE-SERVICES -d {cip}/32 -p {proto} -m comment --comment \"{name} cluster IP\" -m {proto} --dport {port} -j KUBE-SVC-{id}\n\
 -A KUBE-SERVICES -d {vip}/32 -p {proto} -m comment --comment \"{name} loadbalancer IP\" -m {proto} --dport {port} -j KUBE-EXT-{id}\n\
--A KUBE-EXT-{id} -m comment --comment \"masquerade traffic for {name} external destinations\" -j KUBE-MARK-MASQ\n\
--A KUBE-EXT-{id} -j KUBE-SVC-{id}\n\
 -A KUBE-SVC-{id} ! -s {POD_CIDR} -d {cip}/32 -p {proto} -m comment --comment \"{name} cluster IP\" -m {proto} --dport {port} -j KUBE-MARK-MASQ\n\
 -A KUBE-SVC-{id} -m comment --comment \"{name} -> {POD_IP}:{target}\" -j KUBE-SEP-{sep}\n\
 -A KUBE-SEP-{sep} -s {POD_IP}/32 -m comment --comment \"{name}\" -j KUBE-MARK-MASQ\n\
 -A KUBE-SEP-{sep} -p {proto} -m comment --comment \"{name}\" -m {proto} -j DNAT --to-destination {POD_IP}:{target}\n"
         );
+        if p.local {
+            // externalTrafficPolicy: Local: pods and the node itself go
+            // through the Service (the node masqueraded), outside clients
+            // straight to the node's own endpoints with their address kept.
+            let _ = write!(
+                s,
+                "-A KUBE-EXT-{id} -s {POD_CIDR} -m comment --comment \"pod traffic for {name} external destinations\" -j KUBE-SVC-{id}\n\
+-A KUBE-EXT-{id} -m comment --comment \"masquerade LOCAL traffic for {name} external destinations\" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ\n\
+-A KUBE-EXT-{id} -m comment --comment \"route LOCAL traffic for {name} external destinations\" -m addrtype --src-type LOCAL -j KUBE-SVC-{id}\n\
+-A KUBE-EXT-{id} -j KUBE-SVL-{id}\n\
+-A KUBE-SVL-{id} -m comment --comment \"{name} -> {POD_IP}:{target}\" -j KUBE-SEP-{sep}\n"
+            );
+        } else {
+            let _ = write!(
+                s,
+                "-A KUBE-EXT-{id} -m comment --comment \"masquerade traffic for {name} external destinations\" -j KUBE-MARK-MASQ\n\
+-A KUBE-EXT-{id} -j KUBE-SVC-{id}\n"
+            );
+        }
     }
     s.push_str("-A KUBE-SERVICES -m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS\n");
     s.push_str("COMMIT\n");
@@ -156,8 +190,21 @@ pub(super) fn nftables_rules(n: usize) -> String {
             s,
             "  chain endpoint-{id} {{\n    ip saddr {POD_IP} jump mark-for-masquerade\n    meta l4proto {proto} dnat to {POD_IP}:{target}\n  }}\n\
   chain service-{id} {{\n    ip daddr {cip} {proto} dport {port} ip saddr != {POD_CIDR} jump mark-for-masquerade\n    numgen random mod 1 vmap {{ 0 : goto endpoint-{id} }}\n  }}\n\
-  chain external-{id} {{\n    jump mark-for-masquerade\n    goto service-{id}\n  }}\n"
+"
         );
+        if p.local {
+            // As kube-proxy's nftables mode writes Local: masquerade only
+            // the node's own traffic, outside clients keep their address.
+            let _ = writeln!(
+                s,
+                "  chain external-{id} {{\n    ip saddr {POD_CIDR} goto service-{id}\n    fib saddr type local jump mark-for-masquerade\n    fib saddr type local goto service-{id}\n    goto endpoint-{id}\n  }}"
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "  chain external-{id} {{\n    jump mark-for-masquerade\n    goto service-{id}\n  }}"
+            );
+        }
     }
     s.push_str("}\n");
     // Map elements in batches (one huge line is slow to parse).

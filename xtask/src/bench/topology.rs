@@ -9,7 +9,9 @@ use std::thread::{self};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use sluice_tests::{Cluster, ClusterSpec, EndpointSpec, Engine, Netns, Offloads, ServiceSpec};
+use sluice_tests::{
+    Cluster, ClusterSpec, EndpointSpec, Engine, Netns, Offloads, Policy, ServiceSpec,
+};
 
 use super::*;
 
@@ -27,7 +29,7 @@ pub(super) struct Topo {
 }
 
 impl Topo {
-    fn build(offloads: Offloads) -> Result<Topo> {
+    pub(super) fn build(offloads: Offloads) -> Result<Topo> {
         let fabric = Netns::new("bn-f")?;
         let client = Netns::new("bn-c")?;
         let node = Netns::new("bn-n1")?;
@@ -91,12 +93,17 @@ pub(super) fn run_baseline(
 ) -> Result<ConfigResult> {
     let topo = Topo::build(offloads)?;
     let mut r = ConfigResult::new(config);
-    let (ip_dst, lat_dst): (Ipv4Addr, SocketAddr) = match config {
+    let (ip_dst, lat_dst, local_dst): (Ipv4Addr, SocketAddr, Option<SocketAddr>) = match config {
         Config::Routing => (
             POD_IP.parse()?,
             SocketAddr::new(POD_IP.parse()?, CONNECT_TARGET),
+            None,
         ),
-        _ => (VIP.parse()?, SocketAddr::new(VIP.parse()?, CONNECT_PORT)),
+        _ => (
+            VIP.parse()?,
+            SocketAddr::new(VIP.parse()?, CONNECT_PORT),
+            Some(SocketAddr::new(LOCAL_VIP.parse()?, CONNECT_PORT)),
+        ),
     };
     let apply = |n: usize| -> Result<f64> {
         match config {
@@ -113,8 +120,11 @@ pub(super) fn run_baseline(
         plan,
         &topo.client,
         &topo.pod,
-        ip_dst,
-        lat_dst,
+        Dsts {
+            iperf: ip_dst,
+            connect: lat_dst,
+            local: local_dst,
+        },
         t_apply,
         apply,
         None,
@@ -126,13 +136,22 @@ pub(super) fn run_baseline(
 // --- Sluice -----------------------------------------------------------------
 
 pub(super) fn sluice_spec() -> ClusterSpec {
-    ClusterSpec::new(1).pod("bench", 1).service(
-        ServiceSpec::lb("bench", 1)
-            .tcp("iperf", IPERF_PORT, IPERF_PORT)
-            .udp("iperf-udp", IPERF_PORT, IPERF_PORT)
-            .tcp("connect", CONNECT_PORT, CONNECT_TARGET)
-            .endpoint(EndpointSpec::ready("bench")),
-    )
+    ClusterSpec::new(1)
+        .pod("bench", 1)
+        .service(
+            ServiceSpec::lb("bench", 1)
+                .tcp("iperf", IPERF_PORT, IPERF_PORT)
+                .udp("iperf-udp", IPERF_PORT, IPERF_PORT)
+                .tcp("connect", CONNECT_PORT, CONNECT_TARGET)
+                .endpoint(EndpointSpec::ready("bench")),
+        )
+        // LOCAL_VIP: Family::V4.vip(2).
+        .service(
+            ServiceSpec::lb("bench-local", 2)
+                .policy(Policy::Local)
+                .tcp("connect", CONNECT_PORT, CONNECT_TARGET)
+                .endpoint(EndpointSpec::ready("bench")),
+        )
 }
 
 pub(super) fn run_sluice(
@@ -179,8 +198,14 @@ pub(super) fn run_sluice(
         plan,
         client,
         pod,
-        vip,
-        SocketAddr::new(vip.into(), CONNECT_PORT),
+        Dsts {
+            iperf: vip,
+            connect: SocketAddr::new(vip.into(), CONNECT_PORT),
+            local: Some(SocketAddr::new(
+                LOCAL_VIP.parse::<Ipv4Addr>()?.into(),
+                CONNECT_PORT,
+            )),
+        },
         t_apply,
         |n| apply_sluice(&cluster, &state, &base_yaml, n),
         Some(SLUICE_CT_COOLDOWN),

@@ -841,6 +841,15 @@ impl Cluster {
             .map(|a| a.child.id())
     }
 
+    /// Whether node `i`'s agent is still running; its exit status if not.
+    pub fn agent_exited(&mut self, i: usize) -> Result<Option<std::process::ExitStatus>> {
+        let a = i
+            .checked_sub(1)
+            .and_then(|j| self.agents.get_mut(j))
+            .ok_or_else(|| anyhow!("no agent on node {i}"))?;
+        Ok(a.child.try_wait()?)
+    }
+
     /// `kill -9` node `i`'s agent: no shutdown runs, whatever it left in
     /// place stays (the kernel engine's pinned program keeps translating).
     pub fn kill_agent(&mut self, i: usize) -> Result<()> {

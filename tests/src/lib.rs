@@ -3,6 +3,8 @@
 //! - [`netns`]: namespace guards and helpers (addresses, routes, sysctls,
 //!   bridges, veths with offloads off, running code inside a namespace);
 //! - [`whoami`]: the server pods run and bounded TCP/UDP clients;
+//! - [`frames`]: raw Ethernet frames (an `AF_PACKET` socket, header
+//!   builders, a generator of hostile frames);
 //! - [`traffic`]: a client looping over a VIP on its own thread, counting;
 //! - [`cluster`]: a client, a bridge and N nodes running `sluice-agent`, with
 //!   pods, Services and EndpointSlices generated as Kubernetes manifests.
@@ -11,6 +13,7 @@
 //! when its guard drops, also when a test fails.
 
 pub mod cluster;
+pub mod frames;
 pub mod http_probe;
 pub mod kube_cluster;
 pub mod netns;

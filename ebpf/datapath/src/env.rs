@@ -52,6 +52,12 @@ pub trait Packet {
     /// a bridge or switch flooded it (unknown unicast); its real receiver
     /// answers it, so this node must not.
     fn for_other_host(&self) -> bool;
+
+    /// The link the frame came in on, as [`LocalLink::ifindex`] names it:
+    /// at [`crate::Hook::FromPod`], the sending pod's link (the kernel's
+    /// `skb->ifindex`, the emulated engine's id of the pod link). The
+    /// program only believes a pod's source address on that pod's link.
+    fn ingress_link(&self) -> u32;
 }
 
 /// The maps the control side fills and the program reads (services,

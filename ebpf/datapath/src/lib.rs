@@ -140,9 +140,21 @@ pub fn process<P: Packet, M: Maps, C: Clock>(
     }
     let mut slot = core::mem::MaybeUninit::<Run>::uninit();
     let run = Run::zero_in(&mut slot);
-    match parse::parse(pkt, &mut run.flow) {
-        Parsed::Flow => {}
-        p => return unparsed(maps, &run.flow, p, hook),
+    let parsed = parse::parse(pkt, &mut run.flow);
+    // Anti-spoofing: a pod speaks only for its own addresses. Otherwise a
+    // pod forging another pod's reply (its address and port, to the node's
+    // SNAT port) gets it reverse-translated and delivered to that flow's
+    // client, and a forged reset closes the flow's conntrack entry; and the
+    // node, which routes pods with `rp_filter` off (the reverse-translated
+    // replies come from VIPs), forwards whatever else it forges.
+    if hook == Hook::FromPod
+        && parsed != Parsed::NotIp
+        && !source_is_own(maps, &run.flow.saddr, pkt.ingress_link())
+    {
+        return out(Verdict::Drop, Event::Spoofed);
+    }
+    if parsed != Parsed::Flow {
+        return unparsed(maps, &run.flow, parsed, hook);
     }
     if run.flow.proto != PROTO_TCP && run.flow.proto != PROTO_UDP {
         // ICMP: no ports to translate. Errors about translated flows pass
@@ -189,6 +201,24 @@ pub fn process<P: Packet, M: Maps, C: Clock>(
         Some(()) if link != 0 => out(Verdict::Redirect { ifindex: link }, event),
         Some(()) => out(Verdict::Pass, event),
         None => out(Verdict::Drop, Event::Malformed),
+    }
+}
+
+/// Whether `saddr`, the source of a frame a pod sent on `link`, is the
+/// pod's own: one of the addresses published for that very link. Also
+/// believed: IPv6 link-local sources (neighbour discovery with the node,
+/// which never forwards them) and a source the parser did not get to (all
+/// zero: the header was cut short, which the node's stack drops; or
+/// IPv6's unspecified address, duplicate address detection). Its own BPF
+/// function, so the lookup key stays out of `process`'s frame.
+#[inline(never)]
+fn source_is_own<M: Maps>(maps: &M, saddr: &maps::Addr, link: u32) -> bool {
+    if addr_is_zero(saddr) || (saddr[0] == 0xfe && saddr[1] & 0xc0 == 0x80) {
+        return true;
+    }
+    match maps.local_link(&LocalKey { addr: *saddr }) {
+        Some(l) => l.ifindex != 0 && l.ifindex == link,
+        None => false,
     }
 }
 

@@ -111,4 +111,9 @@ events! {
     /// kernel's `PACKET_OTHERHOST`, as a bridge floods unknown unicast):
     /// passed untouched, for the node's stack to drop.
     OtherHost => "other_host",
+    /// Sent by a pod from an address it does not own (another pod's, the
+    /// node's, a client's, a VIP): dropped at `FromPod`, so a pod can
+    /// neither forge replies of other pods' translated flows nor have the
+    /// node forward traffic in someone else's name.
+    Spoofed => "spoofed",
 }

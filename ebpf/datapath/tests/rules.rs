@@ -57,6 +57,7 @@ both!(
     snat_range_used_to_its_last_port,
     local_pod_frames_go_to_its_link,
     flooded_frames_are_left_to_their_host,
+    pods_speak_only_for_their_own_addresses,
 );
 
 fn tcp_svc(net: Net, flags: u32, ready: &[u16], terminating: &[u16]) -> common::Env {
@@ -171,22 +172,23 @@ fn p3_cluster_snat_and_reply(net: Net) {
     assert!((SNAT_MIN..=SNAT_MAX).contains(&snat_port));
     assert_eq!((d.dst, dport), (net.pod(1), TARGET));
 
-    // The endpoint's reply, from a remote node (wire) or a local pod.
+    // The endpoint's reply, from a remote node (wire) or a local pod (on
+    // its own link).
+    env.maps.set_local_link(LocalKey { addr: net.pod(1) }, LINK);
     for hook in [Hook::WireIngress, Hook::FromPod] {
-        let r = tcp(
-            net,
-            net.pod(1),
-            TARGET,
-            net.node(),
-            snat_port,
-            &seg(TCP_SYN | TCP_ACK, 900, 101, b""),
-        );
+        let r = pod1_to_node(net, snat_port, &seg(TCP_SYN | TCP_ACK, 900, 101, b""));
         let (o, out) = env.run(&r, hook);
         assert_eq!((o.verdict, o.event), (Verdict::Pass, Event::ReplyNat));
         let d = decode(&out);
         assert_eq!((d.src, d.ports().0), (net.vip(), PORT), "DSR: from the VIP");
         assert_eq!((d.dst, d.ports().1), (net.client(), 40000));
     }
+}
+
+/// A segment from pod 1's target port to the node's `snat_port`: what
+/// the endpoint of a `Cluster` flow answers.
+fn pod1_to_node(net: Net, snat_port: u16, s: &TcpSeg) -> Vec<u8> {
+    tcp(net, net.pod(1), TARGET, net.node(), snat_port, s)
 }
 
 // spec: P3
@@ -210,6 +212,10 @@ fn p3_unique_snat_ports(net: Net) {
 fn p4_local_no_snat_and_reply(net: Net) {
     // The control side puts only this node's endpoints in a Local service.
     let mut env = tcp_svc(net, SVC_F_LOCAL, &[1, 2], &[]);
+    // Their replies come in on their links.
+    for n in [1, 2] {
+        env.maps.set_local_link(LocalKey { addr: net.pod(n) }, LINK);
+    }
     for i in 0..50u16 {
         let f = tcp(net, net.client(), 40000 + i, net.vip(), PORT, &syn(1));
         let (_, out) = env.run(&f, Hook::WireIngress);
@@ -1217,7 +1223,7 @@ fn snat_port_held_past_the_clients_last_ack(net: Net) {
 }
 
 const LINK: LocalLink = LocalLink {
-    ifindex: 7,
+    ifindex: POD_LINK,
     pod_mac: [0x02, 0x50, 0, 0, 0, 1],
     node_mac: [0x02, 0x4e, 0, 0, 0, 1],
 };
@@ -1385,4 +1391,83 @@ fn events_have_names() {
     for (i, e) in Event::ALL.iter().enumerate() {
         assert_eq!(e.index(), i);
     }
+}
+
+/// A pod on this node, on a link of its own, next to pod 1 (on [`LINK`]).
+const OTHER_LINK: LocalLink = LocalLink {
+    ifindex: POD_LINK + 1,
+    pod_mac: [0x02, 0x50, 0, 0, 0, 2],
+    node_mac: [0x02, 0x4e, 0, 0, 0, 2],
+};
+
+// spec: P3
+/// At `FromPod` a pod is believed only for its own addresses on its own
+/// link. Another pod forging the endpoint's reply (its address and port,
+/// to the node's SNAT port) is dropped, not delivered to the client, and
+/// a forged reset does not close the flow; nor is anything it sends in the
+/// name of a client, the node or a VIP passed on. Its own traffic, and
+/// IPv6 link-local neighbour discovery, pass.
+fn pods_speak_only_for_their_own_addresses(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    env.maps.set_local_link(LocalKey { addr: net.pod(1) }, LINK);
+    env.maps
+        .set_local_link(LocalKey { addr: net.pod(2) }, OTHER_LINK);
+    let f = tcp(net, net.client(), 40000, net.vip(), PORT, &syn(100));
+    let (_, out) = env.run(&f, Hook::WireIngress);
+    let snat_port = decode(&out).ports().0;
+    let cts = env.maps.ct_len();
+
+    let evil = OTHER_LINK.ifindex;
+    for flags in [
+        TCP_RST,
+        TCP_RST | TCP_ACK,
+        TCP_FIN | TCP_ACK,
+        TCP_SYN | TCP_ACK,
+    ] {
+        let forged = pod1_to_node(net, snat_port, &seg(flags, 5, 101, b""));
+        let (o, out) = env.run_on(&forged, Hook::FromPod, evil);
+        assert_eq!((o.verdict, o.event), (Verdict::Drop, Event::Spoofed));
+        assert_eq!(out, forged, "left as it came");
+    }
+    assert_eq!(env.maps.ct_len(), cts);
+    // The flow goes on as if nothing happened: the real handshake, then
+    // data kept on the flow's endpoint.
+    let reply = pod1_to_node(net, snat_port, &seg(TCP_SYN | TCP_ACK, 900, 101, b""));
+    assert_eq!(env.run(&reply, Hook::FromPod).0.event, Event::ReplyNat);
+    let ack = tcp(
+        net,
+        net.client(),
+        40000,
+        net.vip(),
+        PORT,
+        &seg(TCP_ACK, 101, 901, b"x"),
+    );
+    assert_eq!(env.run(&ack, Hook::WireIngress).0.event, Event::Established);
+
+    // In the name of a client, the node, a VIP, or a pod of another link.
+    for src in [net.client(), net.node(), net.vip(), net.pod(1), net.pod(3)] {
+        let f = tcp(net, src, 1234, net.client(), 4321, &syn(1));
+        let (o, _) = env.run_on(&f, Hook::FromPod, evil);
+        assert_eq!((o.verdict, o.event), (Verdict::Drop, Event::Spoofed));
+        let u = udp(net, src, 53, net.client(), 4321, b"forged");
+        assert_eq!(env.run_on(&u, Hook::FromPod, evil).0.event, Event::Spoofed);
+    }
+    // Its own.
+    let own = tcp(net, net.pod(2), 1234, net.client(), 4321, &syn(1));
+    let (o, _) = env.run_on(&own, Hook::FromPod, evil);
+    assert_eq!((o.verdict, o.event), (Verdict::Pass, Event::NotService));
+    if net.v6 {
+        let mut ll = [0u8; 16];
+        ll[0] = 0xfe;
+        ll[1] = 0x80;
+        ll[15] = 2;
+        let nd = udp(net, ll, 546, net.node(), 547, b"link-local");
+        assert_ne!(env.run_on(&nd, Hook::FromPod, evil).0.event, Event::Spoofed);
+    }
+    // Not IP at all (ARP): the node's own business on that link.
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&MAC_A);
+    arp.extend_from_slice(&[0x08, 0x06]);
+    arp.extend_from_slice(&[0u8; 28]);
+    assert_eq!(env.run_on(&arp, Hook::FromPod, evil).0.event, Event::NotIp);
 }

@@ -187,4 +187,11 @@ impl Packet for SkbPacket {
         // at every TC hook.
         unsafe { (*self.skb()).pkt_type == PACKET_OTHERHOST }
     }
+
+    #[inline(always)]
+    fn ingress_link(&self) -> u32 {
+        // SAFETY: as above; at a TC ingress hook `ifindex` is the link the
+        // frame came in on (a pod's host-side veth at `FromPod`).
+        unsafe { (*self.skb()).ifindex }
+    }
 }

@@ -226,6 +226,9 @@ struct Worker<'a> {
     /// Receive coalescing of what one `drain` reads from a hooked socket;
     /// empty between drains.
     gro: Coalescer,
+    /// The pod link the current `drain` reads (its `PodIo::link`), 0 for
+    /// any other: what the program checks a pod's source addresses against.
+    from_link: u32,
     logged_errors: u32,
 }
 
@@ -241,6 +244,7 @@ impl Relay {
             batch: sys::RecvBatch::new(RECV_BATCH, BUF_LEN),
             tx: sys::SendBatch::new(SEND_BATCH, SEND_FRAME_MAX),
             gro: Coalescer::new(VNET_HDR_LEN, BUF_LEN - VNET_HDR_LEN),
+            from_link: 0,
             logged_errors: 0,
         };
         let wire = self.wire.as_raw_fd();
@@ -290,7 +294,9 @@ impl Relay {
             for (i, p) in pods.iter().enumerate() {
                 let (s, t) = (p.sock.as_raw_fd(), p.tap.as_raw_fd());
                 if ready(3 + 2 * i) {
+                    w.from_link = p.link;
                     w.drain(s, true, Some(Hook::FromPod), Out::Tap(t));
+                    w.from_link = 0;
                 }
                 if ready(4 + 2 * i) {
                     // Node to pod: no hook (the pod's own ingress is not one).
@@ -591,6 +597,7 @@ impl Worker<'_> {
             let mut pkt = FramePacket::new(&mut buf[VNET_HDR_LEN..], len);
             pkt.other_host = rx.other_host;
             pkt.csum_partial = partial.is_some();
+            pkt.ingress_link = self.from_link;
             let outcome = {
                 let mut maps = shared.maps();
                 process(&mut pkt, &mut *maps, &mut self.clock, hook)

@@ -141,13 +141,12 @@ impl AyaMaps {
         }
     }
 
-    /// Every pod address the map holds (a restarted agent clears what no
-    /// pod it plugs claims).
-    pub fn local_keys(&self) -> Vec<LocalKey> {
+    /// Every pod address the map holds and its link.
+    pub fn local_entries(&self) -> Vec<(LocalKey, LocalLink)> {
         self.local
-            .keys()
-            .filter_map(|k| k.ok())
-            .map(|k| k.0)
+            .iter()
+            .filter_map(|e| e.ok())
+            .map(|(k, v)| (k.0, v.0))
             .collect()
     }
 

@@ -275,11 +275,16 @@ impl KernelEngine {
                 .with_context(|| format!("the kernel refused program {p}"))?;
         }
         let mut maps = AyaMaps::take(&mut ebpf)?;
-        // Pod links from a previous agent are published again as each pod
-        // is plugged; until then their packets are routed, which delivers
-        // them the same way. A pod gone meanwhile leaves nothing behind.
-        for k in maps.local_keys() {
-            maps.del_local(&k)?;
+        // Pod links from a previous agent stay published while this one
+        // starts: the pinned program serves on meanwhile, and believes a
+        // pod's source address only on the link published for it, so a pod
+        // whose entry went would be cut off until plugged again. Each pod
+        // plugged publishes its own again; the entries of a pod gone
+        // meanwhile (its link went with it) go now.
+        for (k, link) in maps.local_entries() {
+            if !link_exists(link.ifindex) {
+                maps.del_local(&k)?;
+            }
         }
         let writer = Writer::adopt(&maps)?;
         let mut e = KernelEngine {
@@ -670,6 +675,13 @@ impl Engine for KernelEngine {
     fn shutdown(mut self: Box<Self>) -> Result<()> {
         self.teardown()
     }
+}
+
+/// Whether the calling thread's network namespace has a link `ifindex`.
+fn link_exists(ifindex: u32) -> bool {
+    let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: `name` holds IF_NAMESIZE bytes, what the call may write.
+    !unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) }.is_null()
 }
 
 #[cfg(test)]

@@ -62,6 +62,8 @@ pub struct VecPacket {
     pub csum_partial: bool,
     /// The program resized it: see [`FramePacket::rebuilt`].
     pub rebuilt: bool,
+    /// See [`Packet::ingress_link`]; 0: none (no pod's link).
+    pub ingress_link: u32,
 }
 
 impl VecPacket {
@@ -71,7 +73,14 @@ impl VecPacket {
             other_host: false,
             csum_partial: false,
             rebuilt: false,
+            ingress_link: 0,
         }
+    }
+
+    /// The same frame, as read from link `link` (a pod's, at `FromPod`).
+    pub fn from_link(mut self, link: u32) -> Self {
+        self.ingress_link = link;
+        self
     }
 
     /// The same frame, its L4 checksum left to the sender's offload.
@@ -127,6 +136,10 @@ impl Packet for VecPacket {
     fn for_other_host(&self) -> bool {
         self.other_host
     }
+
+    fn ingress_link(&self) -> u32 {
+        self.ingress_link
+    }
 }
 
 /// A frame in a caller's buffer (a ring slot, a stack array): the first
@@ -145,6 +158,8 @@ pub struct FramePacket<'a> {
     /// complete checksums), even to the same length: what was said of the
     /// frame as it came (partial, a super-frame) no longer holds.
     pub rebuilt: bool,
+    /// See [`Packet::ingress_link`]; 0: none (no pod's link).
+    pub ingress_link: u32,
 }
 
 impl<'a> FramePacket<'a> {
@@ -157,6 +172,7 @@ impl<'a> FramePacket<'a> {
             other_host: false,
             csum_partial: false,
             rebuilt: false,
+            ingress_link: 0,
         }
     }
 
@@ -206,6 +222,10 @@ impl Packet for FramePacket<'_> {
 
     fn for_other_host(&self) -> bool {
         self.other_host
+    }
+
+    fn ingress_link(&self) -> u32 {
+        self.ingress_link
     }
 }
 

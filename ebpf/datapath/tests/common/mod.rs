@@ -16,6 +16,11 @@ pub const TCP_ACK: u8 = 0x10;
 pub const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
 pub const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
 
+/// The link [`Env::run`] hands frames in on: at `FromPod`, the link of
+/// the pod that sent them, which is only believed for addresses published
+/// for it (`set_local_link` with this ifindex).
+pub const POD_LINK: u32 = 7;
+
 pub const SNAT_MIN: u16 = 32768;
 pub const SNAT_MAX: u16 = 60999;
 
@@ -128,7 +133,12 @@ impl Env {
     }
 
     pub fn run(&mut self, frame: &[u8], hook: Hook) -> (Outcome, Vec<u8>) {
-        let mut p = VecPacket::new(frame.to_vec());
+        self.run_on(frame, hook, POD_LINK)
+    }
+
+    /// [`Env::run`] on a frame that came in on link `link`.
+    pub fn run_on(&mut self, frame: &[u8], hook: Hook, link: u32) -> (Outcome, Vec<u8>) {
+        let mut p = VecPacket::new(frame.to_vec()).from_link(link);
         let o = process(&mut p, &mut self.maps, &mut self.clock, hook);
         (o, p.into_inner())
     }
@@ -136,7 +146,7 @@ impl Env {
     /// [`Env::run`] on a frame that arrived addressed to another host's MAC
     /// (the kernel's `PACKET_OTHERHOST`: flooded by a bridge).
     pub fn run_flooded(&mut self, frame: &[u8], hook: Hook) -> (Outcome, Vec<u8>) {
-        let mut p = VecPacket::new(frame.to_vec()).flooded();
+        let mut p = VecPacket::new(frame.to_vec()).flooded().from_link(POD_LINK);
         let o = process(&mut p, &mut self.maps, &mut self.clock, hook);
         (o, p.into_inner())
     }

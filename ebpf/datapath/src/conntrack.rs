@@ -117,10 +117,10 @@ pub fn port_use(v: &PortHolder, now: u64) -> PortUse {
 /// newer timestamp is taken and an older one rejected (PAWS); otherwise
 /// the SYN's sequence number must be past the old flow's last.
 ///
-/// Clients of one address to one VIP count timestamps on one clock (Linux
-/// offsets them per address pair), so a tuple that client used is safe to
-/// give it again within the hold; one another client used is safe about
-/// half the time, and the allocator tries the next port.
+/// Current Linux (seen on 6.18) offsets each connection's timestamps at
+/// random, so a held port takes a SYN from a fresh port about half the
+/// time, and the allocator tries the next port; older kernels offset them
+/// per address pair, and a client's own held tuples take its later SYNs.
 #[inline(always)]
 pub fn time_wait_accepts(old: &PortHolder, syn: &Flow) -> bool {
     if old.close_tsval != 0 && syn.has_ts() {

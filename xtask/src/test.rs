@@ -1,15 +1,18 @@
 //! `cargo xtask test`: the one command that runs every test, as CI does.
 //!
-//! Installs what the tests need (idempotent), builds the agent binary the
-//! end-to-end tests drive, then runs the whole workspace's tests (the fuzz
-//! targets build beside them, at the lowest priority), then each
-//! of the controller's fuzz targets for [`crate::fuzz::CI_SECONDS`]. The
-//! netns tests need root; they are not optional and are never skipped here.
+//! Installs what the tests need (idempotent), builds the BPF object and the
+//! tests (with them the binaries the end-to-end tests drive), then runs the
+//! whole workspace's test binaries a few at a time, the long ones in shards
+//! (see [`lanes`]; the fuzz targets build beside them, at the lowest
+//! priority), then each of the controller's fuzz targets for
+//! [`crate::fuzz::CI_SECONDS`]. The netns tests need root; they are not
+//! optional and are never skipped here.
 
-use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
+
+mod lanes;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct TestOpts {
@@ -19,7 +22,8 @@ pub struct TestOpts {
     /// Skip the fuzz targets (CI never does).
     #[arg(long)]
     pub no_fuzz: bool,
-    /// Extra arguments passed to `cargo test` after `--`.
+    /// Extra arguments for every test binary (libtest filters, `--nocapture`);
+    /// with them the long binaries run whole, not in shards.
     #[arg(last = true)]
     pub rest: Vec<String>,
 }
@@ -39,16 +43,6 @@ fn cargo_command(args: &[&str]) -> Command {
     cmd
 }
 
-fn cargo(args: &[&str]) -> Result<()> {
-    let status = cargo_command(args)
-        .status()
-        .with_context(|| format!("running cargo {}", args.join(" ")))?;
-    if !status.success() {
-        bail!("cargo {} failed with {status}", args.join(" "));
-    }
-    Ok(())
-}
-
 pub fn run(opts: TestOpts) -> Result<()> {
     if !nix_is_root() {
         bail!("the test suite creates network namespaces and must run as root");
@@ -60,35 +54,34 @@ pub fn run(opts: TestOpts) -> Result<()> {
     // The kernel engine's end-to-end tests and the differential test load
     // the release BPF object (the agent finds it in target/bpf).
     crate::ebpf::build(true)?;
-    // The end-to-end tests drive the agent, load-balancer and `sluice` CLI
-    // binaries, and the agent's API tests the controller's; all must be
-    // current.
-    cargo(&[
-        "build",
-        "-p",
-        "sluice-agent",
-        "-p",
-        "sluice-controller",
-        "-p",
-        "sluice-lb",
-        "-p",
-        "sluice-cli",
+    // The end-to-end tests drive the agent, load-balancer, controller and
+    // `sluice` CLI binaries. The test build below makes them (each package
+    // has integration tests, for which cargo builds and places its
+    // binaries), with the test build's features: a `cargo build -p` of them
+    // first resolved other features for rustls, kube and their dependants
+    // and built those twice.
+    // The tests' build first, alone: both cores. Cargo's JSON messages name
+    // every test binary it built, which the lanes then run.
+    let listing = cargo_output(&[
+        "test",
+        "--workspace",
+        "--no-run",
+        "--message-format=json-render-diagnostics",
     ])?;
-    // The tests' build first, alone: both cores. Then the fuzz targets'
-    // build goes on beside the test run, at the lowest priority.
-    cargo(&["test", "--workspace", "--no-run"])?;
+    let binaries = lanes::jobs_from_cargo_json(&listing, &opts.rest)?;
+    let mut jobs = lanes::shard(binaries, &opts.rest);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let workspace = std::env::current_dir().context("the working directory")?;
+    jobs.push(lanes::doc_tests(&cargo, &workspace, &opts.rest));
+    let lanes = lanes::lanes_from_env()?;
+    // The fuzz targets' build goes on beside the test run, at the lowest
+    // priority.
     let fuzz_build = if opts.no_fuzz {
         None
     } else {
         Some(crate::fuzz::BackgroundBuild::start()?)
     };
-    let mut args = vec!["test", "--workspace"];
-    let rest: Vec<&str> = opts.rest.iter().map(String::as_str).collect();
-    if !rest.is_empty() {
-        args.push("--");
-        args.extend(rest);
-    }
-    let totals = cargo_test_summed(&args)?;
+    let totals = lanes::run(jobs, lanes)?;
     if let Some(build) = fuzz_build {
         crate::fuzz::run_after(build, crate::fuzz::CI_SECONDS)?;
         // The tests' sum again, as the closing line (the fuzzers print
@@ -98,16 +91,28 @@ pub fn run(opts: TestOpts) -> Result<()> {
     Ok(())
 }
 
+/// Run cargo with its stdout kept (its diagnostics still reach stderr).
+fn cargo_output(args: &[&str]) -> Result<String> {
+    let out = cargo_command(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!("cargo {} failed with {}", args.join(" "), out.status);
+    }
+    String::from_utf8(out.stdout).context("cargo's JSON output is not UTF-8")
+}
+
 /// Totals over every `test result:` line of a cargo test run.
 #[derive(Debug, Default, PartialEq, Eq)]
-struct Totals {
+pub struct Totals {
     passed: u64,
     failed: u64,
     ignored: u64,
 }
 
 impl Totals {
-    fn line(&self) -> String {
+    pub fn line(&self) -> String {
         format!(
             "tests: {} passed, {} failed, {} skipped",
             self.passed, self.failed, self.ignored
@@ -115,7 +120,7 @@ impl Totals {
     }
 
     /// `test result: ok. 47 passed; 0 failed; 2 ignored; 0 measured; ...`
-    fn add_line(&mut self, line: &str) {
+    pub fn add_line(&mut self, line: &str) {
         let Some(rest) = line.trim().strip_prefix("test result: ") else {
             return;
         };
@@ -133,35 +138,6 @@ impl Totals {
             }
         }
     }
-}
-
-/// Run cargo test, pass its output through, and close with one line that
-/// sums every test binary: cargo's own last line is that of the last binary
-/// (often an empty doctest run), which says nothing about the whole suite.
-fn cargo_test_summed(args: &[&str]) -> Result<Totals> {
-    let mut child = cargo_command(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("running cargo {}", args.join(" ")))?;
-    let mut totals = Totals::default();
-    if let Some(out) = child.stdout.take() {
-        let stdout = std::io::stdout();
-        for line in BufReader::new(out).lines() {
-            let line = line.context("reading cargo test output")?;
-            totals.add_line(&line);
-            let mut lock = stdout.lock();
-            let _ = writeln!(lock, "{line}");
-        }
-    }
-    let status = child.wait().context("waiting for cargo test")?;
-    println!("{}", totals.line());
-    if !status.success() {
-        bail!("cargo {} failed with {status}", args.join(" "));
-    }
-    if totals.passed == 0 {
-        bail!("cargo test ran no test");
-    }
-    Ok(totals)
 }
 
 /// What a clean build of the suite and the fuzz targets takes, with room

@@ -1,0 +1,562 @@
+//! The test binaries run side by side in a few lanes, not one after another.
+//!
+//! `cargo test` runs each test binary in turn. Most of this suite's time is
+//! spent waiting (namespaces being made, agents starting, grace periods,
+//! retransmit timers), so a whole run took 22 minutes with the CPU half idle.
+//! Every test names what it creates after its process and a counter (see
+//! `sluice_tests::netns`), so binaries do not collide when they overlap.
+//!
+//! The binaries come from cargo's own JSON artifact messages, so the set is
+//! exactly what `cargo test --workspace` would run; doc tests go in a lane of
+//! their own through `cargo test --doc`. Each binary's output is kept and
+//! printed whole when it ends, headed as cargo heads it, so the log reads as
+//! cargo's does and the `test result:` lines sum as before.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use super::Totals;
+
+/// One thing to run: a test binary, or cargo's doc-test pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// What cargo prints after `Running`: the source and the binary.
+    pub title: String,
+    /// The target's name (`loadbalancer`, `sluice_agent`).
+    pub target: String,
+    /// About how many seconds it runs alone, for ordering and sharding.
+    pub weight: u32,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// Cargo runs a test binary in its package's directory.
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+}
+
+/// Seconds each slow binary took in a serial run (CI log of c042223). The
+/// order depends on them, the longest first, so no lane is left with a
+/// long binary at the end; and which binaries are sharded. A binary
+/// missing here counts as short.
+const SLOW: &[(&str, u32)] = &[
+    ("loadbalancer", 357),
+    ("controller_upgrade", 185),
+    ("controller_lb", 96),
+    ("controller_cluster", 62),
+    ("netns_provider", 61),
+    ("health_flood", 50),
+    ("upgrades", 42),
+    ("store_suite", 34),
+    ("restart", 29),
+    ("weeks", 28),
+    ("sluice_simulation", 28),
+    ("agent_drain", 24),
+    ("bad_input", 21),
+    // Compiling the examples, in the lanes beside the others.
+    ("doc-tests", 260),
+    ("restart_caches", 20),
+    ("engine_e2e", 18),
+    ("kernel_engine", 18),
+    ("drain", 17),
+    ("services", 15),
+];
+
+fn weight(target: &str) -> u32 {
+    SLOW.iter()
+        .find(|(name, _)| *name == target)
+        .map_or(0, |(_, s)| *s)
+}
+
+/// The test binaries in cargo's `--message-format=json` output of
+/// `cargo test --no-run`: compiler artifacts built as tests, with an
+/// executable. Lines that are not such artifacts are passed over.
+pub fn jobs_from_cargo_json(json: &str, rest: &[String]) -> Result<Vec<Job>> {
+    let mut jobs = Vec::new();
+    for line in json.lines() {
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if msg["reason"] != "compiler-artifact" || msg["profile"]["test"] != true {
+            continue;
+        }
+        let Some(exe) = msg["executable"].as_str() else {
+            continue;
+        };
+        let manifest = msg["manifest_path"]
+            .as_str()
+            .context("a test artifact without manifest_path (cargo too old?)")?;
+        let cwd = Path::new(manifest)
+            .parent()
+            .context("manifest_path without a directory")?
+            .to_path_buf();
+        let target = msg["target"]["name"].as_str().unwrap_or("?").to_string();
+        let src = msg["target"]["src_path"].as_str().unwrap_or("?");
+        let src_rel = Path::new(src)
+            .strip_prefix(&cwd)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| src.to_string());
+        let kinds: Vec<&str> = msg["target"]["kind"]
+            .as_array()
+            .map(|k| k.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        let title = if kinds.contains(&"test") {
+            format!("{src_rel} ({exe})")
+        } else {
+            format!("unittests {src_rel} ({exe})")
+        };
+        let package = msg["package_id"].as_str().unwrap_or("");
+        let mut env = vec![("CARGO_MANIFEST_DIR".to_string(), cwd.display().to_string())];
+        if let Some(name) = package_name(package) {
+            env.push(("CARGO_PKG_NAME".to_string(), name));
+        }
+        jobs.push(Job {
+            title,
+            weight: weight(&target),
+            target,
+            program: PathBuf::from(exe),
+            args: rest.to_vec(),
+            cwd,
+            env,
+        });
+    }
+    if jobs.is_empty() {
+        bail!("cargo listed no test binary");
+    }
+    Ok(jobs)
+}
+
+/// The package name in a package id: `path+file:///w/agent#sluice-agent@0.1.0`
+/// (cargo ≥ 1.77) or the older `sluice-agent 0.1.0 (path+file:///w/agent)`.
+fn package_name(id: &str) -> Option<String> {
+    if let Some((_, frag)) = id.rsplit_once('#') {
+        let name = frag.split('@').next()?;
+        // `...#0.1.0` alone: the name is the path's last part.
+        if name.chars().next()?.is_ascii_digit() {
+            let path = id.rsplit_once('#')?.0;
+            return path.rsplit('/').next().map(str::to_string);
+        }
+        return Some(name.to_string());
+    }
+    id.split_whitespace().next().map(str::to_string)
+}
+
+/// Longest first (ties by name, so the order is the same every run).
+pub fn order(mut jobs: Vec<Job>) -> Vec<Job> {
+    jobs.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.title.cmp(&b.title)));
+    jobs
+}
+
+/// A binary expected to run longer than this is split into shards that
+/// run in different lanes: one long binary would otherwise set the whole
+/// run's length (the LoadBalancer scenarios took 581 of 740 s in a lane).
+const SHARD_SECS: u32 = 130;
+
+/// Split each long binary into shards: its tests, listed by the binary
+/// itself, dealt round-robin (so each shard mixes engines and families)
+/// and run with `--exact`. Not when the caller passed arguments of their
+/// own (a filter of theirs and `--exact` names would not combine), and not
+/// when the listing fails (the binary then runs whole, and says why).
+pub fn shard(jobs: Vec<Job>, rest: &[String]) -> Vec<Job> {
+    if !rest.is_empty() {
+        return jobs;
+    }
+    let mut out = Vec::new();
+    for job in jobs {
+        if job.weight <= SHARD_SECS {
+            out.push(job);
+            continue;
+        }
+        match list_tests(&job) {
+            Ok(names) => out.extend(split(&job, &names)),
+            Err(e) => {
+                eprintln!("{}: not sharded: {e:#}", job.title);
+                out.push(job);
+            }
+        }
+    }
+    out
+}
+
+/// `job` as shards over `names`; the job itself when one shard would do.
+fn split(job: &Job, names: &[String]) -> Vec<Job> {
+    let n = (job.weight.div_ceil(SHARD_SECS) as usize).min(names.len());
+    if n <= 1 {
+        return vec![job.clone()];
+    }
+    (0..n)
+        .map(|i| {
+            let mine: Vec<String> = names.iter().skip(i).step_by(n).cloned().collect();
+            let mut args = vec!["--exact".to_string()];
+            args.extend(mine.iter().cloned());
+            Job {
+                title: format!(
+                    "{} [shard {} of {n}: {} tests]",
+                    job.title,
+                    i + 1,
+                    mine.len()
+                ),
+                weight: job.weight / n as u32,
+                args,
+                ..job.clone()
+            }
+        })
+        .collect()
+}
+
+/// The test names a libtest binary lists (`name: test` lines of
+/// `--list --format terse`).
+fn list_tests(job: &Job) -> Result<Vec<String>> {
+    let out = Command::new(&job.program)
+        .args(["--list", "--format", "terse"])
+        .current_dir(&job.cwd)
+        .envs(job.env.iter().map(|(k, v)| (k, v)))
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("listing the tests of {}", job.program.display()))?;
+    if !out.status.success() {
+        bail!("--list ended with {}", out.status);
+    }
+    let names = parse_test_list(&String::from_utf8_lossy(&out.stdout));
+    if names.is_empty() {
+        bail!("it listed no test");
+    }
+    Ok(names)
+}
+
+fn parse_test_list(listing: &str) -> Vec<String> {
+    listing
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// How one job ended.
+struct Outcome {
+    title: String,
+    ok: bool,
+    secs: f64,
+    output: String,
+}
+
+/// Run `jobs` in `lanes` lanes; print each job's output when it ends and
+/// sum the `test result:` lines. Every job runs even when one fails; the
+/// failures are named at the end.
+pub fn run(jobs: Vec<Job>, lanes: usize) -> Result<Totals> {
+    let total = jobs.len();
+    let queue = Arc::new(Mutex::new(VecDeque::from(order(jobs))));
+    let (tx, rx) = std::sync::mpsc::channel::<Outcome>();
+    let started = Instant::now();
+    println!(
+        "+ {total} test runs (binaries, shards of the long ones, the doc tests), {} at a time",
+        lanes.max(1)
+    );
+    let mut workers = Vec::new();
+    for _ in 0..lanes.max(1) {
+        let queue = Arc::clone(&queue);
+        let tx = tx.clone();
+        workers.push(std::thread::spawn(move || loop {
+            let job = match queue.lock() {
+                Ok(mut q) => q.pop_front(),
+                Err(p) => p.into_inner().pop_front(),
+            };
+            let Some(job) = job else { return };
+            if tx.send(run_one(&job)).is_err() {
+                return;
+            }
+        }));
+    }
+    drop(tx);
+    let mut totals = Totals::default();
+    let mut failed = Vec::new();
+    for outcome in rx {
+        println!("     Running {}", outcome.title);
+        for line in outcome.output.lines() {
+            totals.add_line(line);
+        }
+        print!("{}", outcome.output);
+        if !outcome.output.ends_with('\n') {
+            println!();
+        }
+        println!("     ({:.1} s)", outcome.secs);
+        if !outcome.ok {
+            failed.push(outcome.title);
+        }
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+    println!(
+        "test runs: {total} in {:.0} s, {} lanes",
+        started.elapsed().as_secs_f64(),
+        lanes.max(1)
+    );
+    println!("{}", totals.line());
+    if !failed.is_empty() {
+        bail!(
+            "{} test binar{} failed: {}",
+            failed.len(),
+            if failed.len() == 1 { "y" } else { "ies" },
+            failed.join(", ")
+        );
+    }
+    if totals.passed == 0 {
+        bail!("the test binaries ran no test");
+    }
+    Ok(totals)
+}
+
+fn run_one(job: &Job) -> Outcome {
+    let t0 = Instant::now();
+    let mut cmd = Command::new(&job.program);
+    cmd.args(&job.args)
+        .current_dir(&job.cwd)
+        .envs(job.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn();
+    let (ok, output) = match child {
+        Err(e) => (
+            false,
+            format!("could not start {}: {e}\n", job.program.display()),
+        ),
+        Ok(mut child) => {
+            // Both pipes read at once, stderr on a thread: a binary that
+            // fills one pipe while we block on the other would hang.
+            let err_reader = child.stderr.take().map(|e| {
+                std::thread::spawn(move || {
+                    let mut s = String::new();
+                    for line in BufReader::new(e).lines().map_while(Result::ok) {
+                        s.push_str(&line);
+                        s.push('\n');
+                    }
+                    s
+                })
+            });
+            let mut out = String::new();
+            if let Some(o) = child.stdout.take() {
+                for line in BufReader::new(o).lines().map_while(Result::ok) {
+                    out.push_str(&line);
+                    out.push('\n');
+                }
+            }
+            let err = err_reader.and_then(|h| h.join().ok()).unwrap_or_default();
+            out.push_str(&err);
+            match child.wait() {
+                Ok(status) if status.success() => (true, out),
+                Ok(status) => {
+                    out.push_str(&format!("{} ended with {status}\n", job.title));
+                    (false, out)
+                }
+                Err(e) => {
+                    out.push_str(&format!("waiting for {}: {e}\n", job.title));
+                    (false, out)
+                }
+            }
+        }
+    };
+    Outcome {
+        title: job.title.clone(),
+        ok,
+        secs: t0.elapsed().as_secs_f64(),
+        output,
+    }
+}
+
+/// Cargo's doc-test pass as one job (it compiles the examples as it goes).
+pub fn doc_tests(cargo: &str, workspace: &Path, rest: &[String]) -> Job {
+    let mut args = vec![
+        "test".to_string(),
+        "--workspace".to_string(),
+        "--doc".to_string(),
+    ];
+    if !rest.is_empty() {
+        args.push("--".to_string());
+        args.extend(rest.iter().cloned());
+    }
+    Job {
+        title: "doc-tests (cargo test --workspace --doc)".to_string(),
+        target: "doc-tests".to_string(),
+        weight: weight("doc-tests"),
+        program: PathBuf::from(cargo),
+        args,
+        cwd: workspace.to_path_buf(),
+        env: Vec::new(),
+    }
+}
+
+/// How many binaries at once: `SLUICE_TEST_LANES`, else three. Measured on
+/// the 2-core CI machine, one serial run keeps about one core busy.
+pub fn lanes_from_env() -> Result<usize> {
+    parse_lanes(std::env::var("SLUICE_TEST_LANES").ok().as_deref())
+}
+
+fn parse_lanes(value: Option<&str>) -> Result<usize> {
+    let Some(v) = value else { return Ok(3) };
+    match v.trim().parse::<usize>() {
+        Ok(n) if (1..=16).contains(&n) => Ok(n),
+        _ => bail!("SLUICE_TEST_LANES={v:?}: expected a whole number from 1 to 16"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JSON: &str = r#"{"reason":"compiler-artifact","package_id":"path+file:///w/tests#sluice-tests@0.1.0","manifest_path":"/w/tests/Cargo.toml","target":{"kind":["test"],"crate_types":["bin"],"name":"loadbalancer","src_path":"/w/tests/tests/loadbalancer.rs","edition":"2021","doc":false,"doctest":false,"test":true},"profile":{"opt_level":"0","debuginfo":1,"debug_assertions":true,"overflow_checks":true,"test":true},"features":[],"filenames":["/w/target/debug/deps/loadbalancer-1"],"executable":"/w/target/debug/deps/loadbalancer-1","fresh":true}
+{"reason":"compiler-artifact","package_id":"path+file:///w/agent#sluice-agent@0.1.0","manifest_path":"/w/agent/Cargo.toml","target":{"kind":["lib"],"crate_types":["lib"],"name":"sluice_agent","src_path":"/w/agent/src/lib.rs","test":true},"profile":{"test":true},"executable":"/w/target/debug/deps/sluice_agent-2","fresh":true}
+{"reason":"compiler-artifact","package_id":"path+file:///w/agent#sluice-agent@0.1.0","manifest_path":"/w/agent/Cargo.toml","target":{"kind":["lib"],"name":"sluice_agent","src_path":"/w/agent/src/lib.rs"},"profile":{"test":false},"executable":null,"fresh":true}
+{"reason":"build-finished","success":true}
+not json at all
+"#;
+
+    #[test]
+    fn test_binaries_are_read_off_cargos_artifacts() {
+        let jobs = jobs_from_cargo_json(JSON, &["--nocapture".to_string()]).expect("jobs");
+        assert_eq!(jobs.len(), 2, "{jobs:#?}");
+        assert_eq!(
+            jobs[0].title,
+            "tests/loadbalancer.rs (/w/target/debug/deps/loadbalancer-1)"
+        );
+        assert_eq!(jobs[0].cwd, PathBuf::from("/w/tests"));
+        assert_eq!(jobs[0].args, vec!["--nocapture".to_string()]);
+        assert!(jobs[0]
+            .env
+            .contains(&("CARGO_PKG_NAME".to_string(), "sluice-tests".to_string())));
+        assert_eq!(
+            jobs[1].title,
+            "unittests src/lib.rs (/w/target/debug/deps/sluice_agent-2)"
+        );
+    }
+
+    #[test]
+    fn no_test_binary_is_an_error() {
+        let err = jobs_from_cargo_json("{\"reason\":\"build-finished\"}\n", &[])
+            .expect_err("nothing to run");
+        assert!(err.to_string().contains("no test binary"), "{err}");
+    }
+
+    #[test]
+    fn package_names_in_both_id_forms() {
+        assert_eq!(
+            package_name("path+file:///w/agent#sluice-agent@0.1.0").as_deref(),
+            Some("sluice-agent")
+        );
+        assert_eq!(
+            package_name("path+file:///w/xtask#0.1.0").as_deref(),
+            Some("xtask")
+        );
+        assert_eq!(
+            package_name("sluice-agent 0.1.0 (path+file:///w/agent)").as_deref(),
+            Some("sluice-agent")
+        );
+    }
+
+    #[test]
+    fn the_longest_binaries_start_first() {
+        let job = |t: &str| Job {
+            title: t.to_string(),
+            target: t.to_string(),
+            weight: weight(t),
+            program: PathBuf::new(),
+            args: Vec::new(),
+            cwd: PathBuf::new(),
+            env: Vec::new(),
+        };
+        let ordered = order(vec![
+            job("zz_unit"),
+            job("health_flood"),
+            job("a_unit"),
+            job("loadbalancer"),
+        ]);
+        let names: Vec<&str> = ordered.iter().map(|j| j.target.as_str()).collect();
+        assert_eq!(names, ["loadbalancer", "health_flood", "a_unit", "zz_unit"]);
+    }
+
+    #[test]
+    fn a_failing_binary_fails_the_run_after_the_others_ran() {
+        let job = |t: &str, prog: &str, args: &[&str]| Job {
+            title: t.to_string(),
+            target: t.to_string(),
+            weight: 0,
+            program: PathBuf::from(prog),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            cwd: std::env::temp_dir(),
+            env: Vec::new(),
+        };
+        let err = run(
+            vec![
+                job("bad", "false", &[]),
+                job(
+                    "good",
+                    "echo",
+                    &["test result: ok. 3 passed; 0 failed; 0 ignored"],
+                ),
+                job("missing", "/nonexistent/sluice-test-binary", &[]),
+            ],
+            2,
+        )
+        .expect_err("two failed");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("2 test binaries failed")
+                && msg.contains("bad")
+                && msg.contains("missing"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_long_binary_is_dealt_into_shards_of_exact_names() {
+        let listing = "a::one: test\na::two: test\nb::three: test\nb::four: test\nb::five: test\nbench_x: benchmark\n";
+        let names = parse_test_list(listing);
+        assert_eq!(names.len(), 5, "{names:?}");
+        let long = Job {
+            title: "tests/lb.rs (x)".to_string(),
+            target: "lb".to_string(),
+            weight: 300,
+            program: PathBuf::from("x"),
+            args: Vec::new(),
+            cwd: PathBuf::new(),
+            env: Vec::new(),
+        };
+        let shards = split(&long, &names);
+        assert_eq!(shards.len(), 3);
+        assert_eq!(shards[0].args, ["--exact", "a::one", "b::four"]);
+        assert_eq!(shards[1].args, ["--exact", "a::two", "b::five"]);
+        assert_eq!(shards[2].args, ["--exact", "b::three"]);
+        assert_eq!(shards[2].title, "tests/lb.rs (x) [shard 3 of 3: 1 tests]");
+        assert!(shards.iter().all(|s| s.weight == 100));
+        // Every test in exactly one shard.
+        let mut all: Vec<&String> = shards.iter().flat_map(|s| &s.args[1..]).collect();
+        all.sort();
+        let mut want: Vec<&String> = names.iter().collect();
+        want.sort();
+        assert_eq!(all, want);
+        // Never more shards than tests; a short binary stays whole.
+        assert_eq!(split(&long, &names[..2]).len(), 2);
+        let short = Job {
+            weight: 30,
+            ..long.clone()
+        };
+        assert_eq!(shard(vec![short.clone()], &[]), vec![short]);
+        // The caller's own arguments: no sharding.
+        assert_eq!(shard(vec![long.clone()], &["x".to_string()]), vec![long]);
+    }
+
+    #[test]
+    fn bad_lane_counts_are_named() {
+        assert_eq!(parse_lanes(None).expect("default"), 3);
+        assert_eq!(parse_lanes(Some(" 2 ")).expect("two"), 2);
+        for bad in ["0", "many", "17", ""] {
+            let err = parse_lanes(Some(bad)).expect_err(bad).to_string();
+            assert!(err.contains("SLUICE_TEST_LANES"), "{err}");
+        }
+    }
+}

@@ -438,10 +438,8 @@ fn claim_pass<M: Maps>(
     range: u32,
     now: u64,
 ) -> bool {
-    let mut i = 0;
-    while i < SNAT_RETRIES {
+    maps.first_of(SNAT_RETRIES, |maps, i| {
         ct.key.dport = min + seq.offset(i, range) as u16;
-        i += 1;
         if maps.ct_put_new(&ct.key, &ct.val) {
             return true;
         }
@@ -453,11 +451,8 @@ fn claim_pass<M: Maps>(
                 PortUse::Live => false,
             },
         };
-        if wanted && maps.ct_put(&ct.key, &ct.val) {
-            return true;
-        }
-    }
-    false
+        wanted && maps.ct_put(&ct.key, &ct.val)
+    })
 }
 
 /// Count a new flow to `v`'s endpoint that found no SNAT port. Its own

@@ -25,8 +25,11 @@
 //! Kernel map names keep the first 15 bytes (`SLUICE_ENDPOINT` in
 //! `bpftool map`); aya finds maps by the full name above.
 
+use core::ffi::c_void;
+
 use aya_ebpf::{
     bindings::{BPF_ANY, BPF_NOEXIST},
+    helpers::bpf_loop,
     macros::map,
     maps::{Array, HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray},
 };
@@ -129,7 +132,13 @@ pub struct AyaMaps;
 impl Maps for AyaMaps {
     #[inline(always)]
     fn node(&self) -> NodeConfig {
-        NODE.get(0).map(read).unwrap_or_default()
+        // Not `map(read).unwrap_or_default()`: LLVM moved that `Option`
+        // through a `memmove` byte loop, which the verifier walked 40 deep
+        // for every state of `conntrack_new_flow` (VERIFIER_NOTES.md).
+        match NODE.get(0) {
+            Some(v) => read(v),
+            None => NodeConfig::default(),
+        }
     }
 
     #[inline(always)]
@@ -211,6 +220,26 @@ impl Maps for AyaMaps {
         unsafe { LOCAL.get(key).map(read) }
     }
 
+    /// Through `bpf_loop`, so the verifier checks `body` until its state
+    /// converges instead of once per iteration (see the trait).
+    #[inline(always)]
+    fn first_of<F: FnMut(&mut Self, u32) -> bool>(&mut self, n: u32, body: F) -> bool {
+        let mut ctx = FirstOf { body, found: false };
+        // SAFETY: `first_of_step::<F>` takes the context it is given here,
+        // a `FirstOf<F>` that outlives the call; flags 0, and `n` is far
+        // below the helper's limit (1 << 23). On an error (none of those
+        // can happen) `found` stays false, as if no iteration succeeded.
+        unsafe {
+            bpf_loop(
+                n,
+                first_of_step::<F> as *mut c_void,
+                (&mut ctx as *mut FirstOf<F>).cast(),
+                0,
+            )
+        };
+        ctx.found
+    }
+
     #[inline(always)]
     fn snat_exhausted(&mut self, key: &SnatExhaustKey) {
         match SNAT_EXHAUSTED.get_ptr_mut(key) {
@@ -224,5 +253,30 @@ impl Maps for AyaMaps {
                 let _ = SNAT_EXHAUSTED.insert(key, &one, u64::from(BPF_ANY));
             }
         }
+    }
+}
+
+/// What [`AyaMaps::first_of`] hands `bpf_loop` as the callback's context.
+struct FirstOf<F> {
+    body: F,
+    found: bool,
+}
+
+/// One `bpf_loop` iteration of [`AyaMaps::first_of`]: 1 stops the loop.
+/// A BPF function of its own (its address is taken), verified as the
+/// callback.
+extern "C" fn first_of_step<F: FnMut(&mut AyaMaps, u32) -> bool>(
+    index: u64,
+    ctx: *mut c_void,
+) -> i64 {
+    // SAFETY: `bpf_loop` passes back the context `first_of` gave it, a live
+    // `FirstOf<F>` no one else touches during the loop.
+    let ctx = unsafe { &mut *ctx.cast::<FirstOf<F>>() };
+    // `index` < `n`, a `u32`.
+    if (ctx.body)(&mut AyaMaps, index as u32) {
+        ctx.found = true;
+        1
+    } else {
+        0
     }
 }

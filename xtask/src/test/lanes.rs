@@ -28,8 +28,6 @@ use super::Totals;
 pub struct Job {
     /// What cargo prints after `Running`: the source and the binary.
     pub title: String,
-    /// The target's name (`loadbalancer`, `sluice_agent`).
-    pub target: String,
     /// About how many seconds it runs alone, for ordering and sharding.
     pub weight: u32,
     pub program: PathBuf,
@@ -117,7 +115,6 @@ pub fn jobs_from_cargo_json(json: &str, rest: &[String]) -> Result<Vec<Job>> {
         jobs.push(Job {
             title,
             weight: weight(&target),
-            target,
             program: PathBuf::from(exe),
             args: rest.to_vec(),
             cwd,
@@ -382,7 +379,6 @@ pub fn doc_tests(cargo: &str, workspace: &Path, rest: &[String]) -> Job {
     }
     Job {
         title: "doc-tests (cargo test --workspace --doc)".to_string(),
-        target: "doc-tests".to_string(),
         weight: weight("doc-tests"),
         program: PathBuf::from(cargo),
         args,
@@ -462,7 +458,6 @@ not json at all
     fn the_longest_binaries_start_first() {
         let job = |t: &str| Job {
             title: t.to_string(),
-            target: t.to_string(),
             weight: weight(t),
             program: PathBuf::new(),
             args: Vec::new(),
@@ -475,7 +470,7 @@ not json at all
             job("a_unit"),
             job("loadbalancer"),
         ]);
-        let names: Vec<&str> = ordered.iter().map(|j| j.target.as_str()).collect();
+        let names: Vec<&str> = ordered.iter().map(|j| j.title.as_str()).collect();
         assert_eq!(names, ["loadbalancer", "health_flood", "a_unit", "zz_unit"]);
     }
 
@@ -483,7 +478,6 @@ not json at all
     fn a_failing_binary_fails_the_run_after_the_others_ran() {
         let job = |t: &str, prog: &str, args: &[&str]| Job {
             title: t.to_string(),
-            target: t.to_string(),
             weight: 0,
             program: PathBuf::from(prog),
             args: args.iter().map(|s| s.to_string()).collect(),
@@ -519,7 +513,6 @@ not json at all
         assert_eq!(names.len(), 5, "{names:?}");
         let long = Job {
             title: "tests/lb.rs (x)".to_string(),
-            target: "lb".to_string(),
             weight: 300,
             program: PathBuf::from("x"),
             args: Vec::new(),

@@ -283,7 +283,8 @@ pub fn sent_resource_version(obj: &Value) -> Result<Option<i64>, String> {
 }
 
 /// An update of `old` (as stored) to `new`: the path's name and namespace,
-/// the server-owned fields kept; `generation` grows when the spec changed.
+/// the server-owned fields kept; `generation` grows when the spec changed
+/// ([`generation_grows`]).
 pub fn prepare_update(t: &Target, old: &Value, mut new: Value) -> Result<Value, ApiError> {
     let name = t.name.clone().unwrap_or_default();
     if new.pointer("/metadata/name").and_then(Value::as_str) != Some(name.as_str()) {
@@ -312,7 +313,7 @@ pub fn prepare_update(t: &Target, old: &Value, mut new: Value) -> Result<Value, 
     }
     new["kind"] = json!(kind);
     new["apiVersion"] = json!(api_version(t));
-    let spec_changed = old.get("spec") != new.get("spec");
+    let spec_changed = generation_grows(kind, old, &new);
     let Some(meta) = meta_mut(&mut new) else {
         return Err(invalid(t, &name, "metadata", "must be an object"));
     };
@@ -344,6 +345,27 @@ pub fn prepare_update(t: &Target, old: &Value, mut new: Value) -> Result<Value, 
     validate_metadata(t, &new)?;
     check_depth(t, &new)?;
     Ok(new)
+}
+
+/// Whether an update from `old` to `new` is a new generation: a change of
+/// the spec, or for an EndpointSlice (which has no spec) a change of
+/// anything but its metadata, or of its labels, as upstream's
+/// endpointslice strategy counts it. Controllers compare a cached slice's
+/// generation with the one their write got to tell a stale cache.
+fn generation_grows(kind: &str, old: &Value, new: &Value) -> bool {
+    if kind != "EndpointSlice" {
+        return old.get("spec") != new.get("spec");
+    }
+    let content = |v: &Value| -> Vec<(String, Value)> {
+        v.as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "kind" | "apiVersion"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let labels = |v: &Value| v.pointer("/metadata/labels").cloned();
+    content(old) != content(new) || labels(old) != labels(new)
 }
 
 /// A name suffix for `generateName` from random bytes (kube-apiserver's
@@ -442,6 +464,31 @@ mod tests {
         assert!(u["metadata"].get("resourceVersion").is_none());
         let renamed = json!({"metadata": {"name": "other"}});
         assert!(prepare_update(&t, &old, renamed).is_err());
+    }
+
+    #[test]
+    fn endpoint_slices_count_a_generation_for_anything_but_metadata() {
+        let t =
+            resolve("/apis/discovery.k8s.io/v1/namespaces/d/endpointslices/web-x").expect("path");
+        let old = json!({"kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1",
+            "metadata": {"name": "web-x", "namespace": "d", "uid": "u", "generation": 2,
+                "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4", "endpoints": [{"addresses": ["198.18.9.1"]}]});
+        let generation = |new: Value| {
+            prepare_update(&t, &old, new).expect("update")["metadata"]["generation"].clone()
+        };
+        let mut same = old.clone();
+        same["metadata"]["annotations"] = json!({"note": "x"});
+        assert_eq!(generation(same), 2, "an annotation is metadata only");
+        let mut endpoints = old.clone();
+        endpoints["endpoints"] = json!([{"addresses": ["198.18.9.2"]}]);
+        assert_eq!(generation(endpoints), 3);
+        let mut labels = old.clone();
+        labels["metadata"]["labels"]["extra"] = json!("1");
+        assert_eq!(generation(labels), 3, "labels count, as upstream");
+        let mut ports = old.clone();
+        ports["ports"] = json!([{"port": 8080}]);
+        assert_eq!(generation(ports), 3);
     }
 
     #[test]

@@ -5,13 +5,22 @@
 //! (before or after the change: a relabelled pod leaves one Service and
 //! joins another). A Node whose zone label changes wakes the Services
 //! with endpoints on it (each endpoint carries its node's zone).
+//!
+//! Slices are created with `generateName` and planned against the cache,
+//! so a Service's sync first waits for this loop's own last writes to be
+//! back in the cache (`endpoint_slices::tracker`, as upstream's
+//! endpointSliceTracker): planning before that made a second slice and
+//! split the Service's endpoints over the two.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::Client;
+use sluice_lifecycle::endpoint_slices::tracker::{Freshness, Tracker};
 use sluice_model::k8s::{EndpointSlice, Node, Pod, Service};
+use tracing::warn;
 
 use super::informer::{Change, Informer, Key};
 use super::queue::{Next, Queue};
@@ -53,7 +62,13 @@ pub struct EndpointSlices {
     /// Each Node's zone as last seen, to tell a relabel from the many
     /// Node changes that are only heartbeats.
     pub zones: Mutex<HashMap<String, Option<String>>>,
+    /// This loop's writes not yet back in the slice cache.
+    pub tracker: Mutex<Tracker>,
 }
+
+/// When a Service whose last writes are not cached yet is looked at again
+/// (their arrival wakes it too; this is the floor).
+const STALE_RETRY: Duration = Duration::from_millis(200);
 
 impl EndpointSlices {
     pub async fn reconcile(&self, key: Key) -> Result<Next, LoopError> {
@@ -61,6 +76,7 @@ impl EndpointSlices {
         // A deleted Service's slices go with it (their owner reference),
         // by the deletion's garbage collection; nothing to publish.
         let Some(svc) = self.services.get(ns, name) else {
+            self.tracker().forget(&key);
             return Ok(None);
         };
         // Only the pods the selector takes are copied out of the cache.
@@ -97,6 +113,14 @@ impl EndpointSlices {
             })
             .map(|s| (**s).clone())
             .collect();
+        match self.tracker().freshness(&key, &slices, Instant::now()) {
+            Freshness::Fresh => {}
+            Freshness::Stale => return Ok(Some(STALE_RETRY)),
+            Freshness::GaveUp => warn!(
+                ns = %ns, service = %name,
+                "slice writes not seen in the cache in time; syncing on what it holds"
+            ),
+        }
         let plan = sluice_lifecycle::endpoint_slices::reconcile(&svc, &pods, &nodes, &slices)?;
         if plan.is_empty() {
             return Ok(None);
@@ -107,11 +131,13 @@ impl EndpointSlices {
             ..Default::default()
         };
         for s in &plan.create {
-            api.create(&pp, s).await?;
+            let made = api.create(&pp, s).await?;
+            self.tracker().written(&key, &made, Instant::now());
         }
         for s in &plan.update {
             let name = s.metadata.name.clone().unwrap_or_default();
-            api.replace(&name, &pp, s).await?;
+            let made = api.replace(&name, &pp, s).await?;
+            self.tracker().written(&key, &made, Instant::now());
         }
         for name in &plan.delete {
             match api.delete(name, &DeleteParams::default()).await {
@@ -120,8 +146,19 @@ impl EndpointSlices {
                     r?;
                 }
             }
+            let uid = slices
+                .iter()
+                .find(|s| s.metadata.name.as_ref() == Some(name))
+                .and_then(|s| s.metadata.uid.as_deref());
+            if let Some(uid) = uid {
+                self.tracker().deleted(&key, uid, Instant::now());
+            }
         }
         Ok(None)
+    }
+
+    fn tracker(&self) -> std::sync::MutexGuard<'_, Tracker> {
+        self.tracker.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn selecting(&self, pod: &Pod) -> Vec<Key> {
@@ -141,10 +178,18 @@ impl EndpointSlices {
         }
     }
 
-    /// A slice changed by someone else (or deleted) is put back.
+    /// A slice changed by someone else (or deleted) is put back; one of
+    /// this loop's own writes arriving lets its Service sync again.
     pub fn on_slice(&self, change: &Change<EndpointSlice>, queue: &Queue) {
         match change {
-            Change::Applied(s) | Change::Deleted(s) => queue.add_all(service_of(s)),
+            Change::Applied(s) => queue.add_all(service_of(s)),
+            Change::Deleted(s) => {
+                if let (Some(svc), Some(uid)) = (service_of(s), s.metadata.uid.as_deref()) {
+                    // Whoever deleted it, it is not coming back.
+                    self.tracker().gone(&svc, uid);
+                }
+                queue.add_all(service_of(s))
+            }
             Change::Relisted => queue.add_all(self.services.keys()),
         }
     }

@@ -336,6 +336,7 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
         nodes: nodes.clone(),
         slices: slices.clone(),
         zones: Default::default(),
+        tracker: Default::default(),
     });
     let q = Queue::new();
     let e = eps.clone();

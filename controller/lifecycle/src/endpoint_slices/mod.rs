@@ -12,11 +12,14 @@
 //! - [`placement`]: how those endpoints are laid into the existing slices
 //!   with the fewest writes;
 //! - [`meta`]: the labels, owner and name of the slices this controller
-//!   manages.
+//!   manages;
+//! - [`tracker`]: this controller's writes not yet back in its cache, which
+//!   a Service's next plan waits for.
 
 pub mod desired;
 pub mod meta;
 pub mod placement;
+pub mod tracker;
 
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 
 mod lanes;
+mod leftovers;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct TestOpts {
@@ -74,6 +75,7 @@ pub fn run(opts: TestOpts) -> Result<()> {
     let workspace = std::env::current_dir().context("the working directory")?;
     jobs.push(lanes::doc_tests(&cargo, &workspace, &opts.rest));
     let lanes = lanes::lanes_from_env()?;
+    let limit = lanes::limit_from_env()?;
     // The fuzz targets' build goes on beside the test run, at the lowest
     // priority.
     let fuzz_build = if opts.no_fuzz {
@@ -81,7 +83,11 @@ pub fn run(opts: TestOpts) -> Result<()> {
     } else {
         Some(crate::fuzz::BackgroundBuild::start()?)
     };
-    let totals = lanes::run(jobs, lanes)?;
+    let before = leftovers::Snapshot::take();
+    let report = lanes::run(jobs, lanes, limit);
+    let swept = leftovers::sweep(&before, &report.pids);
+    let totals = report.verdict()?;
+    swept?;
     if let Some(build) = fuzz_build {
         crate::fuzz::run_after(build, crate::fuzz::CI_SECONDS)?;
         // The tests' sum again, as the closing line (the fuzzers print

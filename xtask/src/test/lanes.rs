@@ -14,10 +14,12 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -239,12 +241,43 @@ struct Outcome {
     ok: bool,
     secs: f64,
     output: String,
+    /// The job's process (and process group), when it started.
+    pid: Option<u32>,
 }
 
-/// Run `jobs` in `lanes` lanes; print each job's output when it ends and
-/// sum the `test result:` lines. Every job runs even when one fails; the
-/// failures are named at the end.
-pub fn run(jobs: Vec<Job>, lanes: usize) -> Result<Totals> {
+/// What a whole run did.
+pub struct Report {
+    pub totals: Totals,
+    /// The titles of the jobs that failed or were stopped.
+    pub failed: Vec<String>,
+    /// Every job's process id: what the tests name their namespaces after.
+    pub pids: Vec<u32>,
+    total: usize,
+}
+
+impl Report {
+    /// The run's verdict: every job passed and some test ran.
+    pub fn verdict(self) -> Result<Totals> {
+        let failed = &self.failed;
+        if !failed.is_empty() {
+            bail!(
+                "{} of {} test runs failed: {}",
+                failed.len(),
+                self.total,
+                failed.join(", ")
+            );
+        }
+        if self.totals.passed == 0 {
+            bail!("the test binaries ran no test");
+        }
+        Ok(self.totals)
+    }
+}
+
+/// Run `jobs` in `lanes` lanes, each stopped after `limit`; print each
+/// job's output when it ends and sum the `test result:` lines. Every job
+/// runs even when one fails; the failures are named at the end.
+pub fn run(jobs: Vec<Job>, lanes: usize, limit: Duration) -> Report {
     let total = jobs.len();
     let queue = Arc::new(Mutex::new(VecDeque::from(order(jobs))));
     let (tx, rx) = std::sync::mpsc::channel::<Outcome>();
@@ -263,7 +296,7 @@ pub fn run(jobs: Vec<Job>, lanes: usize) -> Result<Totals> {
                 Err(p) => p.into_inner().pop_front(),
             };
             let Some(job) = job else { return };
-            if tx.send(run_one(&job)).is_err() {
+            if tx.send(run_one(&job, limit)).is_err() {
                 return;
             }
         }));
@@ -271,7 +304,9 @@ pub fn run(jobs: Vec<Job>, lanes: usize) -> Result<Totals> {
     drop(tx);
     let mut totals = Totals::default();
     let mut failed = Vec::new();
+    let mut pids = Vec::new();
     for outcome in rx {
+        pids.extend(outcome.pid);
         println!("     Running {}", outcome.title);
         for line in outcome.output.lines() {
             totals.add_line(line);
@@ -294,21 +329,54 @@ pub fn run(jobs: Vec<Job>, lanes: usize) -> Result<Totals> {
         lanes.max(1)
     );
     println!("{}", totals.line());
-    if !failed.is_empty() {
-        bail!(
-            "{} test binar{} failed: {}",
-            failed.len(),
-            if failed.len() == 1 { "y" } else { "ies" },
-            failed.join(", ")
-        );
+    Report {
+        totals,
+        failed,
+        pids,
+        total,
     }
-    if totals.passed == 0 {
-        bail!("the test binaries ran no test");
-    }
-    Ok(totals)
 }
 
-fn run_one(job: &Job) -> Outcome {
+/// How long a grace a job stopped for its time gets between SIGTERM and
+/// SIGKILL (an etcd or agent it started shuts down cleanly in this).
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Signal every process of the job's group (the job leads it).
+fn signal_group(pid: u32, signal: libc::c_int) {
+    let Ok(pgid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill has no memory preconditions; a group already gone
+    // gives ESRCH, which is what we want then.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+/// Stops the job's whole process group if it has not ended by `limit`:
+/// one hung test (a wait with no bound, a deadlock at shutdown) would
+/// otherwise hold the whole run until CI's own limit, with nothing said.
+/// The test binary has no SIGTERM handler, so its guards do not run; the
+/// namespaces and pins it leaves are swept after the run (`leftovers`).
+fn watchdog(
+    pid: u32,
+    limit: Duration,
+) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<bool>) {
+    let (done, ended) = std::sync::mpsc::channel::<()>();
+    let handle = std::thread::spawn(move || match ended.recv_timeout(limit) {
+        Err(RecvTimeoutError::Timeout) => {
+            signal_group(pid, libc::SIGTERM);
+            if let Err(RecvTimeoutError::Timeout) = ended.recv_timeout(STOP_GRACE) {
+                signal_group(pid, libc::SIGKILL);
+            }
+            true
+        }
+        _ => false,
+    });
+    (done, handle)
+}
+
+fn run_one(job: &Job, limit: Duration) -> Outcome {
     let t0 = Instant::now();
     let mut cmd = Command::new(&job.program);
     cmd.args(&job.args)
@@ -316,14 +384,19 @@ fn run_one(job: &Job) -> Outcome {
         .envs(job.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        // Its own process group, so a job stopped for its time takes the
+        // servers and agents it started with it.
+        .process_group(0);
     let child = cmd.spawn();
+    let pid = child.as_ref().ok().map(|c| c.id());
     let (ok, output) = match child {
         Err(e) => (
             false,
             format!("could not start {}: {e}\n", job.program.display()),
         ),
         Ok(mut child) => {
+            let (done, dog) = watchdog(child.id(), limit);
             // Both pipes read at once, stderr on a thread: a binary that
             // fills one pipe while we block on the other would hang.
             let err_reader = child.stderr.take().map(|e| {
@@ -345,7 +418,18 @@ fn run_one(job: &Job) -> Outcome {
             }
             let err = err_reader.and_then(|h| h.join().ok()).unwrap_or_default();
             out.push_str(&err);
-            match child.wait() {
+            let status = child.wait();
+            let _ = done.send(());
+            let stopped = dog.join().unwrap_or(false);
+            match status {
+                _ if stopped => {
+                    out.push_str(&format!(
+                        "{} stopped: still running after {} s (SLUICE_TEST_TIMEOUT)\n",
+                        job.title,
+                        limit.as_secs()
+                    ));
+                    (false, out)
+                }
                 Ok(status) if status.success() => (true, out),
                 Ok(status) => {
                     out.push_str(&format!("{} ended with {status}\n", job.title));
@@ -363,6 +447,7 @@ fn run_one(job: &Job) -> Outcome {
         ok,
         secs: t0.elapsed().as_secs_f64(),
         output,
+        pid,
     }
 }
 
@@ -391,6 +476,23 @@ pub fn doc_tests(cargo: &str, workspace: &Path, rest: &[String]) -> Job {
 /// the 2-core CI machine, one serial run keeps about one core busy.
 pub fn lanes_from_env() -> Result<usize> {
     parse_lanes(std::env::var("SLUICE_TEST_LANES").ok().as_deref())
+}
+
+/// How long one test run may take: `SLUICE_TEST_TIMEOUT` seconds, else
+/// 20 minutes (the longest run, the LoadBalancer scenarios unsharded,
+/// takes about 10 beside two other lanes).
+pub fn limit_from_env() -> Result<Duration> {
+    parse_limit(std::env::var("SLUICE_TEST_TIMEOUT").ok().as_deref())
+}
+
+fn parse_limit(value: Option<&str>) -> Result<Duration> {
+    let Some(v) = value else {
+        return Ok(Duration::from_secs(1200));
+    };
+    match v.trim().parse::<u64>() {
+        Ok(n) if (10..=5400).contains(&n) => Ok(Duration::from_secs(n)),
+        _ => bail!("SLUICE_TEST_TIMEOUT={v:?}: expected seconds, a whole number from 10 to 5400"),
+    }
 }
 
 fn parse_lanes(value: Option<&str>) -> Result<usize> {
@@ -495,11 +597,13 @@ not json at all
                 job("missing", "/nonexistent/sluice-test-binary", &[]),
             ],
             2,
+            Duration::from_secs(60),
         )
+        .verdict()
         .expect_err("two failed");
         let msg = err.to_string();
         assert!(
-            msg.contains("2 test binaries failed")
+            msg.contains("2 of 3 test runs failed")
                 && msg.contains("bad")
                 && msg.contains("missing"),
             "{msg}"
@@ -551,5 +655,83 @@ not json at all
             let err = parse_lanes(Some(bad)).expect_err(bad).to_string();
             assert!(err.contains("SLUICE_TEST_LANES"), "{err}");
         }
+    }
+
+    #[test]
+    fn bad_time_limits_are_named() {
+        assert_eq!(
+            parse_limit(None).expect("default"),
+            Duration::from_secs(1200)
+        );
+        assert_eq!(
+            parse_limit(Some("90")).expect("90"),
+            Duration::from_secs(90)
+        );
+        for bad in ["0", "9", "5401", "1h", "", "-5"] {
+            let err = parse_limit(Some(bad)).expect_err(bad).to_string();
+            assert!(err.contains("SLUICE_TEST_TIMEOUT"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_run_past_its_limit_is_stopped_with_what_it_started() {
+        // The job starts a child of its own that would outlive it (as a
+        // test's etcd would): the group is stopped, so the pipes close and
+        // the run ends near the limit, not after the sleeps.
+        let job = Job {
+            title: "hangs".into(),
+            weight: 0,
+            program: PathBuf::from("sh"),
+            args: vec!["-c".into(), "sleep 300 & echo child=$!; sleep 300".into()],
+            cwd: std::env::temp_dir(),
+            env: Vec::new(),
+        };
+        let out = run_one(&job, Duration::from_millis(300));
+        assert!(!out.ok);
+        assert!(
+            out.output.contains("hangs stopped: still running after"),
+            "{}",
+            out.output
+        );
+        assert!(out.pid.is_some());
+        let child: u32 = out
+            .output
+            .lines()
+            .find_map(|l| l.strip_prefix("child=")?.trim().parse().ok())
+            .expect("the child's pid");
+        // Gone, or a zombie waiting for its new parent to reap it. A
+        // process closes its files before it becomes a zombie, so the
+        // pipes' end can come a moment before: look for a while.
+        let alive = || {
+            let state = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            let running = state
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| !rest.starts_with('Z'));
+            running.then_some(state)
+        };
+        let mut state = alive();
+        for _ in 0..100 {
+            if state.is_none() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            state = alive();
+        }
+        assert_eq!(state, None, "the job's child outlived it");
+    }
+
+    #[test]
+    fn a_run_within_its_limit_is_not_stopped() {
+        let job = Job {
+            title: "quick".into(),
+            weight: 0,
+            program: PathBuf::from("echo"),
+            args: vec!["test result: ok. 1 passed; 0 failed".into()],
+            cwd: std::env::temp_dir(),
+            env: Vec::new(),
+        };
+        let out = run_one(&job, Duration::from_secs(30));
+        assert!(out.ok, "{}", out.output);
+        assert!(!out.output.contains("stopped"), "{}", out.output);
     }
 }

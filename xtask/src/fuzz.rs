@@ -109,9 +109,9 @@ fn build_command(only: Option<&str>) -> Command {
         // Debug assertions on: an overflow or a failed assertion in the
         // controller is a crash, as in the unit tests.
         .arg("--debug-assertions")
-        // The fuzz package's dev profile (opt-level 1): ~10 000 inputs/s,
-        // where the release profile's single codegen unit took 15-20
-        // minutes to build on 2 cores.
+        // The fuzz package's dev profile (opt-level 1): about 4 minutes
+        // from scratch on 2 cores and ~10 000 inputs/s, where the release
+        // profile's single codegen unit took 15-20 minutes to build.
         .arg("--dev")
         .arg("--fuzz-dir")
         .arg(&project)
@@ -142,10 +142,10 @@ fn build(only: Option<&str>) -> Result<PathBuf> {
     bin_dir()
 }
 
-/// Every target's build, started before the workspace's build and tests
-/// at the lowest CPU priority: the tests mostly wait on namespaces, etcd
-/// and sockets, the build has serial stretches, and this takes the cycles
-/// they leave without slowing them. Killed with its compilers
+/// Every target's build, started beside the workspace's tests at the
+/// lowest CPU priority: the tests mostly wait on namespaces, etcd and
+/// sockets, and the build takes the cycles they leave (most of its
+/// minutes, on 2 cores) without slowing them. Killed with its compilers
 /// if dropped unfinished (a test failed).
 pub struct BackgroundBuild {
     child: Option<std::process::Child>,
@@ -165,7 +165,7 @@ impl BackgroundBuild {
             .context("duplicating the build log's handle")?;
         let mut cmd = build_command(None);
         println!(
-            "  (in the background at nice 19, beside the build and the tests; log: {})",
+            "  (in the background at nice 19, beside the tests; log: {})",
             log.display()
         );
         // SAFETY: setpriority is async-signal-safe; it only lowers this

@@ -52,16 +52,6 @@ pub fn run(opts: TestOpts) -> Result<()> {
         crate::setup::run()?;
     }
     warn_if_disk_is_short();
-    // The fuzz targets' build goes on beside everything that follows, at
-    // the lowest priority. It used to start after the tests' build and, with
-    // three lanes of tests taking the cores, finished 9 minutes after them
-    // (CI of e61d58e: 1187 s from its start); started first, it also takes
-    // what the builds leave idle (their serial compiles and links).
-    let fuzz_build = if opts.no_fuzz {
-        None
-    } else {
-        Some(crate::fuzz::BackgroundBuild::start()?)
-    };
     // The kernel engine's end-to-end tests and the differential test load
     // the release BPF object (the agent finds it in target/bpf).
     crate::ebpf::build(true)?;
@@ -86,6 +76,13 @@ pub fn run(opts: TestOpts) -> Result<()> {
     jobs.push(lanes::doc_tests(&cargo, &workspace, &opts.rest));
     let lanes = lanes::lanes_from_env()?;
     let limit = lanes::limit_from_env()?;
+    // The fuzz targets' build goes on beside the test run, at the lowest
+    // priority.
+    let fuzz_build = if opts.no_fuzz {
+        None
+    } else {
+        Some(crate::fuzz::BackgroundBuild::start()?)
+    };
     let before = leftovers::Snapshot::take();
     let report = lanes::run(jobs, lanes, limit);
     let swept = leftovers::sweep(&before, &report.pids);

@@ -109,9 +109,9 @@ fn build_command(only: Option<&str>) -> Command {
         // Debug assertions on: an overflow or a failed assertion in the
         // controller is a crash, as in the unit tests.
         .arg("--debug-assertions")
-        // The fuzz package's dev profile (opt-level 1): about 4 minutes
-        // from scratch on 2 cores and ~10 000 inputs/s, where the release
-        // profile's single codegen unit took 15-20 minutes to build.
+        // The fuzz package's dev profile (opt-level 1): ~10 000 inputs/s,
+        // where the release profile's single codegen unit took 15-20
+        // minutes to build on 2 cores.
         .arg("--dev")
         .arg("--fuzz-dir")
         .arg(&project)

@@ -13,7 +13,7 @@
 //! cargo's does and the `test result:` lines sum as before.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -376,6 +376,20 @@ fn watchdog(
     (done, handle)
 }
 
+/// Everything `from` gives until it closes, ending in a newline. Bytes
+/// that are not UTF-8 are replaced, not an end: reading by `lines()`
+/// stopped at the first such line and left the pipe undrained, so a test
+/// that printed one would block on a full pipe.
+fn read_lines(mut from: impl Read) -> String {
+    let mut bytes = Vec::new();
+    let _ = from.read_to_end(&mut bytes);
+    let mut s = String::from_utf8_lossy(&bytes).into_owned();
+    if !s.is_empty() && !s.ends_with('\n') {
+        s.push('\n');
+    }
+    s
+}
+
 fn run_one(job: &Job, limit: Duration) -> Outcome {
     let t0 = Instant::now();
     let mut cmd = Command::new(&job.program);
@@ -399,23 +413,11 @@ fn run_one(job: &Job, limit: Duration) -> Outcome {
             let (done, dog) = watchdog(child.id(), limit);
             // Both pipes read at once, stderr on a thread: a binary that
             // fills one pipe while we block on the other would hang.
-            let err_reader = child.stderr.take().map(|e| {
-                std::thread::spawn(move || {
-                    let mut s = String::new();
-                    for line in BufReader::new(e).lines().map_while(Result::ok) {
-                        s.push_str(&line);
-                        s.push('\n');
-                    }
-                    s
-                })
-            });
-            let mut out = String::new();
-            if let Some(o) = child.stdout.take() {
-                for line in BufReader::new(o).lines().map_while(Result::ok) {
-                    out.push_str(&line);
-                    out.push('\n');
-                }
-            }
+            let err_reader = child
+                .stderr
+                .take()
+                .map(|e| std::thread::spawn(move || read_lines(e)));
+            let mut out = child.stdout.take().map(read_lines).unwrap_or_default();
             let err = err_reader.and_then(|h| h.join().ok()).unwrap_or_default();
             out.push_str(&err);
             let status = child.wait();
@@ -733,5 +735,15 @@ not json at all
         let out = run_one(&job, Duration::from_secs(30));
         assert!(out.ok, "{}", out.output);
         assert!(!out.output.contains("stopped"), "{}", out.output);
+    }
+
+    #[test]
+    fn output_that_is_not_utf8_is_read_to_its_end() {
+        let got = read_lines(&b"test a ... ok\n\xff\xfe bad\ntest result: ok. 1 passed"[..]);
+        assert_eq!(
+            got,
+            "test a ... ok\n\u{fffd}\u{fffd} bad\ntest result: ok. 1 passed\n"
+        );
+        assert_eq!(read_lines(&b""[..]), "");
     }
 }

@@ -27,7 +27,7 @@ pub use cluster::{
     ClusterSpec, EndpointSpec, Engine, Family, Policy, Proto, ServiceSpec,
 };
 pub use http_probe::{http_get, HttpAnswer};
-pub use netns::{exec, in_ns, syn_retransmits, Netns, Offloads};
+pub use netns::{exec, in_ns, syn_retransmits, tcp_ext_counter, Netns, Offloads};
 pub use scratch::ScratchDir;
 pub use traffic::Traffic;
 pub use whoami::{tcp_request, udp_request, Reply, TcpConn, TcpOutcome, UdpOutcome, WhoAmI};

@@ -2073,68 +2073,87 @@ fn exhaustion(d: &mut Driver) {
 /// P3: SNAT ports of flows that ended, handed on as the endpoint's
 /// TIME_WAIT allows (timestamps read from the options), on a two-port
 /// range; and option areas a parser could trip on.
+/// A SYN from client `client` (port 52000) to the Cluster VIP with
+/// timestamp `ts`: the translated frame's tuple if it passed.
+fn ts_syn(
+    d: &mut Driver,
+    net: Net,
+    name: &str,
+    client: u16,
+    ts: u32,
+) -> Option<(Addr, u16, Addr, u16)> {
+    let f = tcp_opts(
+        net.client(client),
+        52000,
+        net.vip(),
+        PORT_CLUSTER,
+        TCP_SYN,
+        10,
+        0,
+        ts,
+        None,
+    );
+    let (_, out) = d.run("P3", name, Hook::WireIngress, &f);
+    tuple(&out)
+}
+
+/// A flow from client `client` at client time `ts` that the endpoint
+/// closes first, to its end: handshake, FINs both ways (the client's at
+/// seq 11) and the last ACK.
+fn closed_by_the_endpoint(d: &mut Driver, net: Net, client: u16, ts: u32) {
+    let vip = net.vip();
+    let Some((node_addr, snat, ep, ep_port)) = ts_syn(d, net, "SYN with timestamp", client, ts)
+    else {
+        return;
+    };
+    let back = |flags, seq, ack| tcp(ep, ep_port, node_addr, snat, flags, seq, ack, b"");
+    let fwd = |flags, seq, ack, ts| {
+        tcp_opts(
+            net.client(client),
+            52000,
+            vip,
+            PORT_CLUSTER,
+            flags,
+            seq,
+            ack,
+            ts,
+            None,
+        )
+    };
+    d.run(
+        "P3",
+        "SYN-ACK",
+        Hook::WireIngress,
+        &back(TCP_SYN | TCP_ACK, 500, 11),
+    );
+    d.run(
+        "P3",
+        "ACK with timestamp",
+        Hook::WireIngress,
+        &fwd(TCP_ACK, 11, 501, ts + 1),
+    );
+    d.run(
+        "P3",
+        "endpoint FIN",
+        Hook::WireIngress,
+        &back(TCP_FIN | TCP_ACK, 501, 11),
+    );
+    let fin = fwd(TCP_FIN | TCP_ACK, 11, 502, ts + 2);
+    d.run("P3", "client FIN with timestamp", Hook::WireIngress, &fin);
+    d.run("P3", "last ACK", Hook::WireIngress, &back(TCP_ACK, 502, 12));
+}
+
 fn time_wait_reuse(d: &mut Driver, net: Net) {
     let mut node = node_config();
     node.snat_port_min = 64100;
     node.snat_port_max = 64101;
     d.set_node(node);
     let vip = net.vip();
-    let syn = |d: &mut Driver, name: &str, client: u16, ts: u32| {
-        let f = tcp_opts(
-            net.client(client),
-            52000,
-            vip,
-            PORT_CLUSTER,
-            TCP_SYN,
-            10,
-            0,
-            ts,
-            None,
-        );
-        let (_, out) = d.run("P3", name, Hook::WireIngress, &f);
-        tuple(&out)
-    };
+    let syn = |d: &mut Driver, name: &str, client: u16, ts: u32| ts_syn(d, net, name, client, ts);
     // Two flows that the endpoint closes first, at client times 1 000 and
     // 9 000, each to its end: FINs both ways and the last ACK.
     for (client, ts) in [(40u16, 1_000u32), (41, 9_000)] {
-        let Some((node_addr, snat, ep, ep_port)) = syn(d, "SYN with timestamp", client, ts) else {
-            continue;
-        };
-        let back = |flags, seq, ack| tcp(ep, ep_port, node_addr, snat, flags, seq, ack, b"");
-        let fwd = |flags, seq, ack, ts| {
-            tcp_opts(
-                net.client(client),
-                52000,
-                vip,
-                PORT_CLUSTER,
-                flags,
-                seq,
-                ack,
-                ts,
-                None,
-            )
-        };
-        d.run(
-            "P3",
-            "SYN-ACK",
-            Hook::WireIngress,
-            &back(TCP_SYN | TCP_ACK, 500, 11),
-        );
-        d.run(
-            "P3",
-            "ACK with timestamp",
-            Hook::WireIngress,
-            &fwd(TCP_ACK, 11, 501, ts + 1),
-        );
-        d.run(
-            "P3",
-            "endpoint FIN",
-            Hook::WireIngress,
-            &back(TCP_FIN | TCP_ACK, 501, 11),
-        );
-        let fin = fwd(TCP_FIN | TCP_ACK, 11, 502, ts + 2);
-        d.run("P3", "client FIN with timestamp", Hook::WireIngress, &fin);
-        d.run("P3", "last ACK", Hook::WireIngress, &back(TCP_ACK, 502, 12));
+        closed_by_the_endpoint(d, net, client, ts);
     }
     // Newer than the first only, newer than both, older than both.
     syn(d, "SYN a TIME_WAIT takes", 42, 5_000);
@@ -2163,6 +2182,34 @@ fn time_wait_reuse(d: &mut Driver, net: Net) {
         );
         d.run("P3", "SYN with odd options", Hook::WireIngress, &f);
     }
+    d.set_node(node_config());
+}
+
+/// Resets from a client after its FIN, one port held by the endpoint's
+/// TIME_WAIT: one short of the sequence number the TIME_WAIT expects
+/// leaves the port held against an older SYN; exactly that number ends it.
+fn stale_resets(d: &mut Driver, net: Net) {
+    let mut node = node_config();
+    node.snat_port_min = 64200;
+    node.snat_port_max = 64200;
+    d.set_node(node);
+    closed_by_the_endpoint(d, net, 60, 1_000);
+    let rst = |seq| {
+        tcp(
+            net.client(60),
+            52000,
+            net.vip(),
+            PORT_CLUSTER,
+            TCP_RST,
+            seq,
+            0,
+            b"",
+        )
+    };
+    d.run("P3", "stale reset after FIN", Hook::WireIngress, &rst(11));
+    ts_syn(d, net, "SYN after a stale reset", 61, 500);
+    d.run("P3", "reset TIME_WAIT takes", Hook::WireIngress, &rst(12));
+    ts_syn(d, net, "SYN after the reset", 62, 500);
     d.set_node(node_config());
 }
 
@@ -2216,6 +2263,8 @@ fn agree_on_the_corpus(flags: u32) {
         d.compare_maps(&format!("odd frames ({})", net.tag()));
         time_wait_reuse(&mut d, net);
         d.compare_maps(&format!("TIME_WAIT reuse ({})", net.tag()));
+        stale_resets(&mut d, net);
+        d.compare_maps(&format!("stale resets ({})", net.tag()));
         offloaded(&mut d, net);
         d.compare_maps(&format!("offloaded frames ({})", net.tag()));
     }

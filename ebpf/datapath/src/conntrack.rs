@@ -285,11 +285,31 @@ pub fn lookup<M: Maps>(maps: &M, e: &mut CtEntry, now: u64) -> bool {
     maps.ct_get_into(&e.key, &mut e.val) && e.val.expires_ns > now
 }
 
+/// A client's reset after its FIN that the endpoint ignores. Once the
+/// client's FIN is in, the endpoint is in (or heading to) TIME_WAIT, which a
+/// reset ends only at exactly the sequence number it expects next
+/// (`tcp_timewait_state_process`: `seq == rcv_nxt`); any other is out of
+/// window. Such resets do come: the endpoint retransmits its FIN, the
+/// copy is reordered behind its last ACK (veth queues per CPU), and the
+/// client, already closed, answers it with a reset at the FIN's ACK
+/// number, one short. Taken as the end of the flow, it freed the port for
+/// a SYN the TIME_WAIT then refused (PAWS).
+#[inline(always)]
+fn stale_reset(e: &CtEntry, flow: &Flow) -> bool {
+    e.key.dir == CT_DIR_FORWARD
+        && flow.tcp_flags & TCP_RST != 0
+        && e.val.flags & CT_F_FIN_FORWARD != 0
+        && flow.seq != e.val.close_seq
+}
+
 /// Record that `flow` was seen on entry `e` in its direction: advance the
 /// TCP state, push expiry, and write both entries when anything changed
 /// enough to matter. `e` keeps its orientation; its value is updated.
 #[inline(never)]
 pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
+    if stale_reset(e, flow) {
+        return;
+    }
     let (state, mut flags) = advance(e.val.state, e.val.flags, e.key.dir, flow);
     // The endpoint's FIN after the client's, but not acknowledging it: it
     // was sent before the client's FIN arrived, the FINs crossed, and the

@@ -54,6 +54,7 @@ both!(
     snat_port_held_goes_to_a_syn_time_wait_takes,
     snat_port_of_an_ended_flow,
     snat_port_held_past_the_clients_last_ack,
+    snat_port_held_past_a_stale_reset,
     snat_range_used_to_its_last_port,
     local_pod_frames_go_to_its_link,
     flooded_frames_are_left_to_their_host,
@@ -1218,6 +1219,48 @@ fn snat_port_held_past_the_clients_last_ack(net: Net) {
                 // Its only port is held by a TIME_WAIT that would refuse it.
                 assert_eq!(o.event, Event::NoSnatPort, "{case}");
             }
+        }
+    }
+}
+
+// spec: P3 (a held port stays held while the endpoint's TIME_WAIT stands:
+// a client's reset one short of the sequence number that TIME_WAIT expects
+// does not end it, one at exactly that number does)
+fn snat_port_held_past_a_stale_reset(net: Net) {
+    // The client's FIN was seq 11: the endpoint's TIME_WAIT expects 12.
+    for (rst_seq, freed) in [(11u32, false), (13, false), (12, true)] {
+        let mut env = n_port_env(net, 1);
+        let f = open_ts(&mut env, net, net.client(), 40000, 1_000);
+        let port = end(&mut env, net, &f, true);
+        // The client's answer to the endpoint's FIN retransmit, reordered
+        // behind its last ACK and reaching the client after it closed.
+        let rst = tcp(
+            net,
+            f.client,
+            f.cport,
+            net.vip(),
+            PORT,
+            &seg(TCP_RST, rst_seq, 0, b""),
+        );
+        let (o, _) = env.run(&rst, Hook::WireIngress);
+        assert_eq!(o.verdict, Verdict::Pass, "{:?}", o.event);
+        // A SYN older on the client's clock than the old flow's FIN: the
+        // TIME_WAIT would refuse it.
+        let s = tcp(
+            net,
+            net.client(),
+            40001,
+            net.vip(),
+            PORT,
+            &syn(1).with_ts(900),
+        );
+        let (o, out) = env.run(&s, Hook::WireIngress);
+        let case = format!("reset at seq {rst_seq}");
+        if freed {
+            assert_eq!(o.event, Event::NewFlow, "{case}");
+            assert_eq!(decode(&out).ports().0, port, "{case}");
+        } else {
+            assert_eq!(o.event, Event::NoSnatPort, "{case}");
         }
     }
 }

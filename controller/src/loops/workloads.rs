@@ -7,9 +7,8 @@
 //! again. As upstream, each ReplicaSet carries "expectations": the pods it
 //! created or deleted and has not yet seen come back; its next sync waits
 //! for them (or for five minutes, upstream's bound, in case a watch event
-//! was lost).
+//! was lost): `sluice_workloads::replica_set::expectations`.
 
-use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,27 +19,18 @@ use sluice_model::k8s::jiff::Timestamp;
 use sluice_model::k8s::{Deployment, Pod, ReplicaSet};
 use sluice_model::policy::disruption::Selector;
 use sluice_workloads::deployment::{self, ReplicaSetAction};
+use sluice_workloads::replica_set::expectations::{Expectations, Seen};
 use sluice_workloads::replica_set::{self, PodAction};
 
 use super::informer::{Change, Informer, Key};
 use super::queue::{Next, Queue};
 use super::{owner_of, requeue, LoopError, MANAGER};
 
-/// How long expectations are trusted before a sync goes ahead anyway.
-const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(300);
-
-#[derive(Default)]
-struct Expected {
-    created: BTreeSet<String>,
-    deleted: BTreeSet<String>,
-    since: Option<Instant>,
-}
-
 pub struct ReplicaSets {
     pub client: Client,
     pub sets: Arc<Informer<ReplicaSet>>,
     pub pods: Arc<Informer<Pod>>,
-    expected: Mutex<HashMap<Key, Expected>>,
+    expected: Mutex<Expectations<Key>>,
 }
 
 impl ReplicaSets {
@@ -53,45 +43,30 @@ impl ReplicaSets {
         }
     }
 
+    fn expected(&self) -> std::sync::MutexGuard<'_, Expectations<Key>> {
+        self.expected.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Whether the writes of the last sync of `key` are all visible.
     fn satisfied(&self, key: &Key) -> bool {
-        let mut all = self.expected.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(e) = all.get_mut(key) else {
-            return true;
-        };
         let ns = &key.0;
-        e.created.retain(|name| self.pods.get(ns, name).is_none());
-        e.deleted.retain(|name| {
-            self.pods
-                .get(ns, name)
-                .is_some_and(|p| p.metadata.deletion_timestamp.is_none())
-        });
-        let timed_out = e.since.is_some_and(|s| s.elapsed() > EXPECTATIONS_TIMEOUT);
-        if (e.created.is_empty() && e.deleted.is_empty()) || timed_out {
-            all.remove(key);
-            return true;
-        }
-        false
+        let seen = |name: &str| match self.pods.get(ns, name) {
+            None => Seen::Absent,
+            Some(p) if p.metadata.deletion_timestamp.is_some() => Seen::Deleting,
+            Some(_) => Seen::Present,
+        };
+        self.expected().satisfied(key, seen, Instant::now())
     }
 
     fn expect(&self, key: &Key, created: Vec<String>, deleted: Vec<String>) {
-        if created.is_empty() && deleted.is_empty() {
-            return;
-        }
-        let mut all = self.expected.lock().unwrap_or_else(|p| p.into_inner());
-        let e = all.entry(key.clone()).or_default();
-        e.created.extend(created);
-        e.deleted.extend(deleted);
-        e.since.get_or_insert_with(Instant::now);
+        self.expected()
+            .expect(key, created, deleted, Instant::now());
     }
 
     pub async fn reconcile(&self, key: Key) -> Result<Next, LoopError> {
         let (ns, name) = &key;
         let Some(rs) = self.sets.get(ns, name) else {
-            self.expected
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&key);
+            self.expected().forget(&key);
             return Ok(None);
         };
         if !self.satisfied(&key) {

@@ -4,6 +4,7 @@
 //! status to write.
 
 mod burst;
+pub mod expectations;
 mod ranking;
 mod status;
 

@@ -30,7 +30,15 @@ pub const CT_TIMEOUT_OTHER_NS: u64 = 60 * NS_PER_S;
 /// ACK for the old one, which costs the client a reset and a SYN
 /// retransmit (a second or more). nf_conntrack keeps such tuples for 120 s
 /// for the same reason.
-pub const SNAT_TIME_WAIT_HOLD_NS: u64 = 60 * NS_PER_S;
+///
+/// 66 s, not 60: the TIME_WAIT timer sits on the kernel's timer wheel,
+/// which rounds a 60 s timer up to its level's granularity: 512 jiffies at
+/// HZ 250 (2.05 s; measured here, six TIME_WAITs lasted 60.2 to 61.8 s),
+/// 4 096 at HZ 1000 (4.1 s), 512 at HZ 100 (5.1 s). With 60 the port was
+/// free again while the socket still stood, and a SYN handed it was
+/// PAWS-refused. A held port still goes to any SYN the socket takes, so
+/// the longer hold costs only the SYNs it would refuse anyway.
+pub const SNAT_TIME_WAIT_HOLD_NS: u64 = 66 * NS_PER_S;
 
 /// Whether a SNAT port whose reply entry is still in the map may be given
 /// to a new flow.
@@ -382,8 +390,9 @@ mod tests {
         for state in [CT_STATE_FIN_WAIT, CT_STATE_CLOSING] {
             assert_eq!(port_use(&holder(t + 1, state, 0), t), PortUse::Live);
             assert_eq!(port_use(&holder(t, state, 0), t), PortUse::Held);
-            assert_eq!(port_use(&holder(t - 59 * S, state, 0), t), PortUse::Held);
-            assert_eq!(port_use(&holder(t - 60 * S, state, 0), t), PortUse::Free);
+            // Past 60 s: the endpoint's timer may fire up to 5.1 s late.
+            assert_eq!(port_use(&holder(t - 65 * S, state, 0), t), PortUse::Held);
+            assert_eq!(port_use(&holder(t - 66 * S, state, 0), t), PortUse::Free);
         }
         // UDP, half-open or idle flows leave no TIME_WAIT.
         for state in [CT_STATE_NONE, CT_STATE_SYN_SENT, CT_STATE_ESTABLISHED] {
@@ -407,8 +416,9 @@ mod tests {
         let server_first = CT_F_LAST_ACK | CT_F_REPLY_CLOSED_FIRST;
         let h = holder(expires, CT_STATE_CLOSING, server_first);
         assert_eq!(port_use(&h, closed_at), PortUse::Held);
-        assert_eq!(port_use(&h, closed_at + 59 * S), PortUse::Held);
-        assert_eq!(port_use(&h, closed_at + 60 * S), PortUse::Free);
+        assert_eq!(port_use(&h, closed_at + 61 * S), PortUse::Held);
+        assert_eq!(port_use(&h, closed_at + 65 * S), PortUse::Held);
+        assert_eq!(port_use(&h, closed_at + 66 * S), PortUse::Free);
         // The client closed first: its own stack keeps the TIME_WAIT.
         let h = holder(expires, CT_STATE_CLOSING, CT_F_LAST_ACK);
         assert_eq!(port_use(&h, closed_at), PortUse::Free);

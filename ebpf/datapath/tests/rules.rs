@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use sluice_datapath::conntrack::{CT_TIMEOUT_TCP_CLOSE_NS, SNAT_TIME_WAIT_HOLD_NS};
 use sluice_datapath::maps::{
     CtKey, LocalKey, LocalLink, CT_DIR_FORWARD, CT_DIR_REPLY, CT_STATE_CLOSED, CT_STATE_CLOSING,
     CT_STATE_ESTABLISHED, CT_STATE_FIN_WAIT, CT_STATE_SYN_SENT, PROTO_TCP, PROTO_UDP,
@@ -929,7 +930,7 @@ fn snat_port_held_for_time_wait(net: Net) {
     // Closed past the new SYNs' sequence number (7), without timestamps:
     // the endpoint's TIME_WAIT would not take them.
     let a = open_and_close(&mut env, net, net.client(), 40000, 1_000_000);
-    // The closing entries expired (10 s) but the hold (60 s more) has not;
+    // The closing entries expired (10 s) but the hold (66 s more) has not;
     // the host maps' sweep keeps them as the kernel's LRU map does.
     env.clock.advance_s(11);
     env.maps.expire(env.now());
@@ -945,7 +946,23 @@ fn snat_port_held_for_time_wait(net: Net) {
     // After the hold a closed port is free like any other.
     let mut env = two_port_env(net);
     let a = open_and_close(&mut env, net, net.client(), 40000, 1_000_000);
-    env.clock.advance_s(71);
+    // The closing timeout, the hold past it (the endpoint's 60 s TIME_WAIT
+    // and the kernel timer's slack), a second more.
+    let hold_s = (CT_TIMEOUT_TCP_CLOSE_NS + SNAT_TIME_WAIT_HOLD_NS) / 1_000_000_000;
+    assert_eq!(hold_s, 76);
+    env.clock.advance_s(hold_s - 1);
+    let (e, b) = snat_port_of(&mut env, net, net.client_n(3), 40000);
+    assert_eq!(e, Event::NewFlow, "the other port");
+    assert_ne!(b, a);
+    let (e, _) = snat_port_of(&mut env, net, net.client_n(4), 40000);
+    assert_eq!(
+        e,
+        Event::NoSnatPort,
+        "still held a second before the hold ends"
+    );
+    let mut env = two_port_env(net);
+    let a = open_and_close(&mut env, net, net.client(), 40000, 1_000_000);
+    env.clock.advance_s(hold_s + 1);
     let mut got = HashSet::new();
     for n in 1..=2 {
         let (e, p) = snat_port_of(&mut env, net, net.client_n(n), 40000);

@@ -542,7 +542,7 @@ rates: `--sweep` (its own section below).\n\n\
 Connect loops: the connect server closes first, so the pod keeps every\n\
 connection in TIME_WAIT, and Sluice hands such a port only to a SYN that\n\
 TIME_WAIT takes (about half, timestamps being offset per connection). Its\n\
-loops against the same backend are started 61 s apart so each measures\n\
+loops against the same backend are started 67 s apart so each measures\n\
 free ports; the sustained-connect row measures the port space itself.\n\n\
 Run of {date}, `{cmd}`, total {secs:.0} s.\n\
 Machine: {machine}. **A shared 2-core VM; other engineers' builds may have\n\

@@ -1219,23 +1219,14 @@ fn snat_port_held_past_the_clients_last_ack(net: Net) {
             }
             // Same sequence number as the old flow's end, so only the
             // timestamp decides.
-            let s = tcp(
-                net,
-                net.client(),
-                40001,
-                net.vip(),
-                PORT,
-                &syn(12).with_ts(syn_ts),
-            );
-            let (o, out) = env.run(&s, Hook::WireIngress);
             let case = format!("SYN at {syn_ts}, endpoint's FIN first: {endpoint_fin_first}");
-            if gets_it {
-                assert_eq!(o.event, Event::NewFlow, "{case}");
-                assert_eq!(decode(&out).ports().0, f.port, "{case}");
-            } else {
-                // Its only port is held by a TIME_WAIT that would refuse it.
-                assert_eq!(o.event, Event::NoSnatPort, "{case}");
-            }
+            syn_gets_the_held_port(
+                &mut env,
+                net,
+                (12, syn_ts),
+                gets_it.then_some(f.port),
+                &case,
+            );
         }
     }
 }
@@ -1263,22 +1254,37 @@ fn snat_port_held_past_a_stale_reset(net: Net) {
         assert_eq!(o.verdict, Verdict::Pass, "{:?}", o.event);
         // A SYN older on the client's clock than the old flow's FIN: the
         // TIME_WAIT would refuse it.
-        let s = tcp(
-            net,
-            net.client(),
-            40001,
-            net.vip(),
-            PORT,
-            &syn(1).with_ts(900),
-        );
-        let (o, out) = env.run(&s, Hook::WireIngress);
         let case = format!("reset at seq {rst_seq}");
-        if freed {
+        syn_gets_the_held_port(&mut env, net, (1, 900), freed.then_some(port), &case);
+    }
+}
+
+/// A SYN from another client port with (sequence number, timestamp)
+/// `seq_ts`, on a node whose only SNAT port is held: it gets `port`, or
+/// with `None` is refused for want of one (the port's TIME_WAIT would
+/// turn it away).
+fn syn_gets_the_held_port(
+    env: &mut common::Env,
+    net: Net,
+    (seq, ts): (u32, u32),
+    port: Option<u16>,
+    case: &str,
+) {
+    let s = tcp(
+        net,
+        net.client(),
+        40001,
+        net.vip(),
+        PORT,
+        &syn(seq).with_ts(ts),
+    );
+    let (o, out) = env.run(&s, Hook::WireIngress);
+    match port {
+        Some(p) => {
             assert_eq!(o.event, Event::NewFlow, "{case}");
-            assert_eq!(decode(&out).ports().0, port, "{case}");
-        } else {
-            assert_eq!(o.event, Event::NoSnatPort, "{case}");
+            assert_eq!(decode(&out).ports().0, p, "{case}");
         }
+        None => assert_eq!(o.event, Event::NoSnatPort, "{case}"),
     }
 }
 

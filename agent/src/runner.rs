@@ -88,6 +88,9 @@ pub struct Runner {
     shutdown_grace: Duration,
     routes: Vec<PodRoute>,
     pods: BTreeMap<String, PodLinkSpec>,
+    /// Whether what a previous agent plugged for pods no longer wanted is
+    /// gone (once, after the first sync that plugged every pod).
+    released_unclaimed: bool,
     status: Status,
     status_path: Option<PathBuf>,
     /// Where this node's pods' status goes (the API server); none with a
@@ -145,6 +148,7 @@ impl Runner {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             routes: Vec::new(),
             pods: BTreeMap::new(),
+            released_unclaimed: false,
             status,
             status_path,
             status_sink: None,
@@ -427,6 +431,13 @@ impl Runner {
                 // Processes start only now, so they can bind their pod IP.
                 self.pods_rt.set_network_ready(key, true);
             }
+        }
+        // Every pod of the first state is plugged (the pod runtime made or
+        // found their namespaces before this sync): what a previous agent
+        // plugged beyond them belongs to pods deleted while none ran.
+        if !self.released_unclaimed {
+            self.engine.release_unclaimed()?;
+            self.released_unclaimed = true;
         }
 
         self.engine.apply(&content)?;

@@ -355,3 +355,36 @@ fn a_failing_node_health_check_neither_evicts_pods_nor_unreadies_endpoints() {
     assert_eq!(l.pods.running(), 1);
     assert_eq!(l.pods.w().spawned.len(), 1, "no restart");
 }
+
+#[test]
+fn what_a_previous_agent_plugged_is_released_once_the_first_pods_are_plugged() {
+    // spec: P2 — a pod deleted while no agent ran must not keep its link
+    // or its addresses: the engine releases what no pod claims, once, with
+    // every pod of the first state already plugged (so theirs are kept).
+    let hc = free_port();
+    let two = format!(
+        "{}{}{}{}",
+        node("", "", ""),
+        pod("web-1", "198.19.1.10", ""),
+        pod("web-2", "198.19.1.11", ""),
+        local_service(hc, &["198.19.1.10", "198.19.1.11"])
+    );
+    let mut l = Loop::start("release-unclaimed", &two);
+    let plugged = |l: &Loop| l.engine.log().plugged.clone();
+    let both: std::collections::BTreeSet<String> =
+        ["default/web-1", "default/web-2"].map(String::from).into();
+    assert_eq!(plugged(&l), both);
+    assert_eq!(l.engine.log().released, [both]);
+
+    // Later states (a pod leaving, one coming back) release nothing more:
+    // only a previous agent leaves unclaimed entries behind.
+    let one = format!(
+        "{}{}{}",
+        node("", "", ""),
+        pod("web-1", "198.19.1.10", ""),
+        local_service(hc, &["198.19.1.10"])
+    );
+    l.write(&one);
+    l.write(&two);
+    assert_eq!(l.engine.log().released.len(), 1);
+}

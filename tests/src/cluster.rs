@@ -928,6 +928,28 @@ impl Cluster {
         Ok(())
     }
 
+    /// Write node `i`'s file without the Pods in `deleted` (see
+    /// [`Cluster::manifests_without`]), atomically, as [`Cluster::update`]
+    /// does; wait for the agent to apply it when one runs. `&[]` puts
+    /// every pod back.
+    pub fn write_without_pods(&mut self, i: usize, deleted: &[&str]) -> Result<()> {
+        let yaml = self.manifests_without(i, deleted)?;
+        let a = self
+            .agents
+            .get_mut(i.wrapping_sub(1))
+            .with_context(|| format!("no node {i}"))?;
+        if a.yaml == yaml {
+            return Ok(());
+        }
+        let prev = a.read_status().map(|s| s.generation).unwrap_or(0);
+        write_atomic(&a.state, &yaml)?;
+        a.yaml = yaml;
+        if a.child.try_wait()?.is_none() {
+            a.wait_generation(prev + 1, APPLY_TIMEOUT)?;
+        }
+        Ok(())
+    }
+
     /// Put `text` in node `i`'s state file as it is (`None`: remove the
     /// file), for tests of what the agent does with files it must refuse.
     /// Written in place, truncate then write, as careless tools do.
@@ -974,6 +996,13 @@ impl Cluster {
     /// The state file of node `i`: every Node, this node's Pods, every
     /// Service and its EndpointSlices (one per family).
     pub fn manifests(&self, i: usize) -> Result<String> {
+        self.manifests_without(i, &[])
+    }
+
+    /// Node `i`'s file as [`Cluster::manifests`] writes it, without the
+    /// Pods named in `deleted` (as if deleted from the API; their
+    /// namespaces and servers stay, and Services still name them).
+    pub fn manifests_without(&self, i: usize, deleted: &[&str]) -> Result<String> {
         let mut docs: Vec<Value> = Vec::new();
         for n in 1..=self.spec.nodes {
             let taints: Vec<Value> = self
@@ -1003,7 +1032,7 @@ impl Cluster {
             }));
         }
         for (name, (n, k, ns)) in &self.pod_ns {
-            if *n != i {
+            if *n != i || deleted.contains(&name.as_str()) {
                 continue;
             }
             docs.push(json!({

@@ -1664,6 +1664,128 @@ engine_tests!(
     bulk_both_ways_through_every_translation,
 );
 
+/// Bounds of the talking pod's loop in [`replug_while_talking`].
+const TALK_DATAGRAMS: u64 = 400_000;
+const TALK_TIME: Duration = Duration::from_secs(30);
+
+// spec: P2, P4
+/// A pod whose link is unplugged and plugged again while it talks loses no
+/// frame as spoofed: the engine publishes its addresses before the program
+/// checks its frames, and forgets them only once it no longer does. The
+/// kernel engine used to forget them before deleting the link, and dropped
+/// the frames in between (29 in one run). The pod is left out of the
+/// node's file (unplugged: its link goes), then put back (plugged anew),
+/// while it sends UDP to web-1 from both its addresses; web-1's answers
+/// after the plug show the path is back.
+fn replug_while_talking(engine: Engine) {
+    let tag = match engine {
+        Engine::Kernel => "rpk",
+        _ => "rpe",
+    };
+    let mut c = Cluster::start(
+        tag,
+        engine,
+        ClusterSpec::new(1)
+            .pod("web-1", 1)
+            .pod("talker", 1)
+            .service(
+                ServiceSpec::lb("web", 1)
+                    .udp("dns", 53, 5353)
+                    .endpoint(EndpointSpec::ready("web-1")),
+            )
+            .via(1),
+    )
+    .expect("cluster");
+    let web: Vec<SocketAddr> = Family::BOTH
+        .iter()
+        .map(|f| SocketAddr::new(c.pod_ip("web-1", *f).expect("web-1 ip"), 5353))
+        .collect();
+    let talker = c.pod("talker").expect("talker").name().to_string();
+    let before = counters_after(&c, 1, Duration::ZERO);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let answers = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let talking = {
+        let (stop, answers) = (stop.clone(), answers.clone());
+        thread::spawn(move || {
+            sluice_tests::in_ns(&talker, move || {
+                let socks: Vec<UdpSocket> = ["0.0.0.0:0", "[::]:0"]
+                    .iter()
+                    .map(|a| {
+                        let s = UdpSocket::bind(a).expect("a UDP socket in the pod");
+                        s.set_nonblocking(true).expect("non-blocking");
+                        s
+                    })
+                    .collect();
+                let t = Instant::now();
+                let (mut sent, mut failed) = (0u64, 0u64);
+                let mut buf = [0u8; 512];
+                for i in 0..TALK_DATAGRAMS {
+                    if stop.load(Ordering::Relaxed) || t.elapsed() > TALK_TIME {
+                        break;
+                    }
+                    let k = (i % 2) as usize;
+                    // While unplugged the pod has no route: the send fails.
+                    match socks[k].send_to(b"talk", web[k]) {
+                        Ok(_) => sent += 1,
+                        Err(_) => failed += 1,
+                    }
+                    while socks[k].recv(&mut buf).is_ok() {
+                        answers.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if i % 64 == 63 {
+                        thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                (sent, failed)
+            })
+            .expect("talker namespace")
+        })
+    };
+    thread::sleep(Duration::from_millis(300));
+    c.write_without_pods(1, &["talker"])
+        .expect("the node's file without the talker: unplugged");
+    thread::sleep(Duration::from_millis(300));
+    c.write_without_pods(1, &[])
+        .expect("the talker back in the file: plugged again");
+    let answered_at_plug = answers.load(Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while answers.load(Ordering::Relaxed) < answered_at_plug + 100 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (sent, failed) = talking.join().expect("talking thread");
+    let answered_after = answers.load(Ordering::Relaxed) - answered_at_plug;
+    let after = counters_after(&c, 1, Duration::from_millis(1500));
+    let delta = |k: &str| after.get(k).copied().unwrap_or(0) - before.get(k).copied().unwrap_or(0);
+    eprintln!(
+        "talker: {sent} datagrams sent, {failed} sends failed (unplugged), {answered_after} answers after the plug; spoofed +{}",
+        delta("spoofed")
+    );
+    assert!(
+        answered_after >= 100,
+        "web-1 answers the talker after it was plugged again ({answered_after} answers)"
+    );
+    assert_eq!(
+        delta("spoofed"),
+        0,
+        "frames of the talker, from its own addresses, dropped as spoofed around its plug\n{}",
+        c.agent_log(1)
+    );
+}
+
+/// [`replug_while_talking`] once per engine: both families in one bed.
+mod replug {
+    #[test]
+    fn emulated() {
+        crate::replug_while_talking(crate::Engine::Emulated)
+    }
+    #[test]
+    fn kernel() {
+        crate::replug_while_talking(crate::Engine::Kernel)
+    }
+}
+
 /// [`hostile_pod_does_not_disturb_the_node`] once per engine, offloads off:
 /// it covers both families in one bed, and is too long to run eight times.
 mod hostile {

@@ -242,6 +242,20 @@ fn kill9_keeps_connections(f: Family) {
     assert_eq!(seen.len(), 2, "both pods answer new connections: {seen:?}");
 }
 
+/// One node: web-1 behind the `Cluster` Service `web` (TCP 80 to 8080),
+/// and the test pods `others` beside it.
+fn web_on_one_node(others: &[&str]) -> ClusterSpec {
+    let spec = others
+        .iter()
+        .fold(ClusterSpec::new(1).pod("web-1", 1), |s, p| s.pod(p, 1));
+    spec.service(
+        ServiceSpec::lb("web", 1)
+            .tcp("http", 80, 8080)
+            .endpoint(EndpointSpec::ready("web-1")),
+    )
+    .via(1)
+}
+
 /// `kill -9` in the middle of a change, three times: while a large state (2 000
 /// Services × 10 endpoints beside the served one) is read and applied, and
 /// while it is replaced by the small one again. New connections to the VIP
@@ -253,19 +267,7 @@ fn kill9_mid_change(f: Family) {
         Family::V4 => "k9c4",
         Family::V6 => "k9c6",
     };
-    let mut c = Cluster::start(
-        tag,
-        Engine::Kernel,
-        ClusterSpec::new(1)
-            .pod("web-1", 1)
-            .service(
-                ServiceSpec::lb("web", 1)
-                    .tcp("http", 80, 8080)
-                    .endpoint(EndpointSpec::ready("web-1")),
-            )
-            .via(1),
-    )
-    .expect("cluster");
+    let mut c = Cluster::start(tag, Engine::Kernel, web_on_one_node(&[])).expect("cluster");
     let vip = c.vip("web", f, 80).expect("vip");
     let small = c.manifests(1).expect("manifests");
     let large = format!("{small}{}", manifests::many_services(2_000, 10));
@@ -306,7 +308,80 @@ fn kill9_mid_change(f: Family) {
     );
 }
 
+/// A pod deleted while no agent runs: the next agent unplugs it. Its link
+/// outlived the killed agent with the pinned program on it and its
+/// addresses published, so until the fix it stayed wired for as long as
+/// the new agent ran: it could reach the other pods, and the program went
+/// on believing its addresses. A client loops through the VIP meanwhile.
+fn a_pod_deleted_while_no_agent_runs_is_unplugged(f: Family) {
+    let tag = match f {
+        Family::V4 => "k9d4",
+        Family::V6 => "k9d6",
+    };
+    let mut c = Cluster::start(tag, Engine::Kernel, web_on_one_node(&["gone-1"])).expect("cluster");
+    let vip = c.vip("web", f, 80).expect("vip");
+    let web = std::net::SocketAddr::new(c.pod_ip("web-1", f).expect("web-1 ip"), 8080);
+    let gone_ns = c.pod("gone-1").expect("gone-1").name().to_string();
+    let traffic = Traffic::start(c.client_ns(), vip);
+    let out = tcp_request(&gone_ns, web).expect("client runs");
+    assert!(
+        matches!(out, TcpOutcome::Reply { .. }),
+        "gone-1 reaches web-1 while it is a pod of the node: {out:?}"
+    );
+
+    c.kill_agent(1).expect("kill -9 the agent");
+    c.write_without_pods(1, &["gone-1"])
+        .expect("the file without gone-1");
+    let st = c.restart_agent(1).unwrap_or_else(|e| {
+        panic!(
+            "the agent restarts and applies the file: {e:#}\n{}",
+            c.agent_log(1)
+        )
+    });
+    assert!(st.error.is_none(), "{st:?}");
+    assert_eq!(st.pods, 1, "only web-1 is plugged: {st:?}");
+
+    let log = strip_ansi(&c.agent_log(1));
+    assert!(
+        log.contains("removed a pod link no pod claims")
+            && log.contains("forgot pod addresses no pod claims"),
+        "the restarted agent released gone-1's link and addresses:\n{log}"
+    );
+    let link = sluice_tests::exec(&gone_ns, &["ip", "link", "show", "dev", "eth0"]);
+    assert!(link.is_err(), "gone-1's link is gone: {link:?}");
+    let out = tcp_request(&gone_ns, web).expect("client runs");
+    assert!(
+        !matches!(out, TcpOutcome::Reply { .. }),
+        "gone-1 no longer reaches web-1: {out:?}"
+    );
+
+    // web-1 kept its link and serves on.
+    let answered_before = traffic.answered();
+    thread::sleep(Duration::from_millis(500));
+    let (answered, failed, errors) = traffic.finish();
+    assert!(
+        answered > answered_before,
+        "still answering after the restart"
+    );
+    assert_eq!(
+        failed,
+        0,
+        "new connections failed across the restart: {errors:?}\n{}",
+        c.agent_log(1)
+    );
+}
+
 mod kernel {
+    #[test]
+    fn a_pod_deleted_while_no_agent_runs_is_unplugged_v4() {
+        crate::a_pod_deleted_while_no_agent_runs_is_unplugged(crate::Family::V4)
+    }
+
+    #[test]
+    fn a_pod_deleted_while_no_agent_runs_is_unplugged_v6() {
+        crate::a_pod_deleted_while_no_agent_runs_is_unplugged(crate::Family::V6)
+    }
+
     #[test]
     fn kill9_mid_change_v4() {
         crate::kill9_mid_change(crate::Family::V4)

@@ -38,10 +38,19 @@ fn cargo_command(args: &[&str]) -> Command {
     println!("+ cargo {}", args.join(" "));
     let mut cmd = Command::new(cargo);
     cmd.args(args);
-    if std::env::var_os("CARGO_INCREMENTAL").is_none() {
-        cmd.env("CARGO_INCREMENTAL", "0");
-    }
+    cmd.envs(cargo_env());
     cmd
+}
+
+/// What every cargo the suite starts is given: the test build and the
+/// doc-test pass must agree on `CARGO_INCREMENTAL`, which is part of each
+/// workspace crate's fingerprint. When only the build had it, the doc-test
+/// pass rebuilt every workspace crate (4 min in CI, beside the tests).
+fn cargo_env() -> Vec<(String, String)> {
+    match std::env::var_os("CARGO_INCREMENTAL") {
+        Some(_) => Vec::new(),
+        None => vec![("CARGO_INCREMENTAL".to_string(), "0".to_string())],
+    }
 }
 
 pub fn run(opts: TestOpts) -> Result<()> {
@@ -73,7 +82,12 @@ pub fn run(opts: TestOpts) -> Result<()> {
     let mut jobs = lanes::shard(binaries, &opts.rest);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let workspace = std::env::current_dir().context("the working directory")?;
-    jobs.push(lanes::doc_tests(&cargo, &workspace, &opts.rest));
+    jobs.push(lanes::doc_tests(
+        &cargo,
+        &workspace,
+        &opts.rest,
+        cargo_env(),
+    ));
     let lanes = lanes::lanes_from_env()?;
     let limit = lanes::limit_from_env()?;
     // The fuzz targets' build goes on beside the test run, at the lowest
@@ -183,7 +197,27 @@ fn nix_is_root() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{disk_warning, Totals, DISK_NEEDED};
+    use super::{cargo_command, cargo_env, disk_warning, lanes, Totals, DISK_NEEDED};
+
+    /// The doc-test pass runs with the test build's cargo settings, so it
+    /// finds that build fresh instead of compiling the workspace again.
+    #[test]
+    fn the_doc_test_pass_gets_the_build_s_cargo_settings() {
+        let build = cargo_command(&["test", "--no-run"]);
+        let set = |k: &std::ffi::OsStr| k.to_string_lossy().into_owned();
+        let build_env: Vec<(String, String)> = build
+            .get_envs()
+            .filter_map(|(k, v)| Some((set(k), v?.to_string_lossy().into_owned())))
+            .collect();
+        let doc = lanes::doc_tests("cargo", std::path::Path::new("/w"), &[], cargo_env());
+        assert_eq!(doc.env, build_env);
+        if std::env::var_os("CARGO_INCREMENTAL").is_none() {
+            assert_eq!(
+                doc.env,
+                [("CARGO_INCREMENTAL".to_string(), "0".to_string())]
+            );
+        }
+    }
 
     #[test]
     fn a_short_disk_is_named_before_the_build() {

@@ -31,6 +31,11 @@ pub trait Engine: Send {
     fn plug_pod(&mut self, pod: &PodLink) -> anyhow::Result<()>;
     /// Remove what `plug_pod` made; unknown keys are fine.
     fn unplug_pod(&mut self, key: &str) -> anyhow::Result<()>;
+    /// Remove what a previous agent plugged for pods this one has not
+    /// plugged: called once, when the first state's pods are plugged. A
+    /// pod deleted while no agent ran would otherwise keep its link and
+    /// have its addresses believed.
+    fn release_unclaimed(&mut self) -> anyhow::Result<()>;
     /// Packet counters by event / verdict label, for metrics.
     fn counters(&self) -> Vec<(&'static str, u64)>;
     /// New flows reset for want of a SNAT port, by Service and endpoint.

@@ -26,6 +26,8 @@ pub struct EngineLog {
     pub applies: usize,
     pub last: Option<MapContent>,
     pub plugged: BTreeSet<String>,
+    /// The pods plugged at each `release_unclaimed`.
+    pub released: Vec<BTreeSet<String>>,
     /// Make every apply fail (the maps unavailable).
     pub fail_apply: bool,
     /// Frontends the engine can hold (`check_capacity`); `None`: any.
@@ -100,6 +102,13 @@ impl Engine for FakeEngine {
     }
     fn unplug_pod(&mut self, key: &str) -> anyhow::Result<()> {
         self.log().plugged.remove(key);
+        Ok(())
+    }
+    fn release_unclaimed(&mut self) -> anyhow::Result<()> {
+        let mut log = self.log();
+        let plugged = log.plugged.clone();
+        log.released.push(plugged);
+        lock(&self.journal).push("release unclaimed".into());
         Ok(())
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {

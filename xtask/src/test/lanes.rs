@@ -453,8 +453,14 @@ fn run_one(job: &Job, limit: Duration) -> Outcome {
     }
 }
 
-/// Cargo's doc-test pass as one job (it compiles the examples as it goes).
-pub fn doc_tests(cargo: &str, workspace: &Path, rest: &[String]) -> Job {
+/// Cargo's doc-test pass as one job (it compiles the examples as it goes),
+/// with `env`: the test build's cargo settings, so it reuses that build.
+pub fn doc_tests(
+    cargo: &str,
+    workspace: &Path,
+    rest: &[String],
+    env: Vec<(String, String)>,
+) -> Job {
     let mut args = vec![
         "test".to_string(),
         "--workspace".to_string(),
@@ -470,7 +476,7 @@ pub fn doc_tests(cargo: &str, workspace: &Path, rest: &[String]) -> Job {
         program: PathBuf::from(cargo),
         args,
         cwd: workspace.to_path_buf(),
-        env: Vec::new(),
+        env,
     }
 }
 

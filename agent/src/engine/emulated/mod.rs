@@ -231,6 +231,14 @@ impl EmulatedEngine {
         // (`sll_pkttype`, read by the relay as `PACKET_OTHERHOST` or not)
         // as it would on the kernel engine's node side of the link.
         wire.set_link_mac(host, local.node_mac)?;
+        // The addresses before the relay reads the link: a frame it read
+        // first would be dropped as spoofed.
+        {
+            let mut maps = self.shared.maps();
+            for k in podnet::local_keys(pod) {
+                maps.set_local_link(k, local);
+            }
+        }
         self.shared.pods().push(Arc::new(PodIo {
             key: pod.key.clone(),
             link,
@@ -238,20 +246,10 @@ impl EmulatedEngine {
             tap,
         }));
         self.shared.pods_changed();
-        let mut maps = self.shared.maps();
-        for k in podnet::local_keys(pod) {
-            maps.set_local_link(k, local);
-        }
         Ok(())
     }
 
     fn unplug(&mut self, pod: &PodLink) -> Result<()> {
-        {
-            let mut maps = self.shared.maps();
-            for k in podnet::local_keys(pod) {
-                maps.remove_local_link(&k);
-            }
-        }
         let before = {
             let mut pods = self.shared.pods();
             let n = pods.len();
@@ -261,6 +259,14 @@ impl EmulatedEngine {
         if before {
             // Wait until the loop let go of the fds, so the TAP goes with them.
             self.shared.pods_changed();
+        }
+        // The addresses only once the relay no longer reads the link: a
+        // frame it read in between would be dropped as spoofed.
+        {
+            let mut maps = self.shared.maps();
+            for k in podnet::local_keys(pod) {
+                maps.remove_local_link(&k);
+            }
         }
         let mut first: Option<anyhow::Error> = None;
         if let Ok(w) = self.wire() {
@@ -512,6 +518,13 @@ impl Engine for EmulatedEngine {
         };
         self.unplug(&pod)?;
         info!(pod = %key, "pod unplugged");
+        Ok(())
+    }
+
+    fn release_unclaimed(&mut self) -> Result<()> {
+        // Nothing to release: a previous agent's relay, links and
+        // addresses went with its wire namespace, which `start` removed
+        // (`recover_stale`); this engine holds only what it plugged.
         Ok(())
     }
 

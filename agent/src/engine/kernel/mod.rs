@@ -28,9 +28,10 @@ mod batch;
 pub mod layout;
 pub mod maps;
 pub mod pins;
+mod unclaimed;
 pub mod writer;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -500,8 +501,14 @@ impl KernelEngine {
                 .with_context(|| format!("creating the veth {host}/{peer}"))?;
         }
         podnet::configure_pod_side(&pod_ns, pod)?;
-        podnet::configure_host_side(&self.node, host, pod)?;
+        // The pod's addresses and the program first, the link up last: a
+        // new link's host end is down until then, so the pod's first frames
+        // wait for carrier instead of being dropped as spoofed (sent before
+        // its addresses were published) or passed unchecked (sent before
+        // the program was attached).
+        self.publish_local(pod)?;
         self.attach(PROG_FROM_POD, host, TcAttachType::Ingress)?;
+        podnet::configure_host_side(&self.node, host, pod)?;
         if adopt {
             info!(pod = %pod.key, link = host, "adopted the pod's link");
         }
@@ -529,13 +536,26 @@ impl KernelEngine {
         }
     }
 
+    /// The pin directory's file names (none when it cannot be read).
+    fn pin_files(&self) -> Vec<String> {
+        std::fs::read_dir(&self.pin_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
     fn unplug(&mut self, host: &str) -> Result<()> {
         let mut first: Option<anyhow::Error> = None;
-        if let Err(e) = self.detach(host, TcAttachType::Ingress) {
+        // The link before the program: deleting the host end takes the
+        // pod's end with it, so nothing the pod sends reaches the node
+        // unchecked in between. The pin goes after (a link whose device is
+        // gone still unpins; a netlink filter went with the device).
+        if let Err(e) = self.node.del_link_if_exists(host) {
             first.get_or_insert(e);
         }
-        // Deleting the host end takes the pod's end with it.
-        if let Err(e) = self.node.del_link_if_exists(host) {
+        if let Err(e) = self.detach(host, TcAttachType::Ingress) {
             first.get_or_insert(e);
         }
         first.map_or(Ok(()), Err)
@@ -563,16 +583,12 @@ impl KernelEngine {
             );
         }
         // Links a previous agent attached for pods no longer wanted.
-        let stale: Vec<String> = std::fs::read_dir(&self.pin_dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| {
-                let f = e.file_name().to_string_lossy().into_owned();
-                pins::parse_link_pin(&f).map(|(i, _)| i.to_string())
-            })
-            .filter(|i| *i != self.nic)
-            .collect();
+        let files = self.pin_files();
+        let stale = unclaimed::links(
+            files.iter().map(String::as_str),
+            &self.nic,
+            &BTreeSet::new(),
+        );
         for host in stale {
             note(
                 self.unplug(&host)
@@ -643,9 +659,9 @@ impl Engine for KernelEngine {
             self.unplug(&old.host_ifname)?;
             self.pods.remove(&pod.key);
         }
-        if let Err(e) = self.plug(pod).and_then(|()| self.publish_local(pod)) {
-            self.forget_local(pod);
+        if let Err(e) = self.plug(pod) {
             let _ = self.unplug(&pod.host_ifname);
+            self.forget_local(pod);
             return Err(e.context(format!("plugging pod {}", pod.key)));
         }
         self.pods.insert(pod.key.clone(), pod.clone());
@@ -657,10 +673,39 @@ impl Engine for KernelEngine {
         let Some(pod) = self.pods.remove(key) else {
             return Ok(());
         };
+        // The link first, the addresses after: the program checks the
+        // pod's frames until the link is gone, and would drop them as
+        // spoofed in between.
+        let unplugged = self.unplug(&pod.host_ifname);
         self.forget_local(&pod);
-        self.unplug(&pod.host_ifname)
-            .with_context(|| format!("unplugging pod {key}"))?;
+        unplugged.with_context(|| format!("unplugging pod {key}"))?;
         info!(pod = %key, "pod unplugged");
+        Ok(())
+    }
+
+    fn release_unclaimed(&mut self) -> Result<()> {
+        let keys: BTreeSet<_> = self.pods.values().flat_map(podnet::local_keys).collect();
+        let published = self.maps.local_entries().into_iter().map(|(k, _)| k);
+        // The addresses first: the program stops believing them and
+        // redirecting to their link before the link goes.
+        let addresses = unclaimed::addresses(published, &keys);
+        for k in &addresses {
+            self.maps.del_local(k)?;
+        }
+        if !addresses.is_empty() {
+            info!(
+                addresses = addresses.len(),
+                "forgot pod addresses no pod claims (published by a previous agent)"
+            );
+        }
+        let hosts: BTreeSet<&str> = self.pods.values().map(|p| p.host_ifname.as_str()).collect();
+        let files = self.pin_files();
+        let links = unclaimed::links(files.iter().map(String::as_str), &self.nic, &hosts);
+        for host in links {
+            self.unplug(&host)
+                .with_context(|| format!("removing the pod link {host} no pod claims"))?;
+            info!(link = %host, "removed a pod link no pod claims (plugged by a previous agent)");
+        }
         Ok(())
     }
 

@@ -657,6 +657,8 @@ impl Engine for KernelEngine {
                 return Ok(());
             }
             self.unplug(&old.host_ifname)?;
+            // Its old addresses too: the new spec may not have them.
+            self.forget_local(&old);
             self.pods.remove(&pod.key);
         }
         if let Err(e) = self.plug(pod) {

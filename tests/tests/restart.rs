@@ -20,8 +20,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use sluice_tests::{
-    tcp_request, Cluster, ClusterSpec, EndpointSpec, Engine, Family, Policy, ServiceSpec, TcpConn,
-    TcpOutcome, Traffic,
+    tcp_request, AgentStatus, Cluster, ClusterSpec, EndpointSpec, Engine, Family, Policy,
+    ServiceSpec, TcpConn, TcpOutcome, Traffic,
 };
 
 #[path = "../../agent/tests/common/manifests.rs"]
@@ -242,6 +242,34 @@ fn kill9_keeps_connections(f: Family) {
     assert_eq!(seen.len(), 2, "both pods answer new connections: {seen:?}");
 }
 
+/// Node 1's agent started again after a `kill -9`; it applied its file
+/// without an error (the agent's log in the panic when it did not).
+fn restart_applying(c: &mut Cluster) -> AgentStatus {
+    let st = c.restart_agent(1).unwrap_or_else(|e| {
+        panic!(
+            "the agent restarts and applies the file: {e:#}\n{}",
+            c.agent_log(1)
+        )
+    });
+    assert!(st.error.is_none(), "{st:?}");
+    st
+}
+
+/// The looping client still gets answers half a second on, and no new
+/// connection of its failed `across` what the test did.
+fn served_throughout(c: &Cluster, traffic: Traffic, across: &str) {
+    let answered_before = traffic.answered();
+    thread::sleep(Duration::from_millis(500));
+    let (answered, failed, errors) = traffic.finish();
+    assert!(answered > answered_before, "still answering after {across}");
+    assert_eq!(
+        failed,
+        0,
+        "new connections failed across {across}: {errors:?}\n{}",
+        c.agent_log(1)
+    );
+}
+
 /// One node: web-1 behind the `Cluster` Service `web` (TCP 80 to 8080),
 /// and the test pods `others` beside it.
 fn web_on_one_node(others: &[&str]) -> ClusterSpec {
@@ -284,30 +312,13 @@ fn kill9_mid_change(f: Family) {
         thread::sleep(after);
         c.kill_agent(1).expect("kill -9");
         thread::sleep(Duration::from_millis(500));
-        let st = c.restart_agent(1).unwrap_or_else(|e| {
-            panic!(
-                "the agent restarts and applies the file: {e:#}\n{}",
-                c.agent_log(1)
-            )
-        });
-        assert!(st.error.is_none(), "{st:?}");
+        let st = restart_applying(&mut c);
         assert_eq!(st.pods, 1, "the pod's link is adopted: {st:?}");
     }
-    let answered_before = traffic.answered();
-    thread::sleep(Duration::from_millis(500));
-    let (answered, failed, errors) = traffic.finish();
-    assert!(
-        answered > answered_before,
-        "still answering after the last restart"
-    );
-    assert_eq!(
-        failed,
-        0,
-        "new connections failed across kill -9 mid-change: {errors:?}\n{}",
-        c.agent_log(1)
-    );
+    served_throughout(&c, traffic, "kill -9 mid-change");
 }
 
+// spec: P2, P4
 /// A pod deleted while no agent runs: the next agent unplugs it. Its link
 /// outlived the killed agent with the pinned program on it and its
 /// addresses published, so until the fix it stayed wired for as long as
@@ -332,13 +343,7 @@ fn a_pod_deleted_while_no_agent_runs_is_unplugged(f: Family) {
     c.kill_agent(1).expect("kill -9 the agent");
     c.write_without_pods(1, &["gone-1"])
         .expect("the file without gone-1");
-    let st = c.restart_agent(1).unwrap_or_else(|e| {
-        panic!(
-            "the agent restarts and applies the file: {e:#}\n{}",
-            c.agent_log(1)
-        )
-    });
-    assert!(st.error.is_none(), "{st:?}");
+    let st = restart_applying(&mut c);
     assert_eq!(st.pods, 1, "only web-1 is plugged: {st:?}");
 
     let log = strip_ansi(&c.agent_log(1));
@@ -356,19 +361,7 @@ fn a_pod_deleted_while_no_agent_runs_is_unplugged(f: Family) {
     );
 
     // web-1 kept its link and serves on.
-    let answered_before = traffic.answered();
-    thread::sleep(Duration::from_millis(500));
-    let (answered, failed, errors) = traffic.finish();
-    assert!(
-        answered > answered_before,
-        "still answering after the restart"
-    );
-    assert_eq!(
-        failed,
-        0,
-        "new connections failed across the restart: {errors:?}\n{}",
-        c.agent_log(1)
-    );
+    served_throughout(&c, traffic, "the restart");
 }
 
 mod kernel {

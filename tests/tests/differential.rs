@@ -42,9 +42,10 @@ const PROGRAMS: [(&str, Hook); 3] = [
 
 const TC_ACT_OK: u32 = 0;
 const TC_ACT_SHOT: u32 = 2;
-/// What `bpf_redirect` returns; the test run does not carry the redirect
-/// out, so the ifindex is not seen (it comes from the same map value as the
-/// host's): verdicts are compared by kind.
+/// What `bpf_redirect_peer` returns (as `bpf_redirect` does); the test
+/// run does not carry the redirect out, so the ifindex is not seen (it
+/// comes from the same map value as the host's): verdicts are compared by
+/// kind.
 const TC_ACT_REDIRECT: u32 = 7;
 
 /// Time fields may differ by the gap between the kernel run and the host

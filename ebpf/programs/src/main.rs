@@ -12,7 +12,7 @@ mod skb;
 
 use aya_ebpf::{
     bindings::{TC_ACT_OK, TC_ACT_SHOT},
-    helpers::{bpf_ktime_get_ns, bpf_redirect},
+    helpers::{bpf_ktime_get_ns, bpf_redirect_peer},
     macros::classifier,
     programs::TcContext,
 };
@@ -42,9 +42,14 @@ fn run(ctx: TcContext, hook: Hook) -> i32 {
     match outcome.verdict {
         Verdict::Pass => TC_ACT_OK,
         Verdict::Drop => TC_ACT_SHOT,
+        // Only `WireIngress` redirects (to a local pod's host-side veth),
+        // and it runs at TC ingress: the peer redirect hands the frame to
+        // the pod end's ingress in this same softirq, where a redirect to
+        // the host end's egress would transmit it on the veth and queue it
+        // again on the CPU's backlog (Cilium's host-routing fast path).
         // SAFETY: a helper taking an ifindex and flags; it returns
         // TC_ACT_REDIRECT, or TC_ACT_SHOT for an ifindex it cannot use.
-        Verdict::Redirect { ifindex } => unsafe { bpf_redirect(ifindex, 0) as i32 },
+        Verdict::Redirect { ifindex } => unsafe { bpf_redirect_peer(ifindex, 0) as i32 },
     }
 }
 

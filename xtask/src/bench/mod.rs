@@ -24,16 +24,21 @@
 //! answer, p50/p99, with 1, 1 000 and 10 000 Services installed (only one of
 //! them gets traffic). Nothing is asserted: this is a measurement.
 //!
+//! `--interleave ROUNDS` measures only the throughput, each configuration
+//! against a ceiling bed that is up at the same time, in alternation
+//! (`interleave.rs`): the figure for comparing ratios across changes.
+//!
 //! Everything lives behind the test bed's guards (namespaces, processes,
 //! agents), so it is torn down on error and on Ctrl-C as well.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use sluice_tests::{Engine, Offloads};
 
+mod interleave;
 mod lb;
 mod measure;
 mod report;
@@ -164,6 +169,12 @@ pub struct BenchOpts {
     /// over the same hop instead of the node's paths.
     #[arg(long)]
     pub load_balancer: bool,
+    /// Instead of the whole-path runs: each configuration's TCP and UDP
+    /// throughput against the ceiling in this many rounds, the two beds
+    /// up at once and measured in turn (`--duration` seconds each, 3 by
+    /// default); the ratio is the median of the rounds' own.
+    #[arg(long, value_name = "ROUNDS")]
+    pub interleave: Option<u32>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -345,6 +356,9 @@ pub fn run(opts: BenchOpts) -> Result<()> {
     }
     if !opts.sweep.is_empty() {
         return sweep::run(&opts);
+    }
+    if let Some(rounds) = opts.interleave {
+        return interleave::run(&opts, rounds);
     }
     let configs = selected_configs(opts.only.clone());
     let plan = Plan {

@@ -38,6 +38,14 @@ pub const BPF_PIN_ROOT: &str = "/sys/fs/bpf/sluice";
 
 /// How long an agent gets to apply a state file.
 pub const APPLY_TIMEOUT: Duration = Duration::from_secs(20);
+/// A restarted agent reads, parses and applies its whole file again before
+/// it reports a generation: `restart.rs`'s mid-change test, with 2 000
+/// Services in the file, had not reported after `APPLY_TIMEOUT` (20 s) in
+/// a debug build under CI's load (three test lanes and the fuzz build): it
+/// was 16 s into reading the file when it started the pod (3 s on an idle
+/// machine). A liveness
+/// bound, not a measurement.
+pub const RESTART_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The datapath engine the agents run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -878,7 +886,7 @@ impl Cluster {
         // The old status file would satisfy the wait at once.
         let _ = fs::remove_file(&a.status);
         a.child = spawn_agent(&a.netns, &a.argv, &a.log)?;
-        a.wait_generation(1, APPLY_TIMEOUT)
+        a.wait_generation(1, RESTART_TIMEOUT)
     }
 
     /// Node `i`'s agent's pin directory (kernel engine).

@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod frames;
 pub mod http_probe;
 pub mod kube_cluster;
+pub mod limits;
 pub mod netns;
 pub mod scratch;
 pub mod traffic;
@@ -27,6 +28,7 @@ pub use cluster::{
     ClusterSpec, EndpointSpec, Engine, Family, Policy, Proto, ServiceSpec,
 };
 pub use http_probe::{http_get, HttpAnswer};
+pub use limits::raise_nofile_limit;
 pub use netns::{exec, in_ns, syn_retransmits, tcp_ext_counter, Netns, Offloads};
 pub use scratch::ScratchDir;
 pub use traffic::Traffic;

@@ -15,7 +15,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use sluice_tests::{
-    http_get, in_ns, Cluster, ClusterSpec, EndpointSpec, Engine, Family, Policy, ServiceSpec,
+    http_get, in_ns, raise_nofile_limit, Cluster, ClusterSpec, EndpointSpec, Engine, Family,
+    Policy, ServiceSpec,
 };
 
 const HC_PORT: u16 = 30_124;
@@ -36,23 +37,6 @@ const SLOW_HEAD: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: node\r\nX-Slow: ";
 /// The test process holds the flood's sockets itself.
 /// The two tests flood the same two cores: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn raise_nofile_limit() {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `r` is valid and writable for the call.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) }, 0);
-    r.rlim_cur = r.rlim_max;
-    // SAFETY: `r` is a valid rlimit; the call only reads it.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) }, 0);
-    assert!(
-        r.rlim_cur as usize > 2 * PER_PORT + 512,
-        "hard RLIMIT_NOFILE {} too low for the flood",
-        r.rlim_max
-    );
-}
 
 #[derive(Debug, Default)]
 struct FloodCounts {
@@ -307,7 +291,7 @@ fn health_ports_keep_answering_probes_under_an_idle_and_slowloris_flood() {
     // holds connections to those ports; a node pulled for a flood would lose
     // its flows for nothing.
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    raise_nofile_limit();
+    raise_nofile_limit(2 * PER_PORT + 512);
     let c = local_web_cluster("hfl");
     // The client namespace opens thousands of connections a second: room for
     // every ephemeral port the test could want.
@@ -376,7 +360,7 @@ fn an_agent_out_of_descriptors_sheds_and_keeps_answering() {
     // connections and takes the probe, rather than spin on a readable
     // listener or leave probes in the backlog.
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    raise_nofile_limit();
+    raise_nofile_limit(2 * PER_PORT + 512);
     let c = local_web_cluster("hfd");
     let ns = c.client_ns().to_string();
     let pid = c.agent_pid(1).expect("agent pid");

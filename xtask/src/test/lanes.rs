@@ -53,6 +53,7 @@ const SLOW: &[(&str, u32)] = &[
     ("upgrades", 42),
     ("store_suite", 34),
     ("restart", 29),
+    ("vip_flood", 20),
     ("weeks", 28),
     ("sluice_simulation", 28),
     ("agent_drain", 24),

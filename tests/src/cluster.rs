@@ -43,8 +43,7 @@ pub const APPLY_TIMEOUT: Duration = Duration::from_secs(20);
 /// Services in the file, had not reported after `APPLY_TIMEOUT` (20 s) in
 /// a debug build under CI's load (three test lanes and the fuzz build): it
 /// was 16 s into reading the file when it started the pod (3 s on an idle
-/// machine). A liveness
-/// bound, not a measurement.
+/// machine). A liveness bound, not a measurement.
 pub const RESTART_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The datapath engine the agents run.

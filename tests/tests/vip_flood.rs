@@ -141,7 +141,7 @@ fn abort(conns: Vec<TcpStream>) {
     }
 }
 
-// spec: P3, P4, P6
+// spec: P3, P4
 fn idle_flood_leaves_other_clients_served(engine: Engine, f: Family) {
     raise_nofile_limit(2 * (FLOOD + AFTER) + 512);
     let tag = match (engine, f) {

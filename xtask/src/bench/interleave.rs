@@ -19,7 +19,7 @@ use super::*;
 
 /// The most rounds one run takes: each is six iperf3 runs per
 /// configuration.
-pub(super) const MAX_ROUNDS: u32 = 50;
+const MAX_ROUNDS: u32 = 50;
 
 /// What is measured, in this order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,48 +142,25 @@ fn bring_up(config: Config, offloads: Offloads, agent: Option<&Path>) -> Result<
     let up = match config {
         Config::Routing | Config::Iptables | Config::Nftables => {
             let topo = Topo::build(offloads)?;
-            let dst = match config {
-                Config::Routing => POD_IP.parse()?,
-                Config::Iptables => {
-                    apply_iptables(&topo.node, 1)?;
-                    VIP.parse()?
-                }
-                _ => {
-                    apply_nftables(&topo.node, 1)?;
-                    VIP.parse()?
-                }
+            apply_baseline(config, &topo.node, 1)?;
+            let dst = if config == Config::Routing {
+                POD_IP
+            } else {
+                VIP
             };
             Up {
                 bed: Bed::Baseline(Box::new(topo)),
-                dst,
+                dst: dst.parse()?,
             }
         }
         Config::Kernel | Config::Emulated => {
             let engine = if config == Config::Kernel {
-                build_ebpf()?;
                 Engine::Kernel
             } else {
                 Engine::Emulated
             };
-            let agent = agent.ok_or_else(|| anyhow!("no agent binary"))?;
-            let spec = sluice_spec().offloads(offloads);
-            let cluster = Cluster::start_with("bn", engine, spec, Some(agent.to_path_buf()))
-                .map_err(|e| anyhow!("{}", agent_failure(&e)))?;
-            if let Some(dp) = cluster.agent_status(1).and_then(|s| s.datapath) {
-                if dp != engine.as_str() {
-                    bail!("the agent runs the {dp} datapath, not {}", engine.as_str());
-                }
-            }
-            if offloads == Offloads::Off {
-                // As in the whole-path runs: the pod link's offloads off,
-                // like the baselines' pod link.
-                cluster
-                    .pod("bench")
-                    .ok_or_else(|| anyhow!("no pod namespace"))?
-                    .disable_offloads("eth0")?;
-            }
             Up {
-                bed: Bed::Sluice(Box::new(cluster)),
+                bed: Bed::Sluice(Box::new(start_sluice(engine, agent, offloads)?)),
                 dst: VIP.parse()?,
             }
         }
@@ -207,7 +184,7 @@ fn rounds_of(
     ceiling: &Up,
     config: &Up,
     rounds: u32,
-    plan_secs: u64,
+    secs: u64,
     streams: u32,
 ) -> Result<Pairs> {
     let mut pairs = Pairs::default();
@@ -220,7 +197,7 @@ fn rounds_of(
         };
         let (mut c, mut x) = (None, None);
         for (up, is_ceiling) in order {
-            match metric.measure(up.client(), up.dst, streams, plan_secs) {
+            match metric.measure(up.client(), up.dst, streams, secs) {
                 Ok(v) if is_ceiling => c = Some(v),
                 Ok(v) => x = Some(v),
                 Err(e) => println!("      round {}: {}", round + 1, short_err(&e)),

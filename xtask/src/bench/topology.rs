@@ -105,14 +105,7 @@ pub(super) fn run_baseline(
             Some(SocketAddr::new(LOCAL_VIP.parse()?, CONNECT_PORT)),
         ),
     };
-    let apply = |n: usize| -> Result<f64> {
-        match config {
-            Config::Routing => Ok(0.0),
-            Config::Iptables => apply_iptables(&topo.node, n),
-            Config::Nftables => apply_nftables(&topo.node, n),
-            _ => bail!("not a baseline"),
-        }
-    };
+    let apply = |n: usize| apply_baseline(config, &topo.node, n);
     let first = plan.counts.first().copied().unwrap_or(1);
     let t_apply = apply(first)?;
     measure(
@@ -131,6 +124,17 @@ pub(super) fn run_baseline(
         sustained,
     )?;
     Ok(r)
+}
+
+/// A baseline's rules for `n` Services in `node` (none for the ceiling);
+/// seconds it took.
+pub(super) fn apply_baseline(config: Config, node: &Netns, n: usize) -> Result<f64> {
+    match config {
+        Config::Routing => Ok(0.0),
+        Config::Iptables => apply_iptables(node, n),
+        Config::Nftables => apply_nftables(node, n),
+        _ => bail!("not a baseline"),
+    }
 }
 
 // --- Sluice -----------------------------------------------------------------
@@ -162,30 +166,10 @@ pub(super) fn run_sluice(
     offloads: Offloads,
     sustained: bool,
 ) -> Result<ConfigResult> {
-    let agent = agent.ok_or_else(|| anyhow!("no agent binary"))?;
-    if engine == Engine::Kernel {
-        // The object the agent loads (found next to target/release).
-        build_ebpf()?;
-    }
-    let spec = sluice_spec().offloads(offloads);
-    let cluster = match Cluster::start_with("bn", engine, spec, Some(agent.to_path_buf())) {
-        Ok(c) => c,
-        Err(e) => bail!("{}", agent_failure(&e)),
-    };
-    if let Some(dp) = cluster.agent_status(1).and_then(|s| s.datapath) {
-        println!("    agent datapath: {dp}");
-        if dp != engine.as_str() {
-            bail!("the agent runs the {dp} datapath, not {}", engine.as_str());
-        }
-    }
+    let cluster = start_sluice(engine, agent, offloads)?;
     let pod = cluster
         .pod("bench")
         .ok_or_else(|| anyhow!("no pod namespace"))?;
-    if offloads == Offloads::Off {
-        // The kernel engine leaves a pod's link at the kernel's defaults:
-        // off here as on the baselines' pod link.
-        pod.disable_offloads("eth0")?;
-    }
     let client = cluster.client();
     let base_yaml = cluster.manifests(1)?;
     let state = cluster.dir().join("node-1.yaml");
@@ -213,6 +197,40 @@ pub(super) fn run_sluice(
     )?;
     drop(cluster);
     Ok(r)
+}
+
+/// The bench's one-node Sluice bed running `engine`, checked to run that
+/// datapath, its pod link's offloads as the baselines'.
+pub(super) fn start_sluice(
+    engine: Engine,
+    agent: Option<&Path>,
+    offloads: Offloads,
+) -> Result<Cluster> {
+    let agent = agent.ok_or_else(|| anyhow!("no agent binary"))?;
+    if engine == Engine::Kernel {
+        // The object the agent loads (found next to target/release).
+        build_ebpf()?;
+    }
+    let spec = sluice_spec().offloads(offloads);
+    let cluster = match Cluster::start_with("bn", engine, spec, Some(agent.to_path_buf())) {
+        Ok(c) => c,
+        Err(e) => bail!("{}", agent_failure(&e)),
+    };
+    if let Some(dp) = cluster.agent_status(1).and_then(|s| s.datapath) {
+        println!("    agent datapath: {dp}");
+        if dp != engine.as_str() {
+            bail!("the agent runs the {dp} datapath, not {}", engine.as_str());
+        }
+    }
+    if offloads == Offloads::Off {
+        // The kernel engine leaves a pod's link at the kernel's defaults:
+        // off here as on the baselines' pod link.
+        cluster
+            .pod("bench")
+            .ok_or_else(|| anyhow!("no pod namespace"))?
+            .disable_offloads("eth0")?;
+    }
+    Ok(cluster)
 }
 
 /// `cargo xtask build-ebpf --release` (this same binary), its output kept

@@ -213,6 +213,12 @@ pub struct StandardRolloutPolicy {
     pub batch_soak_duration: Option<Duration>,
 }
 
+impl StandardRolloutPolicy {
+    pub fn batch_soak_duration(&self) -> Duration {
+        self.batch_soak_duration.unwrap_or(Duration::ZERO)
+    }
+}
+
 /// A1–A4: green grows with the autoscaler as blue drains.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -225,6 +231,11 @@ pub struct AutoscaledRolloutPolicy {
 
 impl AutoscaledRolloutPolicy {
     pub const DEFAULT_WAIT_FOR_DRAIN: Duration = Duration::from_secs(3 * 24 * 3600);
+
+    pub fn wait_for_drain_duration(&self) -> Duration {
+        self.wait_for_drain_duration
+            .unwrap_or(Self::DEFAULT_WAIT_FOR_DRAIN)
+    }
 }
 
 /// Automatic upgrades and repairs (M8: repairs ignore maintenance windows).
@@ -267,6 +278,59 @@ pub struct NodePoolStatus {
     /// cleared by the next creation that succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_backoff: Option<CreateBackoff>,
+    /// The upgrade under way, as GKE's `updateInfo`; written by the upgrade
+    /// loop, kept as is by the pool loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_info: Option<UpdateInfo>,
+}
+
+/// GKE's `NodePool.UpdateInfo`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateInfo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blue_green_info: Option<BlueGreenInfo>,
+}
+
+/// GKE's `UpdateInfo.BlueGreenInfo`, with Node names where GKE lists
+/// instance groups; and what the cluster autoscaler may do to each side
+/// in this phase.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlueGreenInfo {
+    /// `CREATING_GREEN_POOL`, …, `DELETING_BLUE_POOL`, `ROLLBACK_STARTED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<crate::operation::BlueGreenPhase>,
+    /// The operation running the upgrade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blue_nodes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub green_nodes: Vec<String>,
+    /// RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blue_pool_deletion_start_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub green_pool_version: Option<String>,
+    /// What the cluster autoscaler may do to the blue nodes now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blue_autoscaling: Option<ScalingRules>,
+    /// What the cluster autoscaler may do to the green nodes now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub green_autoscaling: Option<ScalingRules>,
+}
+
+/// What the cluster autoscaler may do to one side of an upgrade.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScalingRules {
+    /// Nodes may be added.
+    pub scale_up: bool,
+    /// Nodes may be removed.
+    pub scale_down: bool,
+    /// The pool's minimum (per zone or total) holds for removals.
+    pub respect_minimum: bool,
 }
 
 /// One zone of a pool.

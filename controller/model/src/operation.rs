@@ -48,6 +48,11 @@ pub struct OperationSpec {
     /// latest value written wins. Absent: run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<OperationAction>,
+    /// Blue-green rollbacks: whether draining green honours
+    /// PodDisruptionBudgets (GKE's `respectPdb` of `rollback`); absent or
+    /// false: green's pods are deleted, budgets not asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub respect_pdb: Option<bool>,
 }
 
 impl OperationSpec {
@@ -63,6 +68,7 @@ impl OperationSpec {
             config: None,
             upgrade_settings: None,
             action: None,
+            respect_pdb: None,
         }
     }
 
@@ -88,6 +94,10 @@ pub enum OperationAction {
     /// after the upgrade completed (downgrade the pool instead) and not
     /// undone by a later value.
     Rollback,
+    /// Blue-green: end the soak now and delete the blue nodes
+    /// (`gcloud container node-pools complete-upgrade`); only while the
+    /// pool soaks (B4).
+    Complete,
 }
 
 /// GKE's operation types that Sluice's controller runs.
@@ -130,6 +140,86 @@ pub struct OperationStatus {
     /// parallel drains of nodes behind `externalTrafficPolicy: Local`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// A blue-green upgrade's own record: its phase and the times its
+    /// waits end, which nothing on the nodes tells (B1–B6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blue_green: Option<BlueGreenProgress>,
+}
+
+/// GKE's `BlueGreenInfo.Phase`, in its spelling.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum BlueGreenPhase {
+    UpdateStarted,
+    /// B1: green is made in every zone, the same size as blue.
+    CreatingGreenPool,
+    /// B2: every blue node is cordoned.
+    CordoningBluePool,
+    /// A1: the wait before an autoscaled upgrade drains what is left of blue.
+    WaitingToDrainBluePool,
+    /// B3: blue is drained in batches.
+    DrainingBluePool,
+    /// B4: blue is kept, drained, for the soak.
+    NodePoolSoaking,
+    /// B5: blue's pods are deleted, then its nodes; cannot be cancelled.
+    DeletingBluePool,
+    /// B6: blue serves again, green is drained and deleted.
+    RollbackStarted,
+}
+
+impl BlueGreenPhase {
+    /// GKE's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlueGreenPhase::UpdateStarted => "UPDATE_STARTED",
+            BlueGreenPhase::CreatingGreenPool => "CREATING_GREEN_POOL",
+            BlueGreenPhase::CordoningBluePool => "CORDONING_BLUE_POOL",
+            BlueGreenPhase::WaitingToDrainBluePool => "WAITING_TO_DRAIN_BLUE_POOL",
+            BlueGreenPhase::DrainingBluePool => "DRAINING_BLUE_POOL",
+            BlueGreenPhase::NodePoolSoaking => "NODE_POOL_SOAKING",
+            BlueGreenPhase::DeletingBluePool => "DELETING_BLUE_POOL",
+            BlueGreenPhase::RollbackStarted => "ROLLBACK_STARTED",
+        }
+    }
+}
+
+/// Where a blue-green upgrade is, as its planner records it. Which node
+/// is blue or green, cordoned or drained, is read off the nodes; what is
+/// kept here is what the nodes cannot tell: the phase reached, the batch
+/// count and how many batches are drained, and when the waits end.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlueGreenProgress {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<BlueGreenPhase>,
+    /// B3: blue's drain batches, fixed when the drain starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batches: Option<u32>,
+    /// B3: nodes per batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u32>,
+    /// B3: batches whose drain finished.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batches_drained: u32,
+    /// B3: the soak after the last drained batch ends then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::openapi::date_time")]
+    pub batch_soak_end_time: Option<Time>,
+    /// B4: the pool's soak ends then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::openapi::date_time")]
+    pub soak_end_time: Option<Time>,
+    /// B5: when the blue pool's deletion started (GKE's
+    /// `bluePoolDeletionStartTime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::openapi::date_time")]
+    pub blue_pool_deletion_start_time: Option<Time>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// GKE's operation `Status` (`PENDING`, `RUNNING`, `DONE`, `ABORTING`),

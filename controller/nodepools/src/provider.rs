@@ -30,6 +30,13 @@ pub trait NodeProvider: Send + Sync {
 
     /// Every instance of `pool`, in any state.
     fn list<'a>(&'a self, pool: &'a str) -> ProviderFuture<'a, Vec<Instance>>;
+
+    /// How many more machines it can make now, across every pool, when it
+    /// can tell (`None`: no known limit). Blue-green asks before it makes
+    /// any green node (B1); a creation may still be refused.
+    fn capacity(&self) -> ProviderFuture<'_, Option<u64>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
 }
 
 /// Why a provider call failed.

@@ -16,13 +16,13 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use sluice_model::cluster::Cluster;
 use sluice_model::node_pool::NodePool;
 use sluice_model::operation::{Operation, OperationState};
-use sluice_model::policy::eviction::DRAIN_ANNOTATION;
+use sluice_model::policy::eviction::DRAIN_CORDONED_ANNOTATION;
 use sluice_nodepools::node_object::POOL_LABEL;
 use sluice_nodepools::reconcile::{self, Config, Outcome, ZoneHold};
 use sluice_nodepools::sim::{Clock, ManualClock, SimProvider};
 use sluice_nodepools::{Instance, InstanceState, NodeProvider, ProviderError};
-use sluice_upgrades::drain::{drain_mark, DRAIN_STARTED_ANNOTATION};
-use sluice_upgrades::{Action, Gate, Inputs, PodOnNode, Quota, UPGRADING_ANNOTATION};
+use sluice_upgrades::drain::drain_mark;
+use sluice_upgrades::{interpret, Action, Gate, Inputs, PodOnNode, Quota};
 
 use crate::agent::{Agents, DrainLimits};
 use crate::invariants::{Checks, Violation};
@@ -250,19 +250,57 @@ impl Harness {
             .collect()
     }
 
-    fn annotate(&mut self, node: &str, key: &str, value: Option<String>) {
-        let Some(n) = self.node_mut(node) else {
+    /// The controller's write of `action`, as the loop sends it, then the
+    /// node's agent's answer: it cordons a node it drains, and lifts the
+    /// cordon it made when the drain is called off.
+    fn write(&mut self, action: &Action, op_name: &str) {
+        if let Some(patch) = interpret::pool_write(action) {
+            if let Some(p) = interpret::apply(&self.pool, &patch) {
+                self.pool = p;
+            }
+            if let Action::SetPoolTarget {
+                version: Some(v), ..
+            } = action
+            {
+                self.config.cluster_version = v.clone();
+            }
+        }
+        let subject = action.subject().unwrap_or_default().to_owned();
+        let current = self
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(&subject));
+        let Some(w) = interpret::node_write(action, op_name, current) else {
             return;
         };
-        let a = n.metadata.annotations.get_or_insert_with(Default::default);
-        match value {
-            Some(v) => a.insert(key.to_owned(), v),
-            None => a.remove(key),
+        let Some(n) = self.node_mut(&w.node) else {
+            return;
         };
-        // The agent cordons the node it drains, and lifts its cordon
-        // when the drain is called off.
-        let draining = drain_mark(n).is_some();
-        n.spec.get_or_insert_with(Default::default).unschedulable = draining.then_some(true);
+        let Some(mut patched) = interpret::apply(&*n, &w.patch) else {
+            return;
+        };
+        let draining = drain_mark(&patched).is_some();
+        let ours = patched
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(DRAIN_CORDONED_ANNOTATION));
+        let spec = patched.spec.get_or_insert_with(Default::default);
+        let cordoned = spec.unschedulable == Some(true);
+        if draining && !cordoned {
+            spec.unschedulable = Some(true);
+            patched
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(DRAIN_CORDONED_ANNOTATION.to_owned(), "true".to_owned());
+        } else if !draining && ours {
+            spec.unschedulable = None;
+            if let Some(a) = patched.metadata.annotations.as_mut() {
+                a.remove(DRAIN_CORDONED_ANNOTATION);
+            }
+        }
+        *n = patched;
     }
 
     fn gate(&self, now: Timestamp) -> Gate {
@@ -293,6 +331,7 @@ impl Harness {
                 nodes: &self.nodes,
                 pods: &pods,
                 quota: &quota,
+                capacity: None,
                 local_services: &[],
                 gate: &gate,
                 config: &self.config,
@@ -309,45 +348,13 @@ impl Harness {
             self.pool.status = Some(reconcile::record(&before, &outcomes, &self.config, now));
         }
         for a in &plan.actions {
-            match a {
-                Action::MarkUpgrading { node } => {
-                    if !gate.is_open() {
-                        self.checks.outside_window(now, node);
-                    }
-                    self.starts.push((now, node.clone()));
-                    self.annotate(node, UPGRADING_ANNOTATION, Some(op_name.clone()));
+            if let Action::MarkUpgrading { node } = a {
+                if !gate.is_open() {
+                    self.checks.outside_window(now, node);
                 }
-                Action::Unmark { node } => self.annotate(node, UPGRADING_ANNOTATION, None),
-                Action::Drain { node, started } => {
-                    self.annotate(node, DRAIN_ANNOTATION, Some("NodeUpgrade".into()));
-                    self.annotate(node, DRAIN_STARTED_ANNOTATION, Some(started.to_string()));
-                }
-                Action::Uncordon { node } => {
-                    self.annotate(node, DRAIN_ANNOTATION, None);
-                    self.annotate(node, DRAIN_STARTED_ANNOTATION, None);
-                }
-                Action::ApplyInPlace(p) => {
-                    if let Some(n) = self.node_mut(&p.node) {
-                        let l = n.metadata.labels.get_or_insert_with(Default::default);
-                        l.extend(p.set_labels.clone());
-                        for k in &p.remove_labels {
-                            l.remove(k);
-                        }
-                    }
-                }
-                Action::SetPoolTarget { version, config } => {
-                    if let Some(v) = version {
-                        self.pool.spec.version = Some(v.clone());
-                        self.config.cluster_version = v.clone();
-                    }
-                    if let Some(c) = config {
-                        self.pool.spec.config = c.clone();
-                    }
-                }
-                Action::CreateSurge(_)
-                | Action::DeleteInstance { .. }
-                | Action::Recreate { .. } => {}
+                self.starts.push((now, node.clone()));
             }
+            self.write(a, &op_name);
         }
         self.op.status = Some(plan.status);
         // The agents and the pool answer what was just written in the

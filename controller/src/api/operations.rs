@@ -6,7 +6,8 @@
 //! running upgrade into another one on the nodes already marked.
 
 use serde_json::Value;
-use sluice_model::validation::{ErrorKind, FieldError, FieldErrors};
+use sluice_model::operation::Operation;
+use sluice_model::validation::{validate_operation_update, ErrorKind, FieldError, FieldErrors};
 
 use super::fields::field_errors;
 use super::path::Target;
@@ -30,7 +31,7 @@ pub fn changed_field(old: &Value, new: &Value) -> Option<String> {
     let mut keys: Vec<&String> = o
         .keys()
         .chain(n.keys())
-        .filter(|k| *k != "action")
+        .filter(|k| *k != "action" && *k != "respectPdb")
         .collect();
     keys.sort();
     keys.dedup();
@@ -39,23 +40,34 @@ pub fn changed_field(old: &Value, new: &Value) -> Option<String> {
         .map(|k| format!("spec.{k}"))
 }
 
-/// Refuses an update of an Operation's spec other than `spec.action`.
+/// Refuses an update of an Operation's spec other than `spec.action`,
+/// and an action the stored operation's phase does not allow
+/// (`validate_operation_update`).
 pub fn admit(t: &Target, old: &Value, new: &Value, status_only: bool) -> Result<(), ApiError> {
     if !is_operation(t) || status_only {
         return Ok(());
     }
-    let Some(field) = changed_field(old, new) else {
-        return Ok(());
-    };
     let name = new
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    let Some(field) = changed_field(old, new) else {
+        // Objects that do not decode are refused by the kind's own
+        // validation, with the field named.
+        let decoded = (
+            serde_json::from_value::<Operation>(old.clone()),
+            serde_json::from_value::<Operation>(new.clone()),
+        );
+        if let (Ok(old), Ok(new)) = decoded {
+            validate_operation_update(&new, &old).map_err(|e| field_errors(t, name, &e))?;
+        }
+        return Ok(());
+    };
     let errs = FieldErrors(vec![FieldError {
         field: field.clone(),
         kind: ErrorKind::Forbidden,
         message: format!(
-            "{field} is fixed once the operation is made; only spec.action (CANCEL, RESUME, ROLLBACK) may change"
+            "{field} is fixed once the operation is made; only spec.action (CANCEL, RESUME, ROLLBACK, COMPLETE) and spec.respectPdb may change"
         ),
     }]);
     Err(field_errors(t, name, &errs))

@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use sluice_model::cluster::Cluster;
 use sluice_model::k8s::jiff::Timestamp;
 use sluice_model::k8s::{EndpointSlice, Node, Pod, PodDisruptionBudget, Service};
-use sluice_model::node_pool::NodePool;
+use sluice_model::node_pool::{BlueGreenInfo, NodePool, UpdateInfo};
 use sluice_model::operation::{Operation, OperationState, OperationStatus};
 use sluice_model::policy::eviction::{EvictionReason, DRAIN_ANNOTATION};
 use sluice_nodepools::node_object::pool_of;
@@ -174,6 +174,13 @@ impl Upgrades {
         let cluster = self.clusters.get("", "default");
         let gate = sluice_upgrades::gate_of(&op, &pool, cluster.as_deref(), now);
         let quota = Quota::of_pool(&pool, &self.config, now);
+        let capacity = match self.provider.capacity().await {
+            Ok(room) => room.map(|r| usize::try_from(r).unwrap_or(usize::MAX)),
+            Err(e) => {
+                tracing::warn!(pool = %pool_name, error = %e, "node provider's capacity unknown");
+                None
+            }
+        };
         let node_list: Vec<Node> = nodes.iter().map(|n| n.as_ref().clone()).collect();
         let plan = sluice_upgrades::plan(
             &Inputs {
@@ -183,6 +190,7 @@ impl Upgrades {
                 nodes: &node_list,
                 pods: &pods,
                 quota: &quota,
+                capacity,
                 local_services: &locals,
                 gate: &gate,
                 config: &self.config,
@@ -228,6 +236,8 @@ impl Upgrades {
         if plan.status.status.is_some_and(|s| s.is_final()) {
             self.holds.clear(&pool_name);
         }
+        self.write_update_info(&pool, plan.blue_green_info.clone())
+            .await?;
         self.write_status(&op, &plan.status).await?;
         Ok(requeue(plan.requeue_after))
     }
@@ -332,6 +342,34 @@ impl Upgrades {
             .min_by_key(|o| order(o))
             .filter(|first| first.metadata.name != op.metadata.name)
             .and_then(|first| first.metadata.name.clone())
+    }
+
+    /// Publishes a blue-green upgrade's phase, sides and scaling rules in
+    /// the pool's `status.updateInfo` (GKE's), or removes it once the
+    /// upgrade is over; the pool loop keeps what is there.
+    async fn write_update_info(
+        &self,
+        pool: &NodePool,
+        info: Option<BlueGreenInfo>,
+    ) -> Result<(), LoopError> {
+        let before = pool.status.as_ref().and_then(|s| s.update_info.clone());
+        let after = info.map(|i| UpdateInfo {
+            blue_green_info: Some(i),
+        });
+        if before == after {
+            return Ok(());
+        }
+        let name = pool.metadata.name.as_deref().unwrap_or_default();
+        let value = serde_json::to_value(&after).unwrap_or(Value::Null);
+        let api: Api<NodePool> = Api::all(self.client.clone());
+        let patch = json!({ "status": { "updateInfo": value } });
+        match api
+            .patch_status(name, &params(), &Patch::Merge(&patch))
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            r => r.map(|_| ()).map_err(Into::into),
+        }
     }
 
     /// Writes `status` if it differs from the stored one, as a merge

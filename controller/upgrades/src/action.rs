@@ -8,24 +8,38 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
 use sluice_model::node_pool::{NodeConfig, NodeTaint};
+use sluice_model::policy::eviction::EvictionReason;
 use sluice_nodepools::reconcile::{self, DeleteReason};
 use sluice_nodepools::CreateNode;
 
 /// One step.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Create a node of the new version and config through the provider
-    /// (a surge node, or the replacement of a node already deleted).
-    CreateSurge(CreateNode),
+    /// Create a node through the provider: a surge node, the replacement
+    /// of a node already deleted, a green node.
+    CreateNode(CreateNode),
     /// Set [`crate::UPGRADING_ANNOTATION`] to the operation's name: the
     /// node's upgrade has started (it finishes even if cancelled, U6),
     /// and the autoscaler leaves it alone (U7).
     MarkUpgrading { node: String },
-    /// Set `sluice.dev/drain: NodeUpgrade` and
+    /// Set `sluice.dev/drain: <reason>` and
     /// `sluice.dev/drain-started: <started>` (see [`crate::drain`]): the
-    /// node's agent cordons it and evicts its pods. Sent again, with the
-    /// same or a new time, when the start time is missing.
-    Drain { node: String, started: Timestamp },
+    /// node's agent cordons it and evicts (or deletes) its pods as the
+    /// reason says. Sent again, with the same or a new time, when the
+    /// start time is missing, and with a new reason when the drain changes
+    /// (blue-green phase 5 after phase 3).
+    Drain {
+        node: String,
+        reason: EvictionReason,
+        started: Timestamp,
+    },
+    /// Cordon the node without draining it (blue-green phase 2), recording
+    /// that this operation did it and when ([`crate::CORDONED_BY_ANNOTATION`],
+    /// [`crate::CORDONED_AT_ANNOTATION`]), so that only its own cordon is
+    /// undone.
+    Cordon { node: String, at: Timestamp },
+    /// Undo [`Action::Cordon`]: schedulable again, the records removed.
+    Uncordon { node: String },
     /// Delete the instance (its drain is over). `NotFound` counts as done.
     DeleteInstance { name: String },
     /// `maxUnavailable`'s in-place recreation (U2): delete `old` (drained),
@@ -33,8 +47,8 @@ pub enum Action {
     /// uses the capacity it frees.
     Recreate { old: String, new: CreateNode },
     /// Remove `sluice.dev/drain` and `sluice.dev/drain-started`: the agent
-    /// lifts the cordon it made (cancelled by a rollback).
-    Uncordon { node: String },
+    /// stops evicting and lifts the cordon it made (a rollback).
+    ReleaseDrain { node: String },
     /// Remove [`crate::UPGRADING_ANNOTATION`].
     Unmark { node: String },
     /// U7: labels and taints changed without a new node.
@@ -65,10 +79,12 @@ impl Action {
     /// one: `None`).
     pub fn subject(&self) -> Option<&str> {
         match self {
-            Action::CreateSurge(c) => Some(&c.name),
+            Action::CreateNode(c) => Some(&c.name),
             Action::MarkUpgrading { node }
             | Action::Drain { node, .. }
+            | Action::Cordon { node, .. }
             | Action::Uncordon { node }
+            | Action::ReleaseDrain { node }
             | Action::Unmark { node } => Some(node),
             Action::DeleteInstance { name } => Some(name),
             Action::Recreate { old, .. } => Some(old),
@@ -91,7 +107,7 @@ pub fn provider_actions(actions: &[Action], operation: &str) -> Vec<reconcile::A
     actions
         .iter()
         .flat_map(|a| match a {
-            Action::CreateSurge(c) => vec![reconcile::Action::Create(c.clone())],
+            Action::CreateNode(c) => vec![reconcile::Action::Create(c.clone())],
             Action::DeleteInstance { name } => vec![delete(name)],
             Action::Recreate { old, new } => {
                 vec![delete(old), reconcile::Action::Create(new.clone())]
@@ -132,7 +148,7 @@ mod tests {
                 new: create("n2"),
             },
             Action::DeleteInstance { name: "n3".into() },
-            Action::CreateSurge(create("n4")),
+            Action::CreateNode(create("n4")),
         ];
         let calls = provider_actions(&actions, "op-1");
         let reason = DeleteReason::Upgraded("op-1".into());

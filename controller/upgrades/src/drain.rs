@@ -136,6 +136,37 @@ pub fn progress(
     }
 }
 
+/// Time the agent is given to start a pod's eviction before a blue-green
+/// batch stops waiting for it (its grace counts after this).
+pub const EVICTION_SLACK: SignedDuration = SignedDuration::from_secs(30);
+
+/// Where a blue-green drain batch started at `started` stands (B3): over
+/// when each pod left on its nodes is held by a budget, or has had its
+/// grace (capped at phase 3's 60 min) and [`EVICTION_SLACK`] to go; those
+/// are left for phase 5, never forced here. `Err(deadline)`: not over,
+/// and when it will be at the latest (`None`: only when a pod leaves).
+pub fn batch_over(
+    started: Timestamp,
+    pods: &[&PodOnNode],
+    now: Timestamp,
+) -> Result<(), Option<Timestamp>> {
+    let mut latest: Option<Timestamp> = None;
+    for p in pods.iter().filter(|p| p.held_by.is_none()) {
+        let own = std::time::Duration::try_from(p.grace).unwrap_or_default();
+        let grace = signed(effective_grace(own, EvictionReason::BlueGreenDrain));
+        let bound = started
+            .checked_add(EVICTION_SLACK.saturating_add(grace))
+            .unwrap_or(Timestamp::MAX);
+        if now < bound {
+            latest = Some(latest.map_or(bound, |l| l.max(bound)));
+        }
+    }
+    match latest {
+        None => Ok(()),
+        Some(t) => Err(Some(t)),
+    }
+}
+
 fn signed(d: std::time::Duration) -> SignedDuration {
     SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
 }
@@ -193,7 +224,11 @@ mod tests {
     #[test]
     fn reasons_that_never_force_have_no_deadline() {
         // spec: E6 — a user's drain retries for good; C5 — scale-down gives up.
-        for r in [EvictionReason::UserDrain, EvictionReason::ScaleDown] {
+        for r in [
+            EvictionReason::UserDrain,
+            EvictionReason::ScaleDown,
+            EvictionReason::BlueGreenDrain,
+        ] {
             assert_eq!(deadline(r, t0(), &[pod(30)]), None, "{r:?}");
         }
         // spec: B5 — blue-pool deletion ignores budgets: only the grace (≤ 60 min).
@@ -222,6 +257,33 @@ mod tests {
                 reason: None,
                 started: None
             })
+        );
+    }
+
+    #[test]
+    fn a_blue_green_batch_leaves_held_and_long_grace_pods_for_phase_5() {
+        // spec: B3 — budgets are honoured and nothing is forced: a pod a
+        // budget holds, or whose grace outlasts the batch, is left.
+        let held = PodOnNode {
+            held_by: Some("PodDisruptionBudget default/web refuses its eviction".into()),
+            ..pod(30)
+        };
+        let slow = pod(3 * H);
+        assert_eq!(batch_over(t0(), &[], t0()), Ok(()));
+        assert_eq!(batch_over(t0(), &[&held], t0()), Ok(()));
+        // A 30 s grace: the batch waits 30 s of slack and the grace.
+        let quick = pod(30);
+        let bound = t0() + SignedDuration::from_secs(60);
+        assert_eq!(batch_over(t0(), &[&held, &quick], t0()), Err(Some(bound)));
+        assert_eq!(batch_over(t0(), &[&held, &quick], bound), Ok(()));
+        // A 3 h grace counts as phase 3's 60 min cap.
+        let bound = t0() + SignedDuration::from_secs(H + 30);
+        assert_eq!(batch_over(t0(), &[&slow], t0()), Err(Some(bound)));
+        assert_eq!(batch_over(t0(), &[&slow], bound), Ok(()));
+        // Never forced: the phase-3 reason retries budgets for good.
+        assert_eq!(
+            deadline(EvictionReason::BlueGreenDrain, t0(), &[pod(30)]),
+            None
         );
     }
 

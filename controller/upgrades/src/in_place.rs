@@ -6,7 +6,66 @@
 use k8s_openapi::api::core::v1::Node;
 use sluice_model::node_pool::{NodeConfig, NodeTaint};
 
+use std::collections::HashSet;
+
 use crate::action::InPlace;
+use crate::observe::Direction;
+use crate::strategy::{Outcome, Pass, Strategy};
+use crate::Action;
+
+/// U7's pass: every Node of the pool rewritten at once, ungated.
+pub(crate) struct InPlacePass;
+
+impl Strategy for InPlacePass {
+    fn stage_name(&self, _: Direction) -> &'static str {
+        "in-place"
+    }
+
+    fn started(&self, _: &Pass<'_>) -> bool {
+        false
+    }
+
+    fn run(&self, pass: &Pass<'_>) -> Outcome {
+        let may_start = pass.gate_open && !pass.cancelled;
+        let (fresh, old) = pass.direction.sides(pass.sides);
+        let mut out = Outcome {
+            cancel_honoured: true,
+            ..Outcome::default()
+        };
+        let names: HashSet<&str> = pass
+            .inputs
+            .instances
+            .iter()
+            .filter(|i| i.pool == pass.pool_name)
+            .map(|i| i.name.as_str())
+            .collect();
+        let nodes: Vec<_> = pass
+            .inputs
+            .nodes
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| names.contains(n))
+            })
+            .collect();
+        out.total = nodes.len();
+        for node in nodes {
+            match rewrite(node, &old.config, &fresh.config) {
+                Some(r) if may_start => out.actions.push(Action::ApplyInPlace(r)),
+                Some(_) => {}
+                None => out.upgraded += 1,
+            }
+        }
+        out.done = out.upgraded == out.total;
+        out.headline = format!(
+            "{} of {} node(s) have the new labels and taints",
+            out.upgraded, out.total
+        );
+        out
+    }
+}
 
 /// The rewrite `node` needs to go from `old` to `new` (`None`: none).
 pub(crate) fn rewrite(node: &Node, old: &NodeConfig, new: &NodeConfig) -> Option<InPlace> {

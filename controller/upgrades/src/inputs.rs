@@ -25,6 +25,10 @@ pub struct Inputs<'a> {
     /// Per node name, the pods a drain of it must still remove.
     pub pods: &'a BTreeMap<String, Vec<PodOnNode>>,
     pub quota: &'a Quota,
+    /// Nodes the provider can still make now, when it can tell
+    /// (`NodeProvider::capacity`); `None`: unknown. Blue-green checks that
+    /// all of green fits before it makes any (B1).
+    pub capacity: Option<usize>,
     /// Services with `externalTrafficPolicy: Local` and the nodes holding
     /// their serving pods (U5's warning).
     pub local_services: &'a [LocalService],

@@ -74,32 +74,49 @@
 
 mod action;
 pub mod auto;
+mod blue_green;
 pub mod drain;
+mod driver;
 mod error;
 mod gate;
 mod in_place;
 mod inputs;
+pub mod interpret;
 mod observe;
-mod plan;
 mod policy_gate;
+pub mod scaling_rules;
 mod status;
+mod strategy;
+mod surge;
+mod surge_window;
 mod target;
-mod zone;
 
 #[cfg(test)]
 mod tests;
 
 pub use action::{provider_actions, Action, InPlace};
+pub use blue_green::batches;
 pub use drain::PodOnNode;
+pub use driver::{plan, UpgradePlan};
 pub use error::UpgradeError;
 pub use gate::Gate;
 pub use inputs::{Inputs, LocalService, Quota};
-pub use plan::{plan, settings, Settings, UpgradePlan};
 pub use policy_gate::{event_of, gate_of, trigger_of};
 pub use status::{NODES_TOTAL, NODES_UPGRADED};
+pub use surge::Settings;
 pub use target::CONFIG_LABEL;
 
 /// Node annotation naming the operation upgrading the node (its
 /// `metadata.name`): set when the node's upgrade starts, removed with the
 /// node or by a rollback. The cluster autoscaler leaves such nodes alone.
 pub const UPGRADING_ANNOTATION: &str = "sluice.dev/upgrading";
+
+/// Node annotation naming the operation that cordoned the node without a
+/// drain (blue-green's phase 2), so that a rollback lifts only its own
+/// cordon.
+pub const CORDONED_BY_ANNOTATION: &str = "sluice.dev/cordoned-by";
+
+/// Companion of [`CORDONED_BY_ANNOTATION`]: when the node was cordoned
+/// (RFC 3339); the clock autoscaled blue-green's 7-day protection counts
+/// from (A3).
+pub const CORDONED_AT_ANNOTATION: &str = "sluice.dev/cordoned-at";

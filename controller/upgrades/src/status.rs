@@ -4,7 +4,9 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use sluice_model::operation::{Metric, OperationProgress, OperationState, OperationStatus};
+use sluice_model::operation::{
+    BlueGreenProgress, Metric, OperationProgress, OperationState, OperationStatus,
+};
 
 /// Metric names.
 pub const NODES_TOTAL: &str = "nodes_total";
@@ -28,16 +30,28 @@ pub(crate) fn metric(name: &str, value: usize) -> Metric {
     }
 }
 
+pub(crate) fn text_metric(name: &str, value: impl Into<String>) -> Metric {
+    Metric {
+        name: name.to_owned(),
+        string_value: Some(value.into()),
+        ..Default::default()
+    }
+}
+
 /// What a pass found, for the status.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Summary {
     pub state: OperationState,
     pub message: String,
-    /// The progress's name: `surge-upgrade`, `surge-rollback`, `in-place`.
+    /// The progress's name: `surge-upgrade`, `surge-rollback`, `in-place`,
+    /// `blue-green-upgrade`, `blue-green-rollback`.
     pub stage_name: &'static str,
     pub zones: Vec<ZoneLine>,
     pub current: Option<String>,
     pub warnings: Vec<String>,
+    /// The strategy's own metrics, after the node counts.
+    pub metrics: Vec<Metric>,
+    pub blue_green: Option<BlueGreenProgress>,
 }
 
 /// The new status: `previous`'s times and warnings kept, the summary's
@@ -54,6 +68,8 @@ pub(crate) fn build(
         zones,
         current,
         warnings,
+        metrics: extra,
+        blue_green,
     } = summary;
     let total: usize = zones.iter().map(|z| z.total).sum();
     let upgraded: usize = zones.iter().map(|z| z.upgraded).sum();
@@ -92,11 +108,15 @@ pub(crate) fn build(
         progress: Some(OperationProgress {
             name: Some(stage_name.to_owned()),
             status: Some(state),
-            metrics: vec![metric(NODES_TOTAL, total), metric(NODES_UPGRADED, upgraded)],
+            metrics: [metric(NODES_TOTAL, total), metric(NODES_UPGRADED, upgraded)]
+                .into_iter()
+                .chain(extra)
+                .collect(),
             stages,
             blocking: Vec::new(),
         }),
         zone: current,
         warnings: all_warnings,
+        blue_green,
     }
 }

@@ -145,6 +145,7 @@ fn a_rollback_lifts_the_drain_and_mark_of_a_node_the_upgrade_had_started() {
         nodes: &nodes,
         pods: &pods,
         quota: &Quota::Available,
+        capacity: None,
         local_services: &[],
         gate: &Gate::OPEN,
         config: &config,
@@ -153,7 +154,7 @@ fn a_rollback_lifts_the_drain_and_mark_of_a_node_the_upgrade_had_started() {
     assert_eq!(
         plan.actions,
         [
-            Action::Uncordon {
+            Action::ReleaseDrain {
                 node: "p-a-old".into()
             },
             Action::Unmark {
@@ -194,6 +195,7 @@ fn a_final_operation_plans_nothing_more() {
         nodes: &[],
         pods: &pods,
         quota: &Quota::Available,
+        capacity: None,
         local_services: &[],
         gate: &Gate::OPEN,
         config: &config,

@@ -12,7 +12,7 @@ fn count(p: &sluice_upgrades::UpgradePlan, f: impl Fn(&Action) -> bool) -> usize
 }
 
 fn creates(p: &sluice_upgrades::UpgradePlan) -> usize {
-    count(p, |a| matches!(a, Action::CreateSurge(_)))
+    count(p, |a| matches!(a, Action::CreateNode(_)))
 }
 
 fn marks(p: &sluice_upgrades::UpgradePlan) -> usize {
@@ -397,7 +397,7 @@ fn the_autoscaler_is_told_which_nodes_to_leave_alone() {
         .actions
         .iter()
         .filter_map(|a| match a {
-            Action::CreateSurge(c) => Some(c.name.clone()),
+            Action::CreateNode(c) => Some(c.name.clone()),
             _ => None,
         })
         .collect();

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 /// Annotation on a Node asking its agent to drain it, naming the reason
 /// (which sets the grace-period cap and PDB handling): `NodeUpgrade`,
-/// `ScaleDown`, `BluePoolDeletion`, `AutoscaledBlueGreen` or `UserDrain`.
+/// `ScaleDown`, `BlueGreenDrain`, `BluePoolDeletion`, `AutoscaledBlueGreen`
+/// or `UserDrain`.
 pub const DRAIN_ANNOTATION: &str = "sluice.dev/drain";
 /// Annotation an agent sets (`"true"`) on its Node with the cordon it made
 /// for a drain through the API, so that only its own cordon is undone when
@@ -44,6 +45,10 @@ pub enum EvictionReason {
     /// still refuses after 10 min makes the eviction give up (C5: the
     /// autoscaler does not break PDBs; the controller abandons the node).
     ScaleDown,
+    /// Blue-green phase 3: blue drained in batches, budgets honoured for
+    /// good and grace ≤ 60 min; never forced: what a budget holds or a long
+    /// grace keeps is left for phase 5 (B3).
+    BlueGreenDrain,
     /// Blue-green phase 5: the pods are deleted, not evicted: PDBs ignored,
     /// grace ≤ 60 min (B5).
     BluePoolDeletion,
@@ -72,9 +77,10 @@ pub enum PdbPolicy {
 }
 
 impl EvictionReason {
-    pub const ALL: [EvictionReason; 6] = [
+    pub const ALL: [EvictionReason; 7] = [
         EvictionReason::NodeUpgrade,
         EvictionReason::ScaleDown,
+        EvictionReason::BlueGreenDrain,
         EvictionReason::BluePoolDeletion,
         EvictionReason::AutoscaledBlueGreen,
         EvictionReason::UserDrain,
@@ -86,7 +92,7 @@ impl EvictionReason {
         match self {
             EvictionReason::NodeUpgrade => Some(HOUR),
             EvictionReason::ScaleDown => Some(10 * MIN),
-            EvictionReason::BluePoolDeletion => Some(60 * MIN),
+            EvictionReason::BlueGreenDrain | EvictionReason::BluePoolDeletion => Some(60 * MIN),
             EvictionReason::AutoscaledBlueGreen => Some(DAY),
             EvictionReason::UserDrain | EvictionReason::Deletion => None,
         }
@@ -99,7 +105,7 @@ impl EvictionReason {
             }
             EvictionReason::ScaleDown => PdbPolicy::RetryThenGiveUp(10 * MIN),
             EvictionReason::BluePoolDeletion | EvictionReason::Deletion => PdbPolicy::Ignore,
-            EvictionReason::UserDrain => PdbPolicy::RetryForever,
+            EvictionReason::UserDrain | EvictionReason::BlueGreenDrain => PdbPolicy::RetryForever,
         }
     }
 
@@ -109,6 +115,7 @@ impl EvictionReason {
         match value {
             "NodeUpgrade" => Some(EvictionReason::NodeUpgrade),
             "ScaleDown" => Some(EvictionReason::ScaleDown),
+            "BlueGreenDrain" => Some(EvictionReason::BlueGreenDrain),
             "BluePoolDeletion" => Some(EvictionReason::BluePoolDeletion),
             "AutoscaledBlueGreen" => Some(EvictionReason::AutoscaledBlueGreen),
             "UserDrain" => Some(EvictionReason::UserDrain),
@@ -118,12 +125,13 @@ impl EvictionReason {
 
     /// The values [`Self::from_annotation`] accepts, for error messages.
     pub const ANNOTATION_VALUES: &'static str =
-        "NodeUpgrade, ScaleDown, BluePoolDeletion, AutoscaledBlueGreen or UserDrain";
+        "NodeUpgrade, ScaleDown, BlueGreenDrain, BluePoolDeletion, AutoscaledBlueGreen or UserDrain";
 
     pub fn as_str(self) -> &'static str {
         match self {
             EvictionReason::NodeUpgrade => "node-upgrade",
             EvictionReason::ScaleDown => "scale-down",
+            EvictionReason::BlueGreenDrain => "blue-green-drain",
             EvictionReason::BluePoolDeletion => "blue-pool-deletion",
             EvictionReason::AutoscaledBlueGreen => "autoscaled-blue-green",
             EvictionReason::UserDrain => "user-drain",
@@ -205,12 +213,17 @@ pub fn drain_decision(
             until: Some(cordoned_at + EXTENDED_RUN),
         },
         (EvictionReason::ScaleDown, PoolKind::Standard) => DrainDecision::Protected { until: None },
-        (EvictionReason::NodeUpgrade, PoolKind::Standard) => DrainDecision::Evict,
-        (EvictionReason::ScaleDown | EvictionReason::NodeUpgrade, PoolKind::Autopilot) => {
-            DrainDecision::Protected {
-                until: Some(pod_started + EXTENDED_RUN),
-            }
+        (EvictionReason::NodeUpgrade | EvictionReason::BlueGreenDrain, PoolKind::Standard) => {
+            DrainDecision::Evict
         }
+        (
+            EvictionReason::ScaleDown
+            | EvictionReason::NodeUpgrade
+            | EvictionReason::BlueGreenDrain,
+            PoolKind::Autopilot,
+        ) => DrainDecision::Protected {
+            until: Some(pod_started + EXTENDED_RUN),
+        },
     }
 }
 

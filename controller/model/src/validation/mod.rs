@@ -27,7 +27,7 @@ pub use load_balancer::{
     validate_l4_load_balancer, validate_network_endpoint_group,
 };
 pub use node_pool::validate_node_pool;
-pub use operation::validate_operation;
+pub use operation::{validate_operation, validate_operation_update};
 
 /// What kind of mistake, as Kubernetes' `field.ErrorType` names it, so the
 /// API server can put it in a `Status`'s `details.causes[].reason`.

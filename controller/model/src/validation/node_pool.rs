@@ -185,6 +185,15 @@ pub(super) fn upgrade_settings(
                      maxUnavailable to 0)",
                 );
             }
+            // A rollout policy a surge upgrade would silently ignore.
+            if u.blue_green_settings.is_some() {
+                errors.push(
+                    &path.field("blueGreenSettings"),
+                    ErrorKind::Forbidden,
+                    "only with strategy BLUE_GREEN; the strategy is SURGE (the default): set \
+                     strategy: BLUE_GREEN, or leave blueGreenSettings out",
+                );
+            }
         }
         UpgradeStrategy::BlueGreen => {}
         UpgradeStrategy::ShortLived => {

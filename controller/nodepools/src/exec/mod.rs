@@ -45,6 +45,9 @@ pub struct ExecConfig {
     pub create: PathBuf,
     pub delete: PathBuf,
     pub list: PathBuf,
+    /// Optional: how many more machines can be made (`capacity`); absent
+    /// file: no known limit.
+    pub capacity: PathBuf,
     pub create_timeout: Duration,
     /// For delete and list.
     pub timeout: Duration,
@@ -62,6 +65,7 @@ impl ExecConfig {
             create: dir.join("create"),
             delete: dir.join("delete"),
             list: dir.join("list"),
+            capacity: dir.join("capacity"),
             create_timeout: Duration::from_secs(600),
             timeout: Duration::from_secs(60),
             max_output_bytes: 4 << 20,
@@ -265,7 +269,43 @@ fn tail(text: &str) -> &str {
     }
 }
 
+/// What the `capacity` script prints.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CapacityReport {
+    /// Machines that can still be made; `null`: no known limit.
+    available: Option<u64>,
+}
+
+impl ExecProvider {
+    async fn capacity_now(&self) -> Result<Option<u64>, ProviderError> {
+        if !self.config.capacity.exists() {
+            return Ok(None);
+        }
+        let script = Script::new("capacity", &self.config.capacity);
+        let done = script
+            .run(
+                &[],
+                &[],
+                Vec::new(),
+                self.config.timeout,
+                self.config.max_output_bytes,
+            )
+            .await?;
+        if done.status.code() != Some(0) {
+            return Err(script.exit_error(&done));
+        }
+        let report: CapacityReport =
+            script.parse(&done.stdout, r#"a JSON object {"available": N or null}"#)?;
+        Ok(report.available)
+    }
+}
+
 impl NodeProvider for ExecProvider {
+    fn capacity(&self) -> ProviderFuture<'_, Option<u64>> {
+        Box::pin(self.capacity_now())
+    }
+
     fn create(&self, req: CreateNode) -> ProviderFuture<'_, Instance> {
         Box::pin(self.create_now(req))
     }

@@ -73,6 +73,9 @@ pub(super) fn build(
         instances,
         conditions: previous.conditions.clone(),
         create_backoff: previous.create_backoff.clone(),
+        // The upgrade loop's to write: kept, so that neither loop undoes
+        // the other's write.
+        update_info: previous.update_info.clone(),
         ..Default::default()
     };
     summarize(&mut status, deleting, config, now);

@@ -255,6 +255,14 @@ impl NodeProvider for SimProvider {
     fn list<'a>(&'a self, pool: &'a str) -> ProviderFuture<'a, Vec<Instance>> {
         Box::pin(std::future::ready(Ok(self.list_now(pool))))
     }
+
+    fn capacity(&self) -> ProviderFuture<'_, Option<u64>> {
+        let state = self.lock();
+        let room = state
+            .max_instances
+            .map(|limit| limit.saturating_sub(state.pool_of.len() as u64));
+        Box::pin(std::future::ready(Ok(room)))
+    }
 }
 
 #[cfg(test)]

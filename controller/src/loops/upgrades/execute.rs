@@ -1,6 +1,7 @@
-//! The upgrade planner's actions made real: Node patches through the API,
-//! instance calls through the node provider, the pool's spec written once
-//! at the end. Every action is idempotent, so a pass cut short (an error,
+//! The upgrade planner's actions made real: Node patches through the API
+//! (each as `sluice_upgrades::interpret` writes it, the one reading of an
+//! action the simulation and the tests share), instance calls through the
+//! node provider, the pool's spec written once at the end. Every action is idempotent, so a pass cut short (an error,
 //! a `kill -9`) is finished by the next one, which plans again from what it
 //! finds: a deletion that finds nothing is done, a patch that finds no
 //! Node is moot.
@@ -9,21 +10,14 @@ use std::sync::Arc;
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
-use serde_json::{json, Map, Value};
-use sluice_model::k8s::jiff::Timestamp;
+use serde_json::Value;
 use sluice_model::k8s::Node;
-use sluice_model::node_pool::{NodePool, NodeTaint};
-use sluice_model::policy::eviction::DRAIN_ANNOTATION;
+use sluice_model::node_pool::NodePool;
 use sluice_nodepools::reconcile::{self, Outcome};
 use sluice_nodepools::{NodeProvider, ProviderError};
-use sluice_upgrades::drain::DRAIN_STARTED_ANNOTATION;
-use sluice_upgrades::{Action, InPlace, UPGRADING_ANNOTATION};
+use sluice_upgrades::{interpret, Action};
 
 use crate::loops::{LoopError, MANAGER};
-
-/// The drain reason an upgrade names (the agent's grace cap and budget
-/// wait: 1 h, E1).
-const NODE_UPGRADE: &str = "NodeUpgrade";
 
 pub struct Executor<'a> {
     pub client: &'a Client,
@@ -66,49 +60,20 @@ impl Executor<'_> {
             }
         }
         for a in actions {
-            match a {
-                Action::MarkUpgrading { node } => {
-                    self.annotate(node, json!({ UPGRADING_ANNOTATION: self.operation }))
-                        .await?
-                }
-                Action::Unmark { node } => {
-                    self.annotate(node, json!({ UPGRADING_ANNOTATION: null }))
-                        .await?
-                }
-                Action::Drain { node, started } => {
-                    self.annotate(node, drain_marks(Some(*started))).await?
-                }
-                Action::Uncordon { node } => self.annotate(node, drain_marks(None)).await?,
-                Action::ApplyInPlace(p) => self.in_place(p).await?,
-                Action::CreateSurge(_)
-                | Action::DeleteInstance { .. }
-                | Action::Recreate { .. }
-                | Action::SetPoolTarget { .. } => {}
+            let current = self
+                .nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == a.subject());
+            if let Some(w) = interpret::node_write(a, self.operation, current.map(AsRef::as_ref)) {
+                self.patch_node(&w.node, w.patch).await?;
             }
         }
-        for a in actions {
-            if let Action::SetPoolTarget { version, config } = a {
-                let mut spec = Map::new();
-                if let Some(v) = version {
-                    spec.insert("version".into(), json!(v));
-                }
-                if let Some(c) = config {
-                    spec.insert(
-                        "config".into(),
-                        serde_json::to_value(c).unwrap_or(Value::Null),
-                    );
-                }
-                let api: Api<NodePool> = Api::all(self.client.clone());
-                api.patch(self.pool, &params(), &Patch::Merge(json!({ "spec": spec })))
-                    .await?;
-            }
+        for patch in actions.iter().filter_map(interpret::pool_write) {
+            let api: Api<NodePool> = Api::all(self.client.clone());
+            api.patch(self.pool, &params(), &Patch::Merge(patch))
+                .await?;
         }
         Ok(outcomes)
-    }
-
-    async fn annotate(&self, node: &str, annotations: Value) -> Result<(), LoopError> {
-        self.patch_node(node, json!({"metadata": {"annotations": annotations}}))
-            .await
     }
 
     async fn patch_node(&self, node: &str, patch: Value) -> Result<(), LoopError> {
@@ -118,60 +83,4 @@ impl Executor<'_> {
             r => r.map(|_| ()).map_err(Into::into),
         }
     }
-
-    /// U7: labels set and removed by a merge patch; taints written whole
-    /// (a merge patch replaces lists), the node's other taints kept.
-    async fn in_place(&self, p: &InPlace) -> Result<(), LoopError> {
-        let mut labels = Map::new();
-        for (k, v) in &p.set_labels {
-            labels.insert(k.clone(), json!(v));
-        }
-        for k in &p.remove_labels {
-            labels.insert(k.clone(), Value::Null);
-        }
-        let mut patch = json!({"metadata": {"labels": labels}});
-        if !p.add_taints.is_empty() || !p.remove_taints.is_empty() {
-            let current = self
-                .nodes
-                .iter()
-                .find(|n| n.metadata.name.as_deref() == Some(p.node.as_str()))
-                .and_then(|n| n.spec.as_ref())
-                .and_then(|s| s.taints.clone())
-                .unwrap_or_default();
-            patch["spec"] = json!({"taints": taints_after(&current, p)});
-        }
-        self.patch_node(&p.node, patch).await
-    }
-}
-
-/// The drain annotations: set with the start time, or removed.
-fn drain_marks(started: Option<Timestamp>) -> Value {
-    match started {
-        Some(t) => {
-            json!({ DRAIN_ANNOTATION: NODE_UPGRADE, DRAIN_STARTED_ANNOTATION: t.to_string() })
-        }
-        None => json!({ DRAIN_ANNOTATION: null, DRAIN_STARTED_ANNOTATION: null }),
-    }
-}
-
-fn same_taint(k: &k8s_openapi::api::core::v1::Taint, t: &NodeTaint) -> bool {
-    k.key == t.key && k.effect == t.effect.kubernetes()
-}
-
-/// The node's taints with `p`'s removed and added (a taint is its key
-/// and effect, as `kubectl taint` sees it).
-pub fn taints_after(current: &[k8s_openapi::api::core::v1::Taint], p: &InPlace) -> Vec<Value> {
-    let kept = current
-        .iter()
-        .filter(|k| !p.remove_taints.iter().any(|t| same_taint(k, t)))
-        .filter(|k| !p.add_taints.iter().any(|t| same_taint(k, t)))
-        .map(|k| serde_json::to_value(k).unwrap_or(Value::Null));
-    let added = p.add_taints.iter().map(|t| {
-        let mut v = json!({"key": t.key, "effect": t.effect.kubernetes()});
-        if !t.value.is_empty() {
-            v["value"] = json!(t.value);
-        }
-        v
-    });
-    kept.chain(added).collect()
 }

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sluice_model::k8s::jiff::SignedDuration;
 use sluice_model::k8s::{EndpointSlice, Pod, PodDisruptionBudget, Service};
+use sluice_model::node_pool::UpgradeStrategy;
 use sluice_model::operation::{Operation, OperationAction, OperationState, OperationType};
 use sluice_model::policy::disruption::{
     budget_status, decide, guards, refusal_cause, Budget, BudgetStatus, PodFacts,
@@ -23,8 +24,10 @@ const SERVICE_NAME: &str = "kubernetes.io/service-name";
 const DEFAULT_GRACE: SignedDuration = SignedDuration::from_secs(30);
 
 /// An operation that is a node upgrade still to run or running: the pool
-/// it works on, if so. A cancelled one with nothing in flight holds
-/// nothing until a user asks it to resume or roll back (`spec.action`).
+/// it works on, if so. A cancelled surge upgrade with nothing in flight
+/// holds nothing until a user asks it to resume or roll back
+/// (`spec.action`); a cancelled blue-green one still holds both sides of
+/// its pool (B6).
 pub fn live_upgrade(op: &Operation) -> Option<&str> {
     let upgrade = matches!(
         op.spec.operation_type,
@@ -37,7 +40,7 @@ pub fn live_upgrade(op: &Operation) -> Option<&str> {
     );
     let live = match state {
         Some(s) if s.is_final() => false,
-        Some(OperationState::Cancelled) => asked_on,
+        Some(OperationState::Cancelled) => asked_on || blue_green(op),
         _ => true,
     };
     (upgrade && live).then(|| op.spec.node_pool()).flatten()
@@ -196,12 +199,27 @@ pub fn local_services<'a>(
         .collect()
 }
 
+/// Whether `op` upgrades blue-green.
+fn blue_green(op: &Operation) -> bool {
+    op.spec
+        .upgrade_settings
+        .as_ref()
+        .is_some_and(|u| u.strategy() == UpgradeStrategy::BlueGreen)
+}
+
 /// The zones of `pool` an upgrade holds when its latest plan is not
 /// known here (the controller just started): all of them, each with the
-/// operation's `maxSurge`, so that the pool loop neither cuts surge nodes
-/// as surplus nor refills a zone with the old version before the upgrade
-/// loop has looked.
+/// operation's `maxSurge` (a blue-green upgrade: the zone's target again,
+/// room for both sides), so that the pool loop neither cuts surge or green
+/// nodes as surplus nor refills a zone with the old version before the
+/// upgrade loop has looked.
 pub fn all_zones_held(op: &Operation, zones: &[(String, usize)]) -> BTreeMap<String, ZoneHold> {
+    if blue_green(op) {
+        return zones
+            .iter()
+            .map(|(zone, target)| (zone.clone(), ZoneHold { extra: *target }))
+            .collect();
+    }
     let extra = op
         .spec
         .upgrade_settings

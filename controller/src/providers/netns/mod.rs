@@ -498,4 +498,16 @@ impl NodeProvider for NetnsProvider {
                 .map_err(failed)?
         })
     }
+
+    /// `max_nodes` less the nodes not being removed.
+    fn capacity(&self) -> ProviderFuture<'_, Option<u64>> {
+        let room = self.inner.cfg.max_nodes.map(|limit| {
+            let live = lock(&self.inner.nodes)
+                .values()
+                .filter(|r| !matches!(r.phase, Phase::Removing))
+                .count();
+            u64::from(limit).saturating_sub(live as u64)
+        });
+        Box::pin(std::future::ready(Ok(room)))
+    }
 }

@@ -18,10 +18,10 @@ use sluice_model::operation::{Operation, OperationSpec, OperationType};
 use sluice_nodepools::node_object::node_object;
 use sluice_nodepools::reconcile::{self, Config};
 use sluice_nodepools::{CreateNode, Instance, InstanceState, NodeSpec, ProviderError};
-use sluice_upgrades::drain::{DRAIN_ANNOTATION, DRAIN_STARTED_ANNOTATION};
+use sluice_upgrades::drain::DRAIN_ANNOTATION;
 use sluice_upgrades::{
-    plan, Action, Gate, Inputs, LocalService, PodOnNode, Quota, UpgradePlan, CONFIG_LABEL,
-    UPGRADING_ANNOTATION,
+    interpret, plan, Action, Gate, Inputs, LocalService, PodOnNode, Quota, UpgradePlan,
+    CONFIG_LABEL, UPGRADING_ANNOTATION,
 };
 
 pub const OP: &str = "operation-1";
@@ -274,6 +274,7 @@ impl World {
                 nodes: &nodes,
                 pods: &pods,
                 quota: &quota,
+                capacity: None,
                 local_services: &self.local_services,
                 gate: &self.gate,
                 config: &self.config,
@@ -298,8 +299,21 @@ impl World {
     }
 
     fn act(&mut self, a: &Action) {
+        // The controller's writes, as the loop sends them.
+        if let Some(w) = interpret::node_write(a, OP, self.nodes.get(a.subject().unwrap_or(""))) {
+            if let Some(n) = self.nodes.get(&w.node) {
+                if let Some(patched) = interpret::apply(n, &w.patch) {
+                    self.nodes.insert(w.node.clone(), patched);
+                }
+            }
+        }
+        if let Some(patch) = interpret::pool_write(a) {
+            if let Some(p) = interpret::apply(&self.pool, &patch) {
+                self.pool = p;
+            }
+        }
         match a {
-            Action::CreateSurge(c) => {
+            Action::CreateNode(c) => {
                 // As the loop does: the outcome is folded into the pool's
                 // status, whose backoff the next pass reads as the quota.
                 let result = if self.rng.chance(self.weather.quota_refusal_percent) {
@@ -329,12 +343,9 @@ impl World {
                 self.create(new);
             }
             Action::DeleteInstance { name } => self.delete(name),
-            Action::MarkUpgrading { node } => {
-                self.annotate(node, UPGRADING_ANNOTATION, Some(OP.into()))
-            }
-            Action::Drain { node, started } => {
-                self.annotate(node, DRAIN_ANNOTATION, Some("NodeUpgrade".into()));
-                self.annotate(node, DRAIN_STARTED_ANNOTATION, Some(started.to_string()));
+            // The node's agent: it cordons the node it drains, and its pods
+            // leave after a while (or never, behind a budget).
+            Action::Drain { node, started, .. } => {
                 if !self.pods.contains_key(node) {
                     let count = 1 + self.rng.below(3) as usize;
                     let stuck = self.rng.chance(self.weather.stuck_drain_percent);
@@ -357,32 +368,19 @@ impl World {
                     n.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
                 }
             }
-            Action::Uncordon { node } => {
-                self.annotate(node, DRAIN_ANNOTATION, None);
-                self.annotate(node, DRAIN_STARTED_ANNOTATION, None);
+            // The agent lifts the cordon it made.
+            Action::ReleaseDrain { node } => {
                 self.pods.remove(node);
                 if let Some(n) = self.nodes.get_mut(node) {
                     n.spec.get_or_insert_with(Default::default).unschedulable = None;
                 }
             }
-            Action::Unmark { node } => self.annotate(node, UPGRADING_ANNOTATION, None),
-            Action::ApplyInPlace(r) => {
-                if let Some(n) = self.nodes.get_mut(&r.node) {
-                    let labels = n.metadata.labels.get_or_insert_with(Default::default);
-                    for k in &r.remove_labels {
-                        labels.remove(k);
-                    }
-                    labels.extend(r.set_labels.clone());
-                }
-            }
-            Action::SetPoolTarget { version, config } => {
-                if let Some(v) = version {
-                    self.pool.spec.version = Some(v.clone());
-                }
-                if let Some(c) = config {
-                    self.pool.spec.config = c.clone();
-                }
-            }
+            Action::MarkUpgrading { .. }
+            | Action::Unmark { .. }
+            | Action::Cordon { .. }
+            | Action::Uncordon { .. }
+            | Action::ApplyInPlace(_)
+            | Action::SetPoolTarget { .. } => {}
         }
     }
 

@@ -113,6 +113,7 @@ impl Window<'_> {
                 None => {
                     step.actions.push(Action::Drain {
                         node: m.name().to_owned(),
+                        reason: EvictionReason::NodeUpgrade,
                         started: self.now,
                     });
                     self.now
@@ -220,7 +221,7 @@ impl Window<'_> {
         }
         for _ in 0..count {
             let new = self.create(taken);
-            step.actions.push(Action::CreateSurge(new));
+            step.actions.push(Action::CreateNode(new));
         }
 
         // Drains: unavailable nodes at no cost, serving ones while T − U
@@ -239,6 +240,7 @@ impl Window<'_> {
             }
             step.actions.push(Action::Drain {
                 node: m.name().to_owned(),
+                reason: EvictionReason::NodeUpgrade,
                 started: self.now,
             });
             step.draining.push(m.name().to_owned());

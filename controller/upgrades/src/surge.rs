@@ -170,7 +170,7 @@ impl Strategy for Surge {
                 target: *target,
                 max_surge: self.settings.max_surge,
                 max_unavailable: self.settings.max_unavailable,
-                may_start: may_start,
+                may_start,
                 quota_blocked: quota_blocked.clone(),
                 fresh: pass.direction.sides(pass.sides).0,
                 pods: inputs.pods,

@@ -112,6 +112,8 @@ pub struct World {
     pub min_serving: BTreeMap<String, usize>,
     pub max_parallel_drains: usize,
     pub last_plan: Option<UpgradePlan>,
+    /// What the provider says it can still make (`None`: no limit known).
+    pub capacity: Option<usize>,
 }
 
 pub fn t0() -> Timestamp {
@@ -180,6 +182,7 @@ impl World {
             min_serving: BTreeMap::new(),
             max_parallel_drains: 0,
             last_plan: None,
+            capacity: None,
         };
         let per_zone = w.pool.spec.initial_node_count.unwrap_or(0) as usize;
         let old_spec = NodeSpec::of_pool(&w.pool).unwrap();
@@ -274,7 +277,7 @@ impl World {
                 nodes: &nodes,
                 pods: &pods,
                 quota: &quota,
-                capacity: None,
+                capacity: self.capacity,
                 local_services: &self.local_services,
                 gate: &self.gate,
                 config: &self.config,
@@ -596,7 +599,9 @@ impl World {
     /// kill -9), let the pool reconciler run, move time on.
     pub fn pass(&mut self, chaos: bool) -> Option<UpgradePlan> {
         let marked_before = self.marked();
-        let gate_closed = !self.gate.is_open();
+        // Blue-green runs to its end past the window (B7): only surge
+        // upgrades stop starting nodes while the gate is closed.
+        let gate_closed = !self.gate.is_open() && self.is_surge();
         let p = match self.plan() {
             Ok(p) => p,
             Err(sluice_upgrades::UpgradeError::RollbackAfterCompletion { .. }) => {
@@ -628,11 +633,18 @@ impl World {
                     if gate_closed {
                         assert!(marked_before.contains(name), "{name} deleted while closed");
                     }
-                    assert_eq!(
-                        present.get(name.as_str()),
-                        Some(&&InstanceState::Running),
-                        "{name}: deleted though not a running instance"
+                    let state = present.get(name.as_str());
+                    assert!(
+                        state.is_some_and(|s| **s != InstanceState::Deleting),
+                        "{name}: deleted though {state:?}"
                     );
+                    if self.is_surge() {
+                        assert_eq!(
+                            state,
+                            Some(&&InstanceState::Running),
+                            "{name}: deleted though not a running instance"
+                        );
+                    }
                     let created = self.sims.get(name.as_str()).map(|s| s.instance.created_at);
                     assert!(
                         created.is_some_and(|c| !self.deleted.contains(&(name.clone(), c))),
@@ -680,7 +692,11 @@ impl World {
             let e = self.min_serving.entry(zone).or_insert(serving);
             *e = (*e).min(serving);
         }
-        if !cut && p.status.status == Some(sluice_model::operation::OperationState::Cancelled) {
+        // A cancelled blue-green upgrade keeps its pool as it is (B6).
+        if !cut
+            && self.is_surge()
+            && p.status.status == Some(sluice_model::operation::OperationState::Cancelled)
+        {
             self.assert_clean("after a cancel");
         }
     }
@@ -704,6 +720,43 @@ impl World {
                 .unwrap_or(false);
             assert!(!cordoned, "{when}: {name} still cordoned");
         }
+    }
+
+    /// The operation upgrades by surge (the default).
+    pub fn is_surge(&self) -> bool {
+        self.op
+            .spec
+            .upgrade_settings
+            .as_ref()
+            .is_none_or(|u| u.strategy() == sluice_model::node_pool::UpgradeStrategy::Surge)
+    }
+
+    /// A blue-green upgrade's phase, as its last status says.
+    pub fn phase(&self) -> Option<sluice_model::operation::BlueGreenPhase> {
+        self.op
+            .status
+            .as_ref()
+            .and_then(|s| s.blue_green.as_ref())
+            .and_then(|b| b.phase)
+    }
+
+    /// Upgrade blue-green with `settings`.
+    pub fn blue_green(&mut self, settings: sluice_model::node_pool::BlueGreenSettings) {
+        self.op.spec.upgrade_settings = Some(UpgradeSettings {
+            strategy: Some(sluice_model::node_pool::UpgradeStrategy::BlueGreen),
+            blue_green_settings: Some(settings),
+            ..Default::default()
+        });
+    }
+
+    /// Counted instances (not being deleted) on `version`.
+    pub fn on_version(&self, version: &str) -> usize {
+        self.sims
+            .values()
+            .filter(|s| {
+                s.instance.state != InstanceState::Deleting && s.instance.version == version
+            })
+            .count()
     }
 
     pub fn state(&self) -> Option<sluice_model::operation::OperationState> {

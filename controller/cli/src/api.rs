@@ -7,7 +7,7 @@ use std::path::Path;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
-use sluice_model::node_pool::NodePool;
+use sluice_model::node_pool::{NodePool, UpgradeSettings};
 use sluice_model::operation::{Operation, OperationAction};
 
 use crate::client::ClientError;
@@ -80,17 +80,40 @@ pub async fn create(client: &Client, op: &Operation) -> Result<Operation, ApiErr
 }
 
 /// Write `spec.action` (a merge patch: the one field a user steers an
-/// upgrade with, U6).
+/// upgrade with, U6), and with a rollback whether green's drain honours
+/// budgets (`respectPdb`, B6).
 pub async fn set_action(
     client: &Client,
     name: &str,
     action: OperationAction,
+    respect_pdb: Option<bool>,
 ) -> Result<Operation, ApiError> {
-    let body = json!({"spec": {"action": action}});
+    let body = match respect_pdb {
+        Some(r) => json!({"spec": {"action": action, "respectPdb": r}}),
+        None => json!({"spec": {"action": action}}),
+    };
     operations(client)
         .patch(name, &PatchParams::default(), &Patch::Merge(&body))
         .await
         .map_err(|e| ApiError::of(format!("operation {name:?}"), e))
+}
+
+/// Write the pool back with `settings` as its `spec.upgradeSettings`,
+/// whole (a merge patch would keep the blue-green settings a switch to
+/// surge drops); its resourceVersion makes a concurrent edit a 409, not a
+/// lost write.
+pub async fn set_upgrade_settings(
+    client: &Client,
+    pool: &NodePool,
+    settings: UpgradeSettings,
+) -> Result<NodePool, ApiError> {
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    let mut updated = pool.clone();
+    updated.spec.upgrade_settings = Some(settings);
+    let api: Api<NodePool> = Api::all(client.clone());
+    api.replace(&name, &PostParams::default(), &updated)
+        .await
+        .map_err(|e| ApiError::of(format!("node pool {name:?}"), e))
 }
 
 /// Run one command's requests on a fresh client; its exit code, an error

@@ -1,6 +1,8 @@
-//! `sluice node-pools upgrade|rollback`, worded like `gcloud container
-//! node-pools`: a manual upgrade is an `Operation` the controller runs
-//! (U1–U7); a rollback is that operation's `spec.action` (U6).
+//! `sluice node-pools upgrade|update|rollback|complete-upgrade`, worded
+//! like `gcloud container node-pools`: a manual upgrade is an `Operation`
+//! the controller runs (U1–U7, B1–B7); `update` sets the pool's upgrade
+//! strategy; a rollback or a completion is that operation's `spec.action`
+//! (U6, B4, B6).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -12,7 +14,8 @@ use crate::api::{self, ApiError};
 use crate::exit;
 use crate::operations;
 use crate::output::{self, Format};
-use crate::request::{self, Change};
+use crate::request::{self, Change, StrategyFlags};
+use sluice_model::node_pool::StandardRolloutPolicy;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -20,10 +23,47 @@ pub enum Command {
     /// UPGRADE_NODES operation and, unless --async, waits for it as
     /// `operations wait` does.
     Upgrade(UpgradeArgs),
-    /// Roll back the pool's running or cancelled upgrade (U6): the
+    /// Roll back the pool's running or cancelled upgrade (U6, B6): the
     /// upgraded nodes go back to the pool's version and config. A
     /// completed upgrade is not rolled back: downgrade instead.
-    Rollback { pool: String },
+    Rollback {
+        pool: String,
+        /// Blue-green: drain green honouring PodDisruptionBudgets (else
+        /// its pods are deleted).
+        #[arg(long)]
+        respect_pdb: bool,
+    },
+    /// Set the pool's upgrade strategy and its settings (what later
+    /// upgrades use; a running one keeps its own).
+    Update(UpdateArgs),
+    /// Blue-green: end the soak of the pool's upgrade now and delete the
+    /// blue nodes (B4).
+    CompleteUpgrade { pool: String },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UpdateArgs {
+    pool: String,
+    /// Upgrade blue-green: a second set of nodes, the old kept until the
+    /// new have soaked.
+    #[arg(long, conflicts_with = "enable_surge_upgrade")]
+    enable_blue_green_upgrade: bool,
+    /// Upgrade by surge (the default strategy); drops blue-green settings.
+    #[arg(long)]
+    enable_surge_upgrade: bool,
+    /// batch-node-count=N,batch-percent=F,batch-soak-duration=Ds: how blue
+    /// is drained (one of the two batch sizes).
+    #[arg(long, value_parser = request::parse_standard_rollout_policy)]
+    standard_rollout_policy: Option<StandardRolloutPolicy>,
+    /// Ds: the soak after blue is drained, before it is deleted.
+    #[arg(long, value_parser = |s: &str| request::parse_duration("--node-pool-soak-duration", s))]
+    node_pool_soak_duration: Option<sluice_model::duration::Duration>,
+    /// Surge: extra nodes per zone during an upgrade.
+    #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(0..))]
+    max_surge_upgrade: Option<i32>,
+    /// Surge: nodes per zone that may be down at once.
+    #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(0..))]
+    max_unavailable_upgrade: Option<i32>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -68,17 +108,77 @@ pub fn run(command: Command, kubeconfig: Option<&Path>, format: Format) -> u8 {
                 upgrade(&client, &u, change, format).await
             })
         }
-        Command::Rollback { pool } => api::run(kubeconfig, |client| async move {
+        Command::Rollback { pool, respect_pdb } => api::run(kubeconfig, |client| async move {
+            let respect = respect_pdb.then_some(true);
             steer(
                 &client,
                 &pool,
                 OperationAction::Rollback,
+                respect,
                 "roll back",
                 format,
             )
             .await
         }),
+        Command::CompleteUpgrade { pool } => api::run(kubeconfig, |client| async move {
+            steer(
+                &client,
+                &pool,
+                OperationAction::Complete,
+                None,
+                "complete",
+                format,
+            )
+            .await
+        }),
+        Command::Update(u) => {
+            let flags = StrategyFlags {
+                blue_green: u.enable_blue_green_upgrade,
+                surge: u.enable_surge_upgrade,
+                max_surge: u.max_surge_upgrade,
+                max_unavailable: u.max_unavailable_upgrade,
+                standard: u.standard_rollout_policy.clone(),
+                node_pool_soak: u.node_pool_soak_duration,
+            };
+            if flags.is_empty() {
+                // Refused before any request.
+                if let Err(e) = request::updated_settings(None, &flags) {
+                    eprintln!("error: {e}");
+                }
+                return exit::ERROR;
+            }
+            api::run(kubeconfig, |client| async move {
+                update(&client, &u.pool, &flags, format).await
+            })
+        }
     }
+}
+
+async fn update(
+    client: &Client,
+    name: &str,
+    flags: &StrategyFlags,
+    format: Format,
+) -> Result<u8, ApiError> {
+    let pool = api::pool(client, name).await?;
+    let settings = request::updated_settings(pool.spec.upgrade_settings.as_ref(), flags)
+        .map_err(ApiError::Input)?;
+    let pool = api::set_upgrade_settings(client, &pool, settings).await?;
+    let strategy = pool
+        .spec
+        .upgrade_settings
+        .as_ref()
+        .map(crate::view::settings_text)
+        .unwrap_or_default();
+    print!(
+        "{}",
+        output::either(
+            format,
+            || format!("updated node pool {name}: {strategy}\n"),
+            &pool
+        )
+    );
+    Ok(exit::OK)
 }
 
 fn change(u: &UpgradeArgs) -> Result<Change, ApiError> {
@@ -135,6 +235,7 @@ pub async fn steer(
     client: &Client,
     pool: &str,
     action: OperationAction,
+    respect_pdb: Option<bool>,
     verb: &str,
     format: Format,
 ) -> Result<u8, ApiError> {
@@ -142,7 +243,7 @@ pub async fn steer(
     api::pool(client, pool).await?;
     let ops = api::list(client).await?;
     let name = request::action_target(&ops, pool, action)?;
-    let op = api::set_action(client, &name, action).await?;
+    let op = api::set_action(client, &name, action, respect_pdb).await?;
     print!("{}", operations::acted(&op, verb, format));
     Ok(exit::OK)
 }

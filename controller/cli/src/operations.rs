@@ -56,7 +56,7 @@ pub fn run(command: Command, kubeconfig: Option<&Path>, format: Format) -> u8 {
             Command::Cancel { name } => {
                 let op = api::operation(&client, &name).await?;
                 request::cancellable(&op)?;
-                let op = api::set_action(&client, &name, OperationAction::Cancel).await?;
+                let op = api::set_action(&client, &name, OperationAction::Cancel, None).await?;
                 print!("{}", acted(&op, "cancel", format));
                 Ok(exit::OK)
             }

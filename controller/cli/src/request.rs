@@ -3,7 +3,10 @@
 //! pool's operations `rollback` and `resume` act on. Pure: no I/O.
 
 use sluice_model::decode::{decode, FieldValidation};
-use sluice_model::node_pool::{NodeConfig, NodePool, UpgradeSettings};
+use sluice_model::duration::Duration;
+use sluice_model::node_pool::{
+    NodeConfig, NodePool, StandardRolloutPolicy, UpgradeSettings, UpgradeStrategy,
+};
 use sluice_model::operation::{
     Operation, OperationAction, OperationSpec, OperationState, OperationType,
 };
@@ -172,7 +175,9 @@ pub fn action_target(
             st,
             Some(OperationState::Cancelled | OperationState::Cancelling)
         ),
-        OperationAction::Cancel => !st.is_some_and(OperationState::is_final),
+        OperationAction::Cancel | OperationAction::Complete => {
+            !st.is_some_and(OperationState::is_final)
+        }
     };
     if fits {
         return Ok(name_of(latest));
@@ -181,12 +186,141 @@ pub fn action_target(
         OperationAction::Rollback => "roll back",
         OperationAction::Resume => "resume (only a cancelled upgrade resumes)",
         OperationAction::Cancel => "cancel",
+        OperationAction::Complete => "complete",
     };
     Err(RequestError::NoOperation(format!(
         "node pool {pool:?}'s latest upgrade {:?} is {}: nothing to {verb}",
         name_of(latest),
         state_name(st)
     )))
+}
+
+/// What `node-pools update` asks of a pool's upgrade settings, as
+/// gcloud's flags spell it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StrategyFlags {
+    pub blue_green: bool,
+    pub surge: bool,
+    pub max_surge: Option<i32>,
+    pub max_unavailable: Option<i32>,
+    /// `--standard-rollout-policy`, parsed.
+    pub standard: Option<StandardRolloutPolicy>,
+    /// `--node-pool-soak-duration`.
+    pub node_pool_soak: Option<Duration>,
+}
+
+impl StrategyFlags {
+    pub fn is_empty(&self) -> bool {
+        *self == StrategyFlags::default()
+    }
+}
+
+/// The pool's upgrade settings with `flags` laid over them:
+/// `--enable-blue-green-upgrade` sets strategy BLUE_GREEN,
+/// `--enable-surge-upgrade` SURGE and drops the blue-green settings (a
+/// surge pool takes none); the rollout policy and soak are blue-green
+/// settings. What the API refuses (a rollout policy on a surge pool, a
+/// soak over 7 days) is left for it to say.
+pub fn updated_settings(
+    current: Option<&UpgradeSettings>,
+    flags: &StrategyFlags,
+) -> Result<UpgradeSettings, String> {
+    if flags.is_empty() {
+        return Err("nothing to update: give --enable-blue-green-upgrade, \
+             --enable-surge-upgrade, --standard-rollout-policy, --node-pool-soak-duration, \
+             --max-surge-upgrade or --max-unavailable-upgrade"
+            .into());
+    }
+    let mut u = current.cloned().unwrap_or_default();
+    if flags.blue_green {
+        u.strategy = Some(UpgradeStrategy::BlueGreen);
+    }
+    if flags.surge {
+        u.strategy = Some(UpgradeStrategy::Surge);
+        u.blue_green_settings = None;
+    }
+    if flags.max_surge.is_some() {
+        u.max_surge = flags.max_surge;
+    }
+    if flags.max_unavailable.is_some() {
+        u.max_unavailable = flags.max_unavailable;
+    }
+    if flags.standard.is_some() || flags.node_pool_soak.is_some() {
+        let bg = u.blue_green_settings.get_or_insert_with(Default::default);
+        if let Some(p) = &flags.standard {
+            bg.standard_rollout_policy = Some(p.clone());
+            bg.autoscaled_rollout_policy = None;
+        }
+        if flags.node_pool_soak.is_some() {
+            bg.node_pool_soak_duration = flags.node_pool_soak;
+        }
+    }
+    Ok(u)
+}
+
+/// `--standard-rollout-policy=batch-node-count=N,batch-percent=F,batch-soak-duration=Ds`
+/// (gcloud's keys; an empty value means the defaults). Unknown keys,
+/// repeated keys and both batch sizes are refused, naming them.
+pub fn parse_standard_rollout_policy(text: &str) -> Result<StandardRolloutPolicy, String> {
+    let mut p = StandardRolloutPolicy::default();
+    let mut seen: Vec<&str> = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("{item:?}: expected KEY=VALUE"))?;
+        let (key, value) = (key.trim(), value.trim());
+        if seen.contains(&key) {
+            return Err(format!("{key} given twice"));
+        }
+        seen.push(key);
+        match key {
+            "batch-node-count" => {
+                let n: i32 = value
+                    .parse()
+                    .map_err(|_| format!("batch-node-count: {value:?} is not a whole number"))?;
+                if n < 0 {
+                    return Err(format!("batch-node-count: must be 0 or more, got {n}"));
+                }
+                p.batch_node_count = Some(n);
+            }
+            "batch-percent" => {
+                let f: f64 = value
+                    .parse()
+                    .map_err(|_| format!("batch-percent: {value:?} is not a number"))?;
+                if !(0.0..=1.0).contains(&f) {
+                    return Err(format!(
+                        "batch-percent: must be a fraction from 0 to 1 (0.25 is 25 %), got {value}"
+                    ));
+                }
+                p.batch_percentage = Some(f);
+            }
+            "batch-soak-duration" => {
+                p.batch_soak_duration = Some(parse_duration("batch-soak-duration", value)?)
+            }
+            other => {
+                return Err(format!(
+                    "unknown key {other:?}: expected batch-node-count, batch-percent or \
+                     batch-soak-duration"
+                ))
+            }
+        }
+    }
+    if p.batch_node_count.is_some() && p.batch_percentage.is_some() {
+        return Err("batch-node-count and batch-percent: give one of the two".into());
+    }
+    Ok(p)
+}
+
+/// A gcloud duration in seconds, `3600s` (fractions allowed), at least 0.
+pub fn parse_duration(what: &str, text: &str) -> Result<Duration, String> {
+    let d: Duration = text
+        .trim()
+        .parse()
+        .map_err(|e| format!("{what}: {text:?} is not a duration ({e}); expected e.g. 3600s"))?;
+    if d.as_nanos() < 0 {
+        return Err(format!("{what}: must not be negative, got {text}"));
+    }
+    Ok(d)
 }
 
 /// `operations cancel NAME`: a final operation is refused here, before

@@ -183,3 +183,79 @@ fn final_operations_are_not_cancellable() {
         assert!(e.contains(s) && e.contains("nothing to cancel"), "{e}");
     }
 }
+
+/// spec: B3 — gcloud's --standard-rollout-policy keys, one batch size.
+#[test]
+fn the_standard_rollout_policy_reads_gcloud_keys() {
+    let p = parse_standard_rollout_policy("batch-node-count=3,batch-soak-duration=60s").unwrap();
+    assert_eq!(p.batch_node_count, Some(3));
+    assert_eq!(p.batch_soak_duration, Some(Duration::from_secs(60)));
+    let p = parse_standard_rollout_policy(" batch-percent=0.25 ").unwrap();
+    assert_eq!(p.batch_percentage, Some(0.25));
+    // An empty value means the defaults.
+    assert_eq!(
+        parse_standard_rollout_policy("").unwrap(),
+        StandardRolloutPolicy::default()
+    );
+    for (bad, says) in [
+        (
+            "batch-node-count=3,batch-percent=0.5",
+            "give one of the two",
+        ),
+        ("batch-percent=1.5", "from 0 to 1"),
+        ("batch-node-count=-1", "0 or more"),
+        ("batch-node-count=x", "not a whole number"),
+        ("batch-soak-duration=60", "not a duration"),
+        ("batch-soak-duration=-5s", "negative"),
+        ("batch-size=3", "unknown key \"batch-size\""),
+        ("batch-node-count", "expected KEY=VALUE"),
+        ("batch-node-count=1,batch-node-count=2", "given twice"),
+    ] {
+        let e = parse_standard_rollout_policy(bad).unwrap_err();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+/// spec: B1, B3, B4 — update lays the flags over the pool's settings;
+/// switching to surge drops the blue-green settings.
+#[test]
+fn update_sets_the_strategy_and_its_settings() {
+    let flags = StrategyFlags {
+        blue_green: true,
+        standard: Some(parse_standard_rollout_policy("batch-node-count=2").unwrap()),
+        node_pool_soak: Some(Duration::from_secs(600)),
+        ..Default::default()
+    };
+    let u = updated_settings(None, &flags).unwrap();
+    assert_eq!(u.strategy, Some(UpgradeStrategy::BlueGreen));
+    let bg = u.blue_green_settings.clone().unwrap();
+    assert_eq!(bg.node_pool_soak_duration, Some(Duration::from_secs(600)));
+    assert_eq!(
+        bg.standard_rollout_policy.unwrap().batch_node_count,
+        Some(2)
+    );
+    let back = StrategyFlags {
+        surge: true,
+        max_surge: Some(2),
+        ..Default::default()
+    };
+    let s = updated_settings(Some(&u), &back).unwrap();
+    assert_eq!(s.strategy, Some(UpgradeStrategy::Surge));
+    assert_eq!(s.blue_green_settings, None);
+    assert_eq!(s.max_surge, Some(2));
+    let e = updated_settings(Some(&u), &StrategyFlags::default()).unwrap_err();
+    assert!(e.contains("nothing to update"), "{e}");
+}
+
+/// spec: B4 — complete-upgrade goes to the pool's live upgrade.
+#[test]
+fn complete_goes_to_the_live_upgrade() {
+    let ops = [up(1, Some("DONE")), up(2, Some("RUNNING"))];
+    assert_eq!(
+        action_target(&ops, "pool-a", OperationAction::Complete).unwrap(),
+        "operation-2-0001"
+    );
+    let ops = [up(1, Some("DONE"))];
+    let e = action_target(&ops, "pool-a", OperationAction::Complete).unwrap_err();
+    assert!(e.to_string().contains("nothing to complete"), "{e}");
+}

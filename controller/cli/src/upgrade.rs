@@ -21,7 +21,15 @@ pub enum Command {
 pub fn run(command: Command, kubeconfig: Option<&Path>, format: Format) -> u8 {
     match command {
         Command::Resume { pool } => api::run(kubeconfig, |client| async move {
-            node_pools::steer(&client, &pool, OperationAction::Resume, "resume", format).await
+            node_pools::steer(
+                &client,
+                &pool,
+                OperationAction::Resume,
+                None,
+                "resume",
+                format,
+            )
+            .await
         }),
     }
 }

@@ -4,9 +4,12 @@
 
 use serde_json::json;
 use sluice_model::k8s::jiff::Timestamp;
-use sluice_model::operation::{Operation, OperationAction, OperationProgress, OperationState};
+use sluice_model::node_pool::{UpgradeSettings, UpgradeStrategy};
+use sluice_model::operation::{
+    BlueGreenProgress, Operation, OperationAction, OperationProgress, OperationState,
+};
 
-use sluice_upgrades::{NODES_TOTAL, NODES_UPGRADED};
+use sluice_upgrades::{NODES_TOTAL, NODES_UPGRADED, SOAK_LEFT_SECONDS};
 
 use crate::request::state_name;
 
@@ -104,14 +107,7 @@ pub fn describe(op: &Operation) -> String {
         line("config", serde_json::to_string(c).unwrap_or_default());
     }
     if let Some(u) = &op.spec.upgrade_settings {
-        line(
-            "upgradeSettings",
-            format!(
-                "maxSurge {}, maxUnavailable {}",
-                u.max_surge(),
-                u.max_unavailable()
-            ),
-        );
+        line("upgradeSettings", settings_text(u));
     }
     if let Some(a) = op.spec.action {
         line(
@@ -132,6 +128,9 @@ pub fn describe(op: &Operation) -> String {
         line("zone", z.clone());
     }
     line("progress", counts(st.progress.as_ref()));
+    if let Some(bg) = phase_text(op) {
+        line("blueGreen", bg);
+    }
     for stage in st.progress.iter().flat_map(|p| &p.stages) {
         s.push_str(&format!(
             "  {} {} {}\n",
@@ -153,6 +152,65 @@ pub fn describe(op: &Operation) -> String {
         s.push_str(&format!("warning: {w}\n"));
     }
     s
+}
+
+/// A pool's upgrade settings in a line: the strategy and what it uses.
+pub fn settings_text(u: &UpgradeSettings) -> String {
+    match u.strategy() {
+        UpgradeStrategy::Surge => format!(
+            "strategy SURGE, maxSurge {}, maxUnavailable {}",
+            u.max_surge(),
+            u.max_unavailable()
+        ),
+        UpgradeStrategy::ShortLived => "strategy SHORT_LIVED".into(),
+        UpgradeStrategy::BlueGreen => {
+            let bg = u.blue_green_settings.clone().unwrap_or_default();
+            let mut parts = vec!["strategy BLUE_GREEN".to_owned()];
+            if let Some(p) = &bg.standard_rollout_policy {
+                if let Some(n) = p.batch_node_count {
+                    parts.push(format!("batchNodeCount {n}"));
+                }
+                if let Some(f) = p.batch_percentage {
+                    parts.push(format!("batchPercentage {f}"));
+                }
+                parts.push(format!("batchSoakDuration {}", p.batch_soak_duration()));
+            }
+            if let Some(a) = &bg.autoscaled_rollout_policy {
+                parts.push(format!(
+                    "waitForDrainDuration {}",
+                    a.wait_for_drain_duration()
+                ));
+            }
+            parts.push(format!(
+                "nodePoolSoakDuration {}",
+                bg.node_pool_soak_duration()
+            ));
+            parts.join(", ")
+        }
+    }
+}
+
+fn phase_of(op: &Operation) -> Option<&BlueGreenProgress> {
+    op.status.as_ref().and_then(|s| s.blue_green.as_ref())
+}
+
+/// A blue-green upgrade's phase, batch k of n and the soak left:
+/// `DRAINING_BLUE_POOL, batch 2 of 4 drained` (`None`: not blue-green).
+pub fn phase_text(op: &Operation) -> Option<String> {
+    let bg = phase_of(op)?;
+    let mut s = bg.phase.map_or("UPDATE_STARTED", |p| p.as_str()).to_owned();
+    if let Some(n) = bg.batches {
+        s.push_str(&format!(", batch {} of {n} drained", bg.batches_drained));
+    }
+    let left = op
+        .status
+        .as_ref()
+        .and_then(|st| st.progress.as_ref())
+        .and_then(|p| metric(p, SOAK_LEFT_SECONDS));
+    if let Some(left) = left {
+        s.push_str(&format!(", soak ends in {left}s"));
+    }
+    Some(s)
 }
 
 /// The stage being worked on: the zone the status names, else the
@@ -184,6 +242,9 @@ fn current(op: &Operation) -> (String, Option<&OperationProgress>, Vec<&str>) {
 pub fn progress_text(op: &Operation) -> String {
     let (zone, stage, blocking) = current(op);
     let mut line = format!("{zone} {} · {}", counts(stage), state_name(state(op)));
+    if let Some(p) = phase_text(op) {
+        line.push_str(&format!(" · {p}"));
+    }
     if !blocking.is_empty() {
         line.push_str(&format!(" · blocking: {}", blocking.join("; ")));
     }
@@ -212,6 +273,12 @@ pub fn progress_json(op: &Operation, at: Timestamp) -> String {
         "blocking": blocking,
         "statusMessage": st.and_then(|s| s.status_message.clone()),
         "warnings": st.map(|s| s.warnings.clone()).unwrap_or_default(),
+        "phase": phase_of(op).and_then(|b| b.phase).map(|p| p.as_str()),
+        "batches": phase_of(op).and_then(|b| b.batches),
+        "batchesDrained": phase_of(op).map(|b| b.batches_drained),
+        "soakLeftSeconds": st
+            .and_then(|s| s.progress.as_ref())
+            .and_then(|p| metric(p, SOAK_LEFT_SECONDS)),
     });
     format!("{v}\n")
 }
@@ -227,7 +294,9 @@ pub fn wait_exit(state: Option<OperationState>, action: Option<OperationAction>)
         OperationState::RolledBack => Some(crate::exit::BLOCKED),
         OperationState::Cancelled => match action {
             Some(OperationAction::Resume | OperationAction::Rollback) => None,
-            Some(OperationAction::Cancel) | None => Some(crate::exit::BLOCKED),
+            Some(OperationAction::Cancel | OperationAction::Complete) | None => {
+                Some(crate::exit::BLOCKED)
+            }
         },
         _ => None,
     }

@@ -80,7 +80,7 @@ fn describe_shows_zones_blocking_and_warnings() {
     for want in [
         "name: operation-1764230400000-beef",
         "nodeVersion: 1.33.5",
-        "upgradeSettings: maxSurge 1, maxUnavailable 0",
+        "upgradeSettings: strategy SURGE, maxSurge 1, maxUnavailable 0",
         "status: RUNNING",
         "progress: 5/12",
         "  zone-a 3/4 RUNNING",
@@ -134,4 +134,46 @@ fn wait_ends_on_final_states_and_cancelled() {
         assert_eq!(wait_exit(Some(s), None), None);
     }
     assert_eq!(wait_exit(None, None), None);
+}
+
+/// spec: B3, B4 — describe and wait show the phase, batch k of n and the
+/// soak left.
+#[test]
+fn a_blue_green_upgrade_shows_its_phase() {
+    let mut op = running();
+    op.spec.upgrade_settings = serde_json::from_value(json!({
+        "strategy": "BLUE_GREEN",
+        "blueGreenSettings": {"standardRolloutPolicy": {"batchNodeCount": 3},
+                              "nodePoolSoakDuration": "600s"}
+    }))
+    .unwrap();
+    let st = op.status.as_mut().unwrap();
+    st.blue_green = serde_json::from_value(json!({
+        "phase": "NODE_POOL_SOAKING", "batches": 4, "batchSize": 3, "batchesDrained": 4
+    }))
+    .unwrap();
+    st.progress.as_mut().unwrap().metrics.push(
+        serde_json::from_value(json!({"name": "soak_left_seconds", "intValue": 420})).unwrap(),
+    );
+    assert_eq!(
+        phase_text(&op).unwrap(),
+        "NODE_POOL_SOAKING, batch 4 of 4 drained, soak ends in 420s"
+    );
+    let d = describe(&op);
+    assert!(
+        d.contains("blueGreen: NODE_POOL_SOAKING, batch 4 of 4 drained"),
+        "{d}"
+    );
+    assert!(
+        d.contains("upgradeSettings: strategy BLUE_GREEN, batchNodeCount 3, batchSoakDuration 0s, nodePoolSoakDuration 600s"),
+        "{d}"
+    );
+    assert!(progress_text(&op).contains("NODE_POOL_SOAKING"));
+    let j: serde_json::Value = serde_json::from_str(&progress_json(&op, at())).unwrap();
+    assert_eq!(j["phase"], "NODE_POOL_SOAKING");
+    assert_eq!(j["batches"], 4);
+    assert_eq!(j["batchesDrained"], 4);
+    assert_eq!(j["soakLeftSeconds"], 420);
+    // A surge upgrade shows no phase.
+    assert_eq!(phase_text(&running()), None);
 }

@@ -69,7 +69,12 @@ impl Pools {
                 field_manager: Some(MANAGER.into()),
                 ..Default::default()
             };
-            let patch = json!({"status": status});
+            // `updateInfo` is the upgrade loop's: left out of the patch, so
+            // that a stale copy in this cache never puts back what that
+            // loop removed.
+            let mut body = status.clone();
+            body.update_info = None;
+            let patch = json!({ "status": body });
             match api
                 .patch_status(&key.1, &params, &Patch::Merge(&patch))
                 .await

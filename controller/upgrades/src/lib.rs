@@ -95,7 +95,7 @@ mod target;
 mod tests;
 
 pub use action::{provider_actions, Action, InPlace};
-pub use blue_green::batches;
+pub use blue_green::{batches, BATCHES_DRAINED, BATCHES_TOTAL, PHASE, SOAK_LEFT_SECONDS};
 pub use drain::PodOnNode;
 pub use driver::{plan, UpgradePlan};
 pub use error::UpgradeError;

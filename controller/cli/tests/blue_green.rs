@@ -8,12 +8,8 @@ use std::process::Output;
 use std::time::Duration;
 
 mod common;
-use common::{sluice, text, wait_for, Controller};
+use common::{code, run, text, wait_for, Controller, BLOCKED, ERROR, OK, USAGE};
 
-const OK: i32 = 0;
-const ERROR: i32 = 1;
-const USAGE: i32 = 2;
-const BLOCKED: i32 = 10;
 const LIMIT: Duration = Duration::from_secs(90);
 
 const POOL: &str = "apiVersion: sluice.dev/v1
@@ -25,14 +21,6 @@ spec:
   version: \"1.33.2\"
   config: {capacity: {cpu: \"2\", memory: 4Gi}}
 ";
-
-fn run(kc: &Path, args: &[&str]) -> Output {
-    sluice(Some(kc), None, args)
-}
-
-fn code(o: &Output) -> Option<i32> {
-    o.status.code()
-}
 
 /// The kubelet versions of the pool's nodes, with how many are cordoned.
 fn nodes(c: &Controller) -> (Vec<String>, usize) {

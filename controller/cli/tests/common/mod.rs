@@ -135,6 +135,21 @@ pub fn sluice(kubeconfig: Option<&Path>, env: Option<&Path>, args: &[&str]) -> O
     cmd.args(args).output().expect("run sluice")
 }
 
+/// `sluice --kubeconfig KC ARGS…`.
+pub fn run(kc: &Path, args: &[&str]) -> Output {
+    sluice(Some(kc), None, args)
+}
+
+pub fn code(o: &Output) -> Option<i32> {
+    o.status.code()
+}
+
+/// The exit codes of `sluice` (its `exit` module).
+pub const OK: i32 = 0;
+pub const ERROR: i32 = 1;
+pub const USAGE: i32 = 2;
+pub const BLOCKED: i32 = 10;
+
 pub fn text(o: &Output) -> String {
     format!(
         "{}{}",

@@ -226,24 +226,36 @@ fn demo(c: &mut KubeCluster, bins: &Bins, engine: Engine) -> Result<usize> {
     Ok(checks.failed)
 }
 
-/// The surge-upgrade scene (`sluice_tests::upgrade_scene`, which CI runs
-/// too): three upgrades of the pool with the `sluice` CLI under traffic
-/// through web (Cluster) and web-local (Local), the controller killed -9
-/// in the first, the second cancelled and resumed, the third rolled back.
+/// The upgrade scenes (`sluice_tests::upgrade_scene`, which CI runs
+/// too), under traffic through web (Cluster) and web-local (Local): three
+/// surge upgrades of the pool with the `sluice` CLI (the controller killed
+/// -9 in the first, the second cancelled and resumed, the third rolled
+/// back), then three blue-green ones (every phase, a rollback while
+/// draining, an early complete-upgrade).
 fn upgrades(c: &mut KubeCluster, bins: &Bins, checks: &mut Checks) -> Result<()> {
-    let scene = upgrade_scene::Scene {
+    let surge = upgrade_scene::Scene {
         sluice: bins.sluice.clone(),
         pool: "pool".into(),
         nodes: 4,
         versions: ["1.37.1".into(), "1.37.2".into(), "1.37.3".into()],
         wait: Duration::from_secs(120),
     };
-    let report = scene.run(c)?;
-    for (ok, _) in &report.checks {
-        if !ok {
-            checks.failed += 1;
-        }
-    }
+    let report = surge.run(c)?;
+    figures(&report, checks);
+    let blue_green = upgrade_scene::Scene {
+        versions: ["1.37.4".into(), "1.37.5".into(), "1.37.6".into()],
+        ..surge
+    };
+    let report = blue_green.run_blue_green(c)?;
+    figures(&report, checks);
+    println!("==> kubectl get nodepool,operations");
+    print_indented(&c.kubectl(&["get", "nodepool,operations"])?);
+    Ok(())
+}
+
+/// A scene's failed checks counted, its figures printed as a table.
+fn figures(report: &upgrade_scene::Report, checks: &mut Checks) {
+    checks.failed += report.failed().len();
     println!("==> the upgrades' figures");
     println!(
         "  {:<40} {:>6} {:>8} {:>10}  REQUESTS SERVED / FAILED",
@@ -265,9 +277,6 @@ fn upgrades(c: &mut KubeCluster, bins: &Bins, checks: &mut Checks) -> Result<()>
             requests.join(", ")
         );
     }
-    println!("==> kubectl get nodepool,operations");
-    print_indented(&c.kubectl(&["get", "nodepool,operations"])?);
-    Ok(())
 }
 
 fn lb_engine_word(engine: Engine) -> &'static str {

@@ -1,9 +1,10 @@
-//! The surge-upgrade scene (issue 12), shared by `cargo xtask lab` and the
-//! CI test `controller_upgrade`: a node pool of a cluster run by
-//! `sluice-controller` (the `netns` provider) upgraded with the `sluice`
-//! CLI while clients loop over a `Cluster` and a `Local` LoadBalancer
-//! Service through `sluice-lb`:
+//! The upgrade scenes, shared by `cargo xtask lab` and the CI tests
+//! `controller_upgrade` and `controller_blue_green`: a node pool of a
+//! cluster run by `sluice-controller` (the `netns` provider) upgraded with
+//! the `sluice` CLI while clients loop over a `Cluster` and a `Local`
+//! LoadBalancer Service through `sluice-lb`.
 //!
+//! Surge ([`Scene::run`], `surge.rs`):
 //! 1. a surge upgrade to a new node version, the controller killed with
 //!    SIGKILL halfway and started again (it picks the operation up from
 //!    the API);
@@ -12,23 +13,30 @@
 //! 3. a third rolled back after its first node (every node back on the
 //!    pool's version).
 //!
+//! Blue-green ([`Scene::run_blue_green`], `blue_green.rs`): an upgrade
+//! through every phase with short soaks, one rolled back in the drain
+//! phase, one completed early during its soak.
+//!
 //! Every phase counts the requests served and failed per Service and the
 //! time per node upgraded. Checks are recorded, printed as they happen,
 //! never hidden; the caller fails on any. Waits are bounded; nothing is
 //! timed against a limit.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use serde_json::Value;
 
 use crate::kube_cluster::{
     internal_lb_service, lingering_deployment, pdb, KubeCluster, SUBSETTING_ON,
 };
 use crate::{tcp_request, Engine, Family, TcpOutcome, Traffic};
+
+mod blue_green;
+mod surge;
 
 /// The annotations an upgrade leaves on a node while it works on it.
 const UPGRADING: &str = "sluice.dev/upgrading";
@@ -95,6 +103,10 @@ struct OpView {
     upgraded: usize,
     total: usize,
     message: String,
+    /// A blue-green upgrade's phase (`status.blueGreen.phase`).
+    phase: String,
+    /// Its drained batches.
+    batches_drained: u64,
 }
 
 impl OpView {
@@ -183,20 +195,6 @@ pub fn prepare(
 }
 
 impl Scene {
-    /// The whole scene; the checks and figures. An `Err` is a step that
-    /// could not run at all (a command refused, a wait out of time before
-    /// the phase could start).
-    pub fn run(&self, c: &mut KubeCluster) -> Result<Report> {
-        let mut report = Report::default();
-        self.settle(c)?;
-        self.upgrade_with_a_crash(c, &mut report)?;
-        self.settle(c)?;
-        self.cancel_and_resume(c, &mut report)?;
-        self.settle(c)?;
-        self.roll_back(c, &mut report)?;
-        Ok(report)
-    }
-
     /// Until the pool has its nodes, all Ready, 4 web pods Ready, every
     /// node healthy for `web` at the load balancer and each VIP answering.
     fn settle(&self, c: &KubeCluster) -> Result<()> {
@@ -240,23 +238,15 @@ impl Scene {
     /// `sluice node-pools upgrade POOL --version V --async`: the
     /// operation's name.
     fn start_upgrade(&self, c: &KubeCluster, version: &str) -> Result<String> {
-        let out = self.sluice(
-            c,
-            &[
-                "node-pools",
-                "upgrade",
-                &self.pool,
-                "--version",
-                version,
-                "--max-surge",
-                "1",
-                "--max-unavailable",
-                "0",
-                "--async",
-                "--format",
-                "json",
-            ],
-        )?;
+        self.start_with(c, version, &["--max-surge", "1", "--max-unavailable", "0"])
+    }
+
+    /// `sluice node-pools upgrade POOL --version V FLAGS --async`.
+    fn start_with(&self, c: &KubeCluster, version: &str, flags: &[&str]) -> Result<String> {
+        let mut args = vec!["node-pools", "upgrade", &self.pool, "--version", version];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--async", "--format", "json"]);
+        let out = self.sluice(c, &args)?;
         let op: Value = serde_json::from_str(out.trim())
             .with_context(|| format!("sluice node-pools upgrade printed {out:?}"))?;
         op["metadata"]["name"]
@@ -282,6 +272,8 @@ impl Scene {
             upgraded: metric("nodes_upgraded"),
             total: metric("nodes_total"),
             message: status["statusMessage"].as_str().unwrap_or("").to_owned(),
+            phase: status["blueGreen"]["phase"].as_str().unwrap_or("").to_owned(),
+            batches_drained: status["blueGreen"]["batchesDrained"].as_u64().unwrap_or(0),
         })
     }
 
@@ -452,185 +444,6 @@ impl Scene {
         Ok((loops, t, op, seen))
     }
 
-    /// Phase 1. spec: U1, U2, U3 (a surge upgrade, one zone at a time);
-    /// the controller survives `kill -9` mid-upgrade.
-    fn upgrade_with_a_crash(&self, c: &mut KubeCluster, report: &mut Report) -> Result<()> {
-        let v = &self.versions[0];
-        let before: BTreeSet<String> = self.node_states(c)?.into_iter().map(|n| n.name).collect();
-        println!(
-            "==> sluice node-pools upgrade {} --version {v} --max-surge 1 --max-unavailable 0, clients looping over web and web-local; the controller killed -9 halfway",
-            self.pool
-        );
-        let (loops, t, op, half) =
-            self.begin(c, v, self.nodes.div_ceil(2), "half the nodes upgraded")?;
-        println!(
-            "    {op}: {} of {} upgraded after {:.1} s ({}); kill -9 the controller, start it again",
-            half.upgraded,
-            half.total,
-            t.elapsed().as_secs_f64(),
-            half.message
-        );
-        let killed = t.elapsed();
-        c.crash_and_restart_controller()?;
-        println!(
-            "    the controller killed at {:.1} s and serving again at {:.1} s",
-            killed.as_secs_f64(),
-            t.elapsed().as_secs_f64()
-        );
-        let done = self.wait_op(c, &op, "finished", OpView::is_final)?;
-        let took = t.elapsed();
-        report.check(
-            done.state == "DONE" && done.upgraded == self.nodes,
-            format!(
-                "{op} {} after {:.1} s: {} of {} nodes upgraded, the restarted controller carried it on ({})",
-                done.state,
-                took.as_secs_f64(),
-                done.upgraded,
-                done.total,
-                done.message
-            ),
-        );
-        let after = self.all_on(c, v);
-        let names: BTreeSet<String> = after
-            .as_ref()
-            .map(|n| n.iter().map(|n| n.name.clone()).collect())
-            .unwrap_or_default();
-        report.check(
-            after.is_ok() && names.is_disjoint(&before),
-            format!(
-                "every node replaced by a new one on {v}: {}",
-                names.iter().cloned().collect::<Vec<_>>().join(", ")
-            ),
-        );
-        let pool_v = self.pool_version(c);
-        report.check(
-            pool_v == *v,
-            format!("the pool's spec.version moved with its nodes: {pool_v}"),
-        );
-        self.clean(c, report, "after the upgrade")?;
-        self.traffic(
-            report,
-            "the upgrade and the controller's crash",
-            loops,
-            took,
-            self.nodes,
-        );
-        Ok(())
-    }
-
-    /// Phase 2. spec: U6 — cancel lets started nodes finish and leaves the
-    /// others (two versions); resume upgrades the rest.
-    fn cancel_and_resume(&self, c: &mut KubeCluster, report: &mut Report) -> Result<()> {
-        let (from, v) = (&self.versions[0], &self.versions[1]);
-        println!(
-            "==> sluice node-pools upgrade {} --version {v}, cancelled halfway (sluice operations cancel), then resumed (sluice upgrade resume)",
-            self.pool
-        );
-        let (loops, t, op, half) =
-            self.begin(c, v, self.nodes.div_ceil(2), "half the nodes upgraded")?;
-        let out = self.sluice(c, &["operations", "cancel", &op])?;
-        println!(
-            "    {} of {} upgraded after {:.1} s: {}",
-            half.upgraded,
-            half.total,
-            t.elapsed().as_secs_f64(),
-            out.trim()
-        );
-        let cancelled = self.wait_op(c, &op, "cancelled", OpView::is_final)?;
-        // The cancelled operation's nodes: those started finished, the
-        // others stay; the deleted ones' Nodes go a moment after.
-        let split = c.wait_for("the cancelled pool settled", self.wait, || {
-            let (by, left) = self.versions(c).ok()?;
-            let total: usize = by.values().sum();
-            (total == self.nodes && left.is_empty()).then_some(by)
-        });
-        let by = split.as_ref().cloned().unwrap_or_default();
-        report.check(
-            cancelled.state == "CANCELLED"
-                && by.get(v).is_some_and(|n| *n > 0)
-                && by.get(from).is_some_and(|n| *n > 0),
-            format!(
-                "{op} {} with {} of {} upgraded: the pool runs two versions {by:?} ({})",
-                cancelled.state, cancelled.upgraded, cancelled.total, cancelled.message
-            ),
-        );
-        self.clean(c, report, "after the cancel")?;
-        let out = self.sluice(c, &["upgrade", "resume", &self.pool])?;
-        println!("    {}", out.trim());
-        let done = self.wait_op(c, &op, "done after the resume", |o| {
-            o.state == "DONE" || o.state == "FAILED"
-        })?;
-        let took = t.elapsed();
-        let after = self.all_on(c, v);
-        report.check(
-            done.state == "DONE" && after.is_ok(),
-            format!(
-                "resumed, {op} {}: every node on {v} after {:.1} s in all",
-                done.state,
-                took.as_secs_f64()
-            ),
-        );
-        self.clean(c, report, "after the resume")?;
-        self.traffic(
-            report,
-            "the cancelled and resumed upgrade",
-            loops,
-            took,
-            self.nodes,
-        );
-        Ok(())
-    }
-
-    /// Phase 3. spec: U6 — rollback restores the upgraded nodes.
-    fn roll_back(&self, c: &mut KubeCluster, report: &mut Report) -> Result<()> {
-        let (back, v) = (&self.versions[1], &self.versions[2]);
-        println!(
-            "==> sluice node-pools upgrade {} --version {v}, rolled back after its first node (sluice node-pools rollback)",
-            self.pool
-        );
-        let (loops, t, op, first) = self.begin(c, v, 1, "a node upgraded")?;
-        if first.is_final() {
-            bail!(
-                "{op} ended ({}) before it could be rolled back",
-                first.state
-            );
-        }
-        let out = self.sluice(c, &["node-pools", "rollback", &self.pool])?;
-        println!(
-            "    {} of {} upgraded after {:.1} s: {}",
-            first.upgraded,
-            first.total,
-            t.elapsed().as_secs_f64(),
-            out.trim()
-        );
-        let end = self.wait_op(c, &op, "rolled back", OpView::is_final)?;
-        let took = t.elapsed();
-        let after = self.all_on(c, back);
-        report.check(
-            end.state == "ROLLED_BACK" && after.is_ok(),
-            format!(
-                "{op} {} after {:.1} s: every node back on {back} ({})",
-                end.state,
-                took.as_secs_f64(),
-                end.message
-            ),
-        );
-        let pool_v = self.pool_version(c);
-        report.check(
-            pool_v == *back,
-            format!("the pool's spec.version stayed {back}: {pool_v}"),
-        );
-        self.clean(c, report, "after the rollback")?;
-        // Nodes made: the upgraded ones, then as many again back.
-        self.traffic(
-            report,
-            "the rolled-back upgrade",
-            loops,
-            took,
-            first.upgraded.max(1) * 2,
-        );
-        Ok(())
-    }
 }
 
 fn listed(names: &[String]) -> String {

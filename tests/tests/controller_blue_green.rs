@@ -1,0 +1,59 @@
+//! Blue-green upgrades under live traffic, end to end: a cluster run by
+//! `sluice-controller` with the `netns` provider, a node pool of 2 nodes
+//! in each of 2 zones, `sluice-lb` in front, and clients looping over a
+//! `Cluster` and a `Local` Service through it while the `sluice` CLI sets
+//! the pool to blue-green and upgrades it through every phase, rolls a
+//! second upgrade back in the drain phase, and completes a third during
+//! its soak. No request may fail, for either Service, in any phase; no
+//! node is left cordoned; each ends with one side only. The scene is
+//! `sluice_tests::upgrade_scene`, the one `cargo xtask lab` runs too,
+//! under each engine.
+//!
+//! Everything goes when the cluster guard drops, also on failure (the
+//! logs are printed first). Waits are bounded; nothing is timed.
+
+use std::time::Duration;
+
+use sluice_tests::kube_cluster::{KubeCluster, KubeClusterSpec};
+use sluice_tests::upgrade_scene::{prepare, Scene};
+use sluice_tests::{sluice_cli_bin, whoami_bin, Engine};
+
+fn blue_green_under_traffic(tag: &str, engine: Engine) {
+    // spec: B1, B2, B3, B4, B5, B6
+    let mut spec = KubeClusterSpec::new(&["g-a", "g-b"], 2);
+    spec.engine = engine;
+    spec.monitor_grace_s = 6;
+    let mut c = KubeCluster::start(tag, &spec).expect("the cluster");
+    let whoami = whoami_bin().expect("sluice-whoami (cargo build -p sluice-tests --bins)");
+    prepare(&mut c, engine, &whoami, None).expect("the Services and the load balancer");
+    let scene = Scene {
+        sluice: sluice_cli_bin().expect("sluice (cargo build -p sluice-cli)"),
+        pool: "pool".into(),
+        nodes: 4,
+        versions: ["1.37.1".into(), "1.37.2".into(), "1.37.3".into()],
+        wait: Duration::from_secs(120),
+    };
+    let report = scene.run_blue_green(&mut c).expect("the scene ran");
+    for f in &report.figures {
+        println!("{}: {:.1} s, requests {:?}", f.phase, f.seconds, f.requests);
+    }
+    let totals: u64 = report
+        .figures
+        .iter()
+        .flat_map(|f| f.requests.values())
+        .map(|(served, _)| served)
+        .sum();
+    assert!(totals > 0, "no traffic measured");
+    let failed = report.failed();
+    assert!(failed.is_empty(), "failed checks: {failed:#?}");
+}
+
+#[test]
+fn blue_green_upgrades_under_traffic_emulated() {
+    blue_green_under_traffic("bge", Engine::Emulated);
+}
+
+#[test]
+fn blue_green_upgrades_under_traffic_kernel() {
+    blue_green_under_traffic("bgk", Engine::Kernel);
+}

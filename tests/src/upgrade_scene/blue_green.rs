@@ -67,8 +67,17 @@ impl Scene {
         let mut loops = Loops::start(c);
         let mut since = Instant::now();
         let mut current = String::new();
+        let mut said: Vec<String> = Vec::new();
         loop {
             let view = self.op(c, op)?;
+            // What holds the upgrade, each time it changes: where a phase's
+            // time goes.
+            if view.blocking != said {
+                for b in &view.blocking {
+                    println!("      {b}");
+                }
+                said = view.blocking.clone();
+            }
             let phase = if view.phase.is_empty() {
                 "UPDATE_STARTED".to_owned()
             } else {
@@ -78,7 +87,12 @@ impl Scene {
             if phase != current || stop {
                 if !current.is_empty() {
                     let ended = std::mem::replace(&mut loops, Loops::start(c));
-                    self.segment(report, &format!("{label}: {current}"), ended, since.elapsed());
+                    self.segment(
+                        report,
+                        &format!("{label}: {current}"),
+                        ended,
+                        since.elapsed(),
+                    );
                     since = Instant::now();
                 }
                 if seen.last() != Some(&phase) {
@@ -116,7 +130,15 @@ impl Scene {
                     if errors.is_empty() {
                         String::new()
                     } else {
-                        format!(" ({})", errors.iter().take(8).cloned().collect::<Vec<_>>().join("; "))
+                        format!(
+                            " ({})",
+                            errors
+                                .iter()
+                                .take(8)
+                                .cloned()
+                                .collect::<Vec<_>>()
+                                .join("; ")
+                        )
                     }
                 ),
             );
@@ -153,7 +175,11 @@ impl Scene {
         let op = self.start_with(c, v, &[])?;
         let (phases, end) = self.follow(c, report, &op, "blue-green", OpView::is_final)?;
         // A phase of one pass (the cordons) may fall between two reads.
-        let must = ["CREATING_GREEN_POOL", "DRAINING_BLUE_POOL", "NODE_POOL_SOAKING"];
+        let must = [
+            "CREATING_GREEN_POOL",
+            "DRAINING_BLUE_POOL",
+            "NODE_POOL_SOAKING",
+        ];
         let in_order = must.iter().all(|p| phases.iter().any(|s| s == p))
             && phases
                 .iter()
@@ -207,7 +233,10 @@ impl Scene {
             o.is_final() || (o.phase == "DRAINING_BLUE_POOL" && o.batches_drained >= 1)
         })?;
         if first.is_final() {
-            return Err(anyhow!("{op} ended ({}) before it could be rolled back", first.state));
+            return Err(anyhow!(
+                "{op} ended ({}) before it could be rolled back",
+                first.state
+            ));
         }
         let out = self.sluice(c, &["node-pools", "rollback", &self.pool, "--respect-pdb"])?;
         println!("    {}", out.trim());
@@ -228,7 +257,10 @@ impl Scene {
             .unwrap_or_default();
         report.check(
             after.is_ok() && names == blue,
-            format!("blue serves again, green is gone: {}", names.iter().cloned().collect::<Vec<_>>().join(", ")),
+            format!(
+                "blue serves again, green is gone: {}",
+                names.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
         );
         self.clean(c, report, "after the blue-green rollback")?;
         Ok(())

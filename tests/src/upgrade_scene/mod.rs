@@ -107,6 +107,8 @@ struct OpView {
     phase: String,
     /// Its drained batches.
     batches_drained: u64,
+    /// What the status says holds it, every stage's lines.
+    blocking: Vec<String>,
 }
 
 impl OpView {
@@ -272,8 +274,18 @@ impl Scene {
             upgraded: metric("nodes_upgraded"),
             total: metric("nodes_total"),
             message: status["statusMessage"].as_str().unwrap_or("").to_owned(),
-            phase: status["blueGreen"]["phase"].as_str().unwrap_or("").to_owned(),
+            phase: status["blueGreen"]["phase"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
             batches_drained: status["blueGreen"]["batchesDrained"].as_u64().unwrap_or(0),
+            blocking: status["progress"]["stages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|s| s["blocking"].as_array().cloned().unwrap_or_default())
+                .filter_map(|b| b.as_str().map(str::to_owned))
+                .collect(),
         })
     }
 
@@ -443,7 +455,6 @@ impl Scene {
         let seen = self.wait_op(c, &op, what, |o| o.is_final() || o.upgraded >= upgraded)?;
         Ok((loops, t, op, seen))
     }
-
 }
 
 fn listed(names: &[String]) -> String {

@@ -244,6 +244,13 @@ mod tests {
             effective_grace(long, EvictionReason::BluePoolDeletion),
             HOUR
         );
+        // spec: B3 — phase 3 gives no pod more than phase 5 would, and
+        // retries budgets for good: what they hold is left for phase 5.
+        assert_eq!(effective_grace(long, EvictionReason::BlueGreenDrain), HOUR);
+        assert_eq!(
+            EvictionReason::BlueGreenDrain.pdb_policy(),
+            PdbPolicy::RetryForever
+        );
         // spec: A2 — grace periods up to 24 h after the wait.
         let two_days = Duration::from_secs(2 * 86_400);
         assert_eq!(

@@ -515,3 +515,28 @@ fn pool_shape() {
         "twice",
     );
 }
+
+#[test]
+fn blue_green_settings_need_the_blue_green_strategy() {
+    // spec: B3 — a rollout policy on a SURGE pool would be ignored: refused.
+    let pool = |strategy: &str| -> crate::node_pool::NodePool {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "sluice.dev/v1", "kind": "NodePool",
+            "metadata": {"name": "p"},
+            "spec": {"locations": ["a"], "initialNodeCount": 1,
+                     "config": {"capacity": {"cpu": "2", "memory": "4Gi"}},
+                     "upgradeSettings": {"strategy": strategy, "blueGreenSettings": {
+                         "standardRolloutPolicy": {"batchNodeCount": 1}}}}
+        }))
+        .unwrap()
+    };
+    let e = crate::validation::validate_node_pool(&pool("SURGE"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("spec.upgradeSettings.blueGreenSettings")
+            && e.contains("only with strategy BLUE_GREEN"),
+        "{e}"
+    );
+    assert!(crate::validation::validate_node_pool(&pool("BLUE_GREEN")).is_ok());
+}

@@ -258,3 +258,103 @@ fn versions_are_kubernetes_versions() {
     let long = format!("1.33.{}", "9".repeat(100));
     assert!(version_error(&long).is_some_and(|e| e.contains("at most 64")));
 }
+
+/// A blue-green upgrade in `phase` (`None`: no phase yet), `state`, with
+/// the action `old` stored.
+fn blue_green_op(
+    phase: Option<&str>,
+    state: &str,
+    old: Option<&str>,
+    autoscaled: bool,
+) -> Operation {
+    let policy = if autoscaled {
+        serde_json::json!({"autoscaledRolloutPolicy": {}})
+    } else {
+        serde_json::json!({"standardRolloutPolicy": {"batchNodeCount": 1}})
+    };
+    let mut v = serde_json::json!({
+        "apiVersion": "sluice.dev/v1", "kind": "Operation",
+        "metadata": {"name": "op"},
+        "spec": {"operationType": "UPGRADE_NODES",
+                 "targetLink": "/apis/sluice.dev/v1/nodepools/pool-a",
+                 "nodeVersion": "1.34.1",
+                 "upgradeSettings": {"strategy": "BLUE_GREEN", "blueGreenSettings": policy}},
+        "status": {"status": state}
+    });
+    if let Some(p) = phase {
+        v["status"]["blueGreen"] = serde_json::json!({"phase": p});
+    }
+    if let Some(a) = old {
+        v["spec"]["action"] = serde_json::json!(a);
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+fn steer(old: &Operation, action: &str) -> Result<(), String> {
+    let mut new = old.clone();
+    new.spec.action = serde_json::from_value(serde_json::json!(action)).unwrap();
+    crate::validation::validate_operation_update(&new, old).map_err(|e| e.to_string())
+}
+
+#[test]
+fn blue_green_actions_obey_the_phase() {
+    // spec: B4 — COMPLETE only while the pool soaks.
+    let soaking = blue_green_op(Some("NODE_POOL_SOAKING"), "RUNNING", None, false);
+    assert_eq!(steer(&soaking, "COMPLETE"), Ok(()));
+    for phase in [
+        "CREATING_GREEN_POOL",
+        "CORDONING_BLUE_POOL",
+        "DRAINING_BLUE_POOL",
+    ] {
+        let op = blue_green_op(Some(phase), "RUNNING", None, false);
+        let e = steer(&op, "COMPLETE").unwrap_err();
+        assert!(e.contains("spec.action") && e.contains(phase), "{e}");
+        // spec: B6 — cancel and rollback are allowed there.
+        assert_eq!(steer(&op, "CANCEL"), Ok(()), "{phase}");
+        assert_eq!(steer(&op, "ROLLBACK"), Ok(()), "{phase}");
+    }
+    let e = steer(&blue_green_op(None, "PENDING", None, false), "COMPLETE").unwrap_err();
+    assert!(e.contains("state PENDING"), "{e}");
+    // spec: B5 — phase 5 cannot be cancelled nor rolled back.
+    let deleting = blue_green_op(Some("DELETING_BLUE_POOL"), "RUNNING", None, false);
+    let e = steer(&deleting, "CANCEL").unwrap_err();
+    assert!(e.contains("cannot be cancelled"), "{e}");
+    let e = steer(&deleting, "ROLLBACK").unwrap_err();
+    assert!(e.contains("DELETING_BLUE_POOL"), "{e}");
+    // spec: U6 — no rollback after DONE.
+    let done = blue_green_op(Some("DELETING_BLUE_POOL"), "DONE", None, false);
+    assert!(steer(&done, "ROLLBACK").is_err());
+    // spec: A4 — an autoscaled blue-green upgrade is not rolled back.
+    let auto = blue_green_op(Some("CORDONING_BLUE_POOL"), "RUNNING", None, true);
+    let e = steer(&auto, "ROLLBACK").unwrap_err();
+    assert!(e.contains("autoscaled"), "{e}");
+    // An action already stored is not judged again: the controller's
+    // status writes after it go through.
+    let stored = blue_green_op(
+        Some("DELETING_BLUE_POOL"),
+        "RUNNING",
+        Some("COMPLETE"),
+        false,
+    );
+    assert_eq!(steer(&stored, "COMPLETE"), Ok(()));
+}
+
+#[test]
+fn complete_is_for_blue_green_only() {
+    // spec: B4 — a surge upgrade has no soak to end.
+    let mut op = blue_green_op(Some("NODE_POOL_SOAKING"), "RUNNING", None, false);
+    op.spec.upgrade_settings = None;
+    let e = steer(&op, "COMPLETE").unwrap_err();
+    assert!(e.contains("not BLUE_GREEN"), "{e}");
+}
+
+#[test]
+fn an_operation_with_an_autoscaled_snapshot_is_valid() {
+    // spec: A4 — the snapshot was checked against its pool; the operation
+    // does not carry the pool's autoscaling to check it again.
+    let op = blue_green_op(None, "PENDING", None, true);
+    assert_eq!(
+        crate::validation::validate_operation(&op).map_err(|e| e.to_string()),
+        Ok(())
+    );
+}

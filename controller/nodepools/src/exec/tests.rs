@@ -270,3 +270,22 @@ async fn a_missing_script_cannot_start() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn capacity_is_the_optional_script_s_answer() {
+    // spec: B1 — quota is asked before green is made.
+    let s = Scripts::new();
+    let p = s.provider();
+    // No script: no known limit.
+    assert_eq!(p.capacity().await, Ok(None));
+    s.write("capacity", r#"echo '{"available": 7}'"#);
+    assert_eq!(p.capacity().await, Ok(Some(7)));
+    s.write("capacity", r#"echo '{"available": null}'"#);
+    assert_eq!(p.capacity().await, Ok(None));
+    s.write("capacity", r#"echo '{"free": 7}'"#);
+    let e = failed(p.capacity().await);
+    assert!(e.contains("capacity") && e.contains("available"), "{e}");
+    s.write("capacity", "echo nope >&2; exit 3");
+    let e = failed(p.capacity().await);
+    assert!(e.contains("capacity") && e.contains("nope"), "{e}");
+}

@@ -75,6 +75,18 @@ async fn the_quota_refuses_creations_beyond_it() {
 }
 
 #[tokio::test]
+async fn capacity_is_the_quota_left() {
+    // spec: B1 — the room the quota leaves, asked before green is made.
+    let (_, p) = sim();
+    assert_eq!(p.capacity().await, Ok(None));
+    p.set_quota(Some(3));
+    p.create(req("n1")).await.unwrap();
+    assert_eq!(p.capacity().await, Ok(Some(2)));
+    p.set_quota(Some(1));
+    assert_eq!(p.capacity().await, Ok(Some(0)));
+}
+
+#[tokio::test]
 async fn injected_failures_fail_the_next_creations_only() {
     let (_, p) = sim();
     p.fail_next_creations(2);

@@ -106,6 +106,30 @@ fn only_live_upgrades_hold_their_pool() {
     );
 }
 
+// spec: B6 — a cancelled blue-green upgrade still holds both sides of its
+// pool, and after a restart every zone is held with room for both.
+#[test]
+fn a_cancelled_blue_green_upgrade_holds_its_pool() {
+    use sluice_model::node_pool::{UpgradeSettings, UpgradeStrategy};
+    use sluice_model::operation::{OperationSpec, OperationType};
+    let link = format!("{}pool-a", OperationSpec::NODE_POOL_LINK);
+    let mut spec = OperationSpec::new(OperationType::UpgradeNodes, link);
+    spec.upgrade_settings = Some(UpgradeSettings {
+        strategy: Some(UpgradeStrategy::BlueGreen),
+        ..Default::default()
+    });
+    spec.action = Some(OperationAction::Cancel);
+    let mut o = Operation::new("op-1", spec);
+    o.status.get_or_insert_with(Default::default).status = Some(OperationState::Cancelled);
+    assert_eq!(live_upgrade(&o), Some("pool-a"));
+    let zones = vec![("zone-a".to_string(), 3), ("zone-b".to_string(), 2)];
+    let held = all_zones_held(&o, &zones);
+    assert_eq!(held["zone-a"].extra, 3);
+    assert_eq!(held["zone-b"].extra, 2);
+    o.status.get_or_insert_with(Default::default).status = Some(OperationState::Done);
+    assert_eq!(live_upgrade(&o), None);
+}
+
 // spec: E6 — a pod on a draining node that its budget holds back is
 // named with the budget, as the Eviction API would refuse it.
 #[test]

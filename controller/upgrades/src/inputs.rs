@@ -94,3 +94,32 @@ pub struct LocalService {
     /// The nodes holding its serving pods.
     pub nodes: BTreeSet<String>,
 }
+
+/// U5: nodes behind an `externalTrafficPolicy: Local` Service drained in
+/// parallel take its serving pods away together.
+pub(crate) fn local_warnings(inputs: &Inputs<'_>, draining: &[String]) -> Vec<String> {
+    if draining.len() < 2 {
+        return Vec::new();
+    }
+    inputs
+        .local_services
+        .iter()
+        .filter_map(|s| {
+            let hit: Vec<&str> = draining
+                .iter()
+                .filter(|n| s.nodes.contains(*n))
+                .map(String::as_str)
+                .collect();
+            (!hit.is_empty()).then(|| {
+                format!(
+                    "Service {} has externalTrafficPolicy: Local and nodes drained in parallel \
+                     ({}; {} at once): parallel drains do not work with Local traffic — use \
+                     maxSurge + maxUnavailable = 1 (blue-green: batchNodeCount 1) or externalTrafficPolicy: Cluster",
+                    s.name,
+                    hit.join(", "),
+                    draining.len()
+                )
+            })
+        })
+        .collect()
+}

@@ -9,7 +9,7 @@ use sluice_model::node_pool::UpgradeSettings;
 use sluice_model::operation::OperationState;
 use sluice_nodepools::reconcile::{zone_targets, ZoneHold};
 
-use crate::inputs::{Inputs, Quota};
+use crate::inputs::{local_warnings, Quota};
 use crate::observe::{observe, Direction, Mark, Member};
 use crate::status::ZoneLine;
 use crate::strategy::{Outcome, Pass, Strategy};
@@ -227,33 +227,4 @@ impl Strategy for Surge {
             });
         out
     }
-}
-
-/// U5: nodes behind an `externalTrafficPolicy: Local` Service drained in
-/// parallel take its serving pods away together.
-fn local_warnings(inputs: &Inputs<'_>, draining: &[String]) -> Vec<String> {
-    if draining.len() < 2 {
-        return Vec::new();
-    }
-    inputs
-        .local_services
-        .iter()
-        .filter_map(|s| {
-            let hit: Vec<&str> = draining
-                .iter()
-                .filter(|n| s.nodes.contains(*n))
-                .map(String::as_str)
-                .collect();
-            (!hit.is_empty()).then(|| {
-                format!(
-                    "Service {} has externalTrafficPolicy: Local and nodes drained in parallel \
-                     ({}; {} at once): parallel drains do not work with Local traffic — use \
-                     maxSurge + maxUnavailable = 1 or externalTrafficPolicy: Cluster",
-                    s.name,
-                    hit.join(", "),
-                    draining.len()
-                )
-            })
-        })
-        .collect()
 }

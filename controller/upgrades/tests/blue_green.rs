@@ -439,3 +439,24 @@ fn a_controller_killed_mid_pass_resumes_and_deletes_no_node_twice() {
         assert_green_only(&w);
     }
 }
+
+#[test]
+fn u5_a_batch_behind_a_local_service_is_warned_about() {
+    // spec: U5 — a batch of several nodes drained at once behind an
+    // externalTrafficPolicy: Local Service takes its pods away together.
+    let mut w = world(settings(Some(4), 0, 0), 12);
+    let nodes: std::collections::BTreeSet<String> = w.nodes.keys().cloned().collect();
+    w.local_services = vec![sluice_upgrades::LocalService {
+        name: "default/web-local".into(),
+        nodes,
+    }];
+    run(&mut w, 5000, |_, _| {});
+    assert_green_only(&w);
+    let warnings = &w.op.status.as_ref().unwrap().warnings;
+    assert!(
+        warnings
+            .iter()
+            .any(|x| x.contains("default/web-local") && x.contains("batchNodeCount 1")),
+        "{warnings:?}"
+    );
+}

@@ -270,12 +270,12 @@ impl Scene {
     fn completed_during_the_soak(&self, c: &mut KubeCluster, report: &mut Report) -> Result<()> {
         let v = &self.versions[1];
         println!(
-            "==> an upgrade to {v} in one batch with an hour's soak, completed early (sluice node-pools complete-upgrade)"
+            "==> an upgrade to {v} in batches of 2 with an hour's soak, completed early (sluice node-pools complete-upgrade)"
         );
         self.update(
             c,
             &[
-                "--standard-rollout-policy=batch-node-count=4,batch-soak-duration=0s",
+                "--standard-rollout-policy=batch-node-count=2,batch-soak-duration=0s",
                 "--node-pool-soak-duration=3600s",
             ],
         )?;

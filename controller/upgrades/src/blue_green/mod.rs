@@ -38,7 +38,7 @@ use sluice_nodepools::reconcile::{zone_targets, ZoneHold};
 use sluice_nodepools::{naming, CreateNode};
 
 use crate::drain::{self, PodOnNode};
-use crate::inputs::Quota;
+use crate::inputs::{local_warnings, Quota};
 use crate::observe::{observe, Direction, Member};
 use crate::status::{metric, text_metric, ZoneLine};
 use crate::strategy::{Outcome, Pass, Strategy};
@@ -473,6 +473,11 @@ impl<'p, 'a> Run<'p, 'a> {
             .take(size)
             .map(|m| m.name().to_owned())
             .collect();
+        // U5: a batch drained at once takes a Local Service's pods away
+        // together.
+        self.out
+            .warnings
+            .extend(local_warnings(self.pass.inputs, &chosen));
         for node in chosen {
             self.out.busy.insert(node.clone());
             self.out.actions.push(Action::Drain {

@@ -269,10 +269,11 @@ impl Upgrades {
         }
     }
 
-    /// Lifts the marks and upgrade drains an operation deleted mid-way
-    /// left on `pool`'s Nodes: nothing would ever finish them, and a node
-    /// left cordoned is a node lost. Its surge nodes are surplus to the
-    /// pool loop once the operation no longer holds the zone.
+    /// Lifts the marks, cordons and upgrade drains an operation deleted
+    /// mid-way left on `pool`'s Nodes: nothing would ever finish them, and
+    /// a node left cordoned is a node lost. Its surge or green nodes are
+    /// surplus to the pool loop once the operation no longer holds the
+    /// zones (the newest go: blue stays).
     async fn release_orphans(&self, pool: &str) -> Result<Next, LoopError> {
         let api: Api<Operation> = Api::all(self.client.clone());
         let mut gone: BTreeMap<String, bool> = BTreeMap::new();
@@ -280,12 +281,10 @@ impl Upgrades {
             if pool_of(&node) != Some(pool) {
                 continue;
             }
-            let Some(op) = node
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(sluice_upgrades::UPGRADING_ANNOTATION))
-            else {
+            let annotations = node.metadata.annotations.clone().unwrap_or_default();
+            let marked = annotations.get(sluice_upgrades::UPGRADING_ANNOTATION);
+            let cordoned = annotations.get(sluice_upgrades::CORDONED_BY_ANNOTATION);
+            let Some(op) = marked.or(cordoned) else {
                 continue;
             };
             let missing = match gone.get(op) {
@@ -303,19 +302,8 @@ impl Upgrades {
             }
             let name = node.metadata.name.as_deref().unwrap_or_default();
             tracing::info!(node = name, operation = %op, "releasing a node of a deleted upgrade");
-            let mut annotations = serde_json::Map::new();
-            annotations.insert(sluice_upgrades::UPGRADING_ANNOTATION.into(), Value::Null);
-            let upgrade_drain = sluice_upgrades::drain::drain_mark(&node)
-                .is_some_and(|d| d.reason == Some(EvictionReason::NodeUpgrade));
-            if upgrade_drain {
-                annotations.insert(DRAIN_ANNOTATION.into(), Value::Null);
-                annotations.insert(
-                    sluice_upgrades::drain::DRAIN_STARTED_ANNOTATION.into(),
-                    Value::Null,
-                );
-            }
+            let patch = orphan_release(&node, marked.is_some(), cordoned.is_some());
             let nodes: Api<Node> = Api::all(self.client.clone());
-            let patch = json!({"metadata": {"annotations": annotations}});
             match nodes.patch(name, &params(), &Patch::Merge(patch)).await {
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 r => {
@@ -494,6 +482,40 @@ impl Upgrades {
     }
 }
 
+/// The patch that frees a node a deleted operation left: its mark, its
+/// cordon (blue-green's, the records with it) and the drains an upgrade
+/// asked for. A user's drain or cordon stays.
+fn orphan_release(node: &Node, marked: bool, cordoned: bool) -> Value {
+    let mut annotations = serde_json::Map::new();
+    if marked {
+        annotations.insert(sluice_upgrades::UPGRADING_ANNOTATION.into(), Value::Null);
+    }
+    let upgrade_drain = sluice_upgrades::drain::drain_mark(node).is_some_and(|d| {
+        matches!(
+            d.reason,
+            Some(
+                EvictionReason::NodeUpgrade
+                    | EvictionReason::BlueGreenDrain
+                    | EvictionReason::BluePoolDeletion
+            )
+        )
+    });
+    if upgrade_drain {
+        annotations.insert(DRAIN_ANNOTATION.into(), Value::Null);
+        annotations.insert(
+            sluice_upgrades::drain::DRAIN_STARTED_ANNOTATION.into(),
+            Value::Null,
+        );
+    }
+    let mut patch = json!({"metadata": {"annotations": annotations}});
+    if cordoned {
+        patch["metadata"]["annotations"][sluice_upgrades::CORDONED_BY_ANNOTATION] = Value::Null;
+        patch["metadata"]["annotations"][sluice_upgrades::CORDONED_AT_ANNOTATION] = Value::Null;
+        patch["spec"] = json!({"unschedulable": null});
+    }
+    patch
+}
+
 /// The namespace part of the keys that ask for a pool's automatic-upgrade
 /// check (operations are cluster-scoped: their keys have none).
 const AUTO: &str = "auto-upgrade";
@@ -545,8 +567,37 @@ pub fn merge_diff(before: &Value, after: &Value) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use super::merge_diff;
+    use super::{merge_diff, orphan_release};
     use serde_json::json;
+
+    #[test]
+    fn a_deleted_blue_green_upgrade_s_cordon_and_drain_are_lifted() {
+        // spec: B6 — nothing is left cordoned by an upgrade that is gone.
+        let node: sluice_model::k8s::Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "annotations": {
+                "sluice.dev/cordoned-by": "op", "sluice.dev/cordoned-at": "2026-12-01T00:00:00Z",
+                "sluice.dev/drain": "BlueGreenDrain", "sluice.dev/drain-started": "2026-12-01T00:00:00Z"}},
+            "spec": {"unschedulable": true}
+        }))
+        .unwrap();
+        let p = orphan_release(&node, false, true);
+        let after = sluice_upgrades::interpret::apply(&node, &p).unwrap();
+        assert!(after.metadata.annotations.unwrap_or_default().is_empty());
+        assert_eq!(after.spec.unwrap_or_default().unschedulable, None);
+        // A user's drain is not an upgrade's: it stays.
+        let mut user = node.clone();
+        user.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert("sluice.dev/drain".into(), "UserDrain".into());
+        let after =
+            sluice_upgrades::interpret::apply(&user, &orphan_release(&user, false, true)).unwrap();
+        assert_eq!(
+            after.metadata.annotations.unwrap()["sluice.dev/drain"],
+            "UserDrain"
+        );
+    }
 
     #[test]
     fn a_merge_diff_removes_what_went_and_keeps_what_stayed() {

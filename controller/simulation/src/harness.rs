@@ -3,8 +3,9 @@
 //! upgrade planner as the controller's loops run them (the zones an
 //! upgrade holds handed from one to the other, refused creations folded
 //! into the pool's backoff), the gate from the cluster's maintenance
-//! policy, the [`World`]'s pods and the [`Agents`]' drains. Each step
-//! checks the [`crate::invariants`].
+//! policy, the [`World`]'s pods and the [`Agents`]' drains, and the
+//! user's writes of `spec.action` a scenario scripts. Each step checks the
+//! [`crate::invariants`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -15,7 +16,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use sluice_model::cluster::Cluster;
 use sluice_model::node_pool::NodePool;
-use sluice_model::operation::{Operation, OperationState};
+use sluice_model::operation::{BlueGreenPhase, Operation, OperationAction, OperationState};
 use sluice_model::policy::eviction::DRAIN_CORDONED_ANNOTATION;
 use sluice_nodepools::node_object::POOL_LABEL;
 use sluice_nodepools::reconcile::{self, Config, Outcome, ZoneHold};
@@ -24,8 +25,8 @@ use sluice_nodepools::{Instance, InstanceState, NodeProvider, ProviderError};
 use sluice_upgrades::drain::drain_mark;
 use sluice_upgrades::{interpret, Action, Gate, Inputs, PodOnNode, Quota};
 
-use crate::agent::{Agents, DrainLimits};
-use crate::invariants::{Checks, Violation};
+use crate::agent::{Agents, Drain};
+use crate::invariants::{Checks, Seen, Violation};
 use crate::world::{later, NodeView, World};
 
 /// Why a run could not be set up or went wrong outside the rules checked.
@@ -54,7 +55,9 @@ pub struct Scenario {
     /// Most instances the provider makes (every pool); `None`: no quota.
     pub quota: Option<u64>,
     pub workloads: Vec<crate::world::Workload>,
-    pub drain_limits: DrainLimits,
+    /// The user's writes of `spec.action` (cancel, resume, rollback,
+    /// complete), each at its time.
+    pub script: Vec<(Timestamp, OperationAction)>,
     /// Steps after which the run stops regardless (a bound on work).
     pub max_steps: u64,
 }
@@ -79,6 +82,8 @@ pub struct Report {
     /// Time spent in the controller's decisions (the pool reconciler's and
     /// the upgrade planner's `plan`, the gate), the rest being the world.
     pub decision_time: std::time::Duration,
+    /// A blue-green upgrade's phases, each with the first step it was seen.
+    pub phases: Vec<(Timestamp, BlueGreenPhase)>,
 }
 
 /// The run in progress.
@@ -96,6 +101,9 @@ pub struct Harness {
     agents: Agents,
     checks: Checks,
     starts: Vec<(Timestamp, String)>,
+    phases: Vec<(Timestamp, BlueGreenPhase)>,
+    /// The scripted writes not yet made, earliest last.
+    script: Vec<(Timestamp, OperationAction)>,
     steps: u64,
     decision_time: std::time::Duration,
 }
@@ -132,6 +140,8 @@ impl Harness {
             max_parallel_creations: usize::MAX,
             ..Config::default()
         };
+        let mut script = scenario.script.clone();
+        script.sort_by_key(|(t, _)| std::cmp::Reverse(*t));
         let mut h = Harness {
             clock,
             provider,
@@ -145,6 +155,8 @@ impl Harness {
             held: BTreeMap::new(),
             agents: Agents::default(),
             starts: Vec::new(),
+            phases: Vec::new(),
+            script,
             steps: 0,
             decision_time: std::time::Duration::ZERO,
         };
@@ -313,10 +325,15 @@ impl Harness {
         let mut pods: BTreeMap<String, Vec<PodOnNode>> = BTreeMap::new();
         for (name, p) in &self.world.pods {
             if let Some(node) = &p.node {
+                // The agent's drain report: the pods a budget holds back.
+                let held_by = self
+                    .agents
+                    .held(name)
+                    .then(|| format!("PodDisruptionBudget of {name} refuses its eviction"));
                 pods.entry(node.clone()).or_default().push(PodOnNode {
                     name: name.clone(),
                     grace: self.world.workloads[p.workload].grace,
-                    held_by: None,
+                    held_by,
                 });
             }
         }
@@ -357,6 +374,14 @@ impl Harness {
             self.write(a, &op_name);
         }
         self.op.status = Some(plan.status);
+        let phase = self
+            .op
+            .status
+            .as_ref()
+            .and_then(|s| s.blue_green.as_ref()?.phase);
+        if let Some(p) = phase.filter(|p| self.phases.last().map(|l| l.1) != Some(*p)) {
+            self.phases.push((now, p));
+        }
         // The agents and the pool answer what was just written in the
         // next step, a second later, as they would within their watch.
         Ok(if plan.actions.is_empty() {
@@ -374,23 +399,37 @@ impl Harness {
         while now <= end && self.steps < self.scenario.max_steps {
             self.steps += 1;
             self.clock_to(now);
+            self.user(now);
             self.refresh_nodes();
             let views = views(&self.nodes);
-            let draining: BTreeMap<String, Timestamp> = self
+            // A drain whose reason no agent knows is not run.
+            let draining: BTreeMap<String, Drain> = self
                 .nodes
                 .iter()
-                .filter_map(|n| Some((n.metadata.name.clone()?, drain_mark(n)?.started?)))
+                .filter_map(|n| {
+                    let mark = drain_mark(n)?;
+                    let drain = Drain {
+                        reason: mark.reason?,
+                        started: mark.started?,
+                    };
+                    Some((n.metadata.name.clone()?, drain))
+                })
                 .collect();
             self.world.step(&views, now);
-            self.agents
-                .step(&mut self.world, &draining, self.scenario.drain_limits, now);
+            self.agents.step(&mut self.world, &draining, now);
             self.world.step(&views, now);
             let pool_wake = self.reconcile_pool(now)?;
             // What the pool loop just did shows in the next step, as it
             // would in the upgrade loop's cache a moment later.
             let op_wake = self.upgrade(now)?;
             let instances = self.instances()?;
-            self.checks.step(now, &instances, &self.world, &self.agents);
+            let seen = Seen {
+                at: now,
+                instances: &instances,
+                operation: &self.op,
+                gate_open: self.gate(now).is_open(),
+            };
+            self.checks.step(&seen, &self.world, &self.agents);
             if self.finished() {
                 break;
             }
@@ -407,6 +446,7 @@ impl Harness {
                 .chain(self.world.next_event(now))
                 .chain(self.agents.next_event(now))
                 .chain(self.gate(now).changes_at())
+                .chain(self.script.last().map(|(t, _)| *t))
                 .filter(|t| *t > now)
                 .min();
             // With nothing due (a cancelled upgrade, a gate shut for good)
@@ -419,12 +459,24 @@ impl Harness {
         self.report(now)
     }
 
+    /// The user's scripted writes due by `now`.
+    fn user(&mut self, now: Timestamp) {
+        while self.script.last().is_some_and(|(t, _)| *t <= now) {
+            if let Some((_, action)) = self.script.pop() {
+                self.op.spec.action = Some(action);
+            }
+        }
+    }
+
+    /// Final, or cancelled with nothing more scripted.
     fn finished(&self) -> bool {
         self.op
             .status
             .as_ref()
             .and_then(|s| s.status)
-            .is_some_and(|s| s.is_final() || s == OperationState::Cancelled)
+            .is_some_and(|s| {
+                s.is_final() || (s == OperationState::Cancelled && self.script.is_empty())
+            })
     }
 
     fn clock_to(&self, t: Timestamp) {
@@ -465,6 +517,7 @@ impl Harness {
             refusals: self.agents.refusals,
             forced: self.agents.forced.len(),
             decision_time: self.decision_time,
+            phases: self.phases,
         })
     }
 }

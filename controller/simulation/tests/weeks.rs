@@ -3,123 +3,34 @@
 //! seconds, every invariant checked at every step (see
 //! `sluice_simulation::invariants`).
 
-use std::collections::BTreeSet;
-use std::time::Instant;
+mod common;
 
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use std::collections::BTreeSet;
+
+use common::{at, sized_pool, upgrade_with};
+use k8s_openapi::jiff::SignedDuration;
 use serde_json::json;
 use sluice_maintenance::{admission, Versions};
-use sluice_model::cluster::Cluster;
-use sluice_model::node_pool::NodePool;
 use sluice_model::operation::{Operation, OperationState};
 use sluice_model::policy::disruption::{Budget, IntOrPercent};
-use sluice_simulation::agent::DrainLimits;
-use sluice_simulation::harness::{Harness, Report, Scenario};
+use sluice_simulation::harness::{Report, Scenario};
 use sluice_simulation::world::Workload;
 
-const OLD: &str = "1.34.5";
-
-fn at(s: &str) -> Timestamp {
-    s.parse().expect("a time")
-}
-
-/// Saturdays and Sundays 00:00–12:00 UTC; a NO_UPGRADES freeze over the
-/// first weekend of December and a NO_MINOR_UPGRADES one over the
-/// holidays.
-fn cluster() -> Cluster {
-    serde_json::from_value(json!({"apiVersion": "sluice.dev/v1", "kind": "Cluster",
-        "metadata": {"name": "default"},
-        "spec": {"releaseChannel": {"channel": "REGULAR"}, "maintenancePolicy": {"window": {
-            "recurringWindow": {"window": {"startTime": "2026-11-07T00:00:00Z",
-                "endTime": "2026-11-07T12:00:00Z"}, "recurrence": "FREQ=WEEKLY;BYDAY=SA,SU"},
-            "maintenanceExclusions": {
-                "launch-freeze": {"startTime": "2026-12-04T18:00:00Z",
-                    "endTime": "2026-12-07T06:00:00Z"},
-                "holidays": {"startTime": "2026-12-18T00:00:00Z",
-                    "endTime": "2027-01-04T00:00:00Z",
-                    "maintenanceExclusionOptions": {"scope": "NO_MINOR_UPGRADES"}}}}}},
-        "status": {"currentMasterVersion": "1.35.1"}}))
-    .expect("a cluster")
-}
-
-/// 1 000 nodes over three zones (334, 333, 333).
-fn pool() -> NodePool {
-    sized_pool(1000)
-}
-
-fn sized_pool(total: i32) -> NodePool {
-    serde_json::from_value(json!({"apiVersion": "sluice.dev/v1", "kind": "NodePool",
-        "metadata": {"name": "pool-a"},
-        "spec": {"locations": ["zone-a", "zone-b", "zone-c"], "version": OLD,
-            "config": {"capacity": {"cpu": "8", "memory": "32Gi"}},
-            "autoscaling": {"enabled": true, "totalMinNodeCount": total,
-                "totalMaxNodeCount": total}}}))
-    .expect("a pool")
-}
-
 fn upgrade(to: &str, max_surge: i32) -> Operation {
-    serde_json::from_value(json!({"apiVersion": "sluice.dev/v1", "kind": "Operation",
-        "metadata": {"name": "operation-auto-1"},
-        "spec": {"operationType": "AUTO_UPGRADE_NODES",
-            "targetLink": "/apis/sluice.dev/v1/nodepools/pool-a", "nodeVersion": to,
-            "upgradeSettings": {"maxSurge": max_surge, "maxUnavailable": 0}}}))
-    .expect("an operation")
-}
-
-fn workloads() -> Vec<Workload> {
-    let w = |name: &str, replicas, budget, startup| Workload {
-        name: name.into(),
-        replicas,
-        budget,
-        startup: SignedDuration::from_secs(startup),
-        grace: SignedDuration::from_secs(30),
-    };
-    vec![
-        w(
-            "web",
-            600,
-            Budget::MinAvailable(IntOrPercent::Percent(90)),
-            20,
-        ),
-        w("api", 300, Budget::MaxUnavailable(IntOrPercent::Int(2)), 45),
-        w("db", 5, Budget::MinAvailable(IntOrPercent::Int(4)), 120),
-    ]
+    upgrade_with(to, json!({"maxSurge": max_surge, "maxUnavailable": 0}))
 }
 
 fn scenario(to: &str, max_surge: i32) -> Scenario {
-    Scenario {
-        pool: pool(),
-        operation: upgrade(to, max_surge),
-        cluster: Some(cluster()),
-        // A Monday: the window opens on Saturday.
-        start: at("2026-11-30T09:00:00Z"),
-        limit: SignedDuration::from_hours(24 * 70),
-        boot_delay: SignedDuration::from_secs(240),
-        quota: Some(1000 + 3 * max_surge as u64),
-        workloads: workloads(),
-        drain_limits: DrainLimits::default(),
-        max_steps: 200_000,
-    }
+    // A Monday: the window opens on Saturday.
+    common::scenario(
+        upgrade(to, max_surge),
+        at("2026-11-30T09:00:00Z"),
+        1000 + 3 * max_surge as u64,
+    )
 }
 
 fn run(s: Scenario) -> Report {
-    let started = Instant::now();
-    let report = Harness::new(s)
-        .expect("the pool is made")
-        .run()
-        .expect("the run goes through");
-    let nodes: usize = report.versions.values().sum();
-    println!(
-        "{} steps, {:.2} s wall, {:.3} s in decisions ({:.1} ms per node), ended {}; refusals {}; zones {:?}",
-        report.steps,
-        started.elapsed().as_secs_f64(),
-        report.decision_time.as_secs_f64(),
-        report.decision_time.as_secs_f64() * 1000.0 / nodes.max(1) as f64,
-        report.ended_at,
-        report.refusals,
-        report.extremes
-    );
-    report
+    common::run(s).0
 }
 
 fn days(report: &Report) -> BTreeSet<String> {
@@ -145,7 +56,7 @@ fn a_thousand_nodes_upgrade_through_weekly_windows_and_two_exclusions() {
     assert!(
         report.violations.is_empty(),
         "{:#?}",
-        &report.violations[..report.violations.len().min(10)]
+        common::first(&report, 10)
     );
     let state = report.operation.status.as_ref().and_then(|s| s.status);
     assert_eq!(
@@ -194,7 +105,7 @@ fn a_patch_goes_through_the_holidays_but_not_the_freeze() {
     assert!(
         report.violations.is_empty(),
         "{:#?}",
-        &report.violations[..report.violations.len().min(10)]
+        common::first(&report, 10)
     );
     let state = report.operation.status.as_ref().and_then(|s| s.status);
     assert_eq!(state, Some(OperationState::Done));

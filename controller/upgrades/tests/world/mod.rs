@@ -483,6 +483,22 @@ impl World {
         self.record_extremes();
     }
 
+    /// The next instant something in the world changes by itself: a boot,
+    /// an instance gone, a drained node's pods leaving (`None`: nothing is
+    /// due). Lets a test step over a long soak in one go.
+    pub fn next_change(&self) -> Option<Timestamp> {
+        let sims = self.sims.values().flat_map(|s| {
+            let booting = (s.instance.state == InstanceState::Creating).then_some(s.boots_at);
+            [booting, s.gone_at]
+        });
+        let pods = self
+            .pods
+            .values()
+            .filter(|(p, _)| !p.is_empty())
+            .map(|(_, leave)| *leave);
+        sims.chain(pods).flatten().filter(|t| *t > self.now).min()
+    }
+
     /// Counted instances per zone (not being deleted).
     pub fn counts(&self) -> BTreeMap<String, usize> {
         let mut c: BTreeMap<String, usize> = self.zones().into_iter().map(|z| (z, 0)).collect();

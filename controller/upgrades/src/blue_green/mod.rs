@@ -80,7 +80,7 @@ impl Strategy for BlueGreen {
                 .nodes
                 .iter()
                 .any(|n| cordoned_by(n) == Some(pass.op_name))
-            || Sides::of(pass).green.iter().any(|m| m.registered)
+            || !Sides::of(pass).green.is_empty()
     }
 
     fn gated_after_start(&self) -> bool {
@@ -150,10 +150,26 @@ impl<'a> Sides<'a> {
             Direction::Forward,
             pass.previous.start_time.as_ref().map(|t| t.0),
         );
+        let (from, to) = (&pass.sides.from, &pass.sides.to);
+        // A machine still booting has no Node to tell its config: its
+        // version tells its side when the versions differ (also when the
+        // status that dates the start was lost); else one made since the
+        // start is the side being made now: green going forward, blue
+        // restored by a rollback.
+        let is_green = |m: &Member<'_>| {
+            if m.registered {
+                return m.fresh;
+            }
+            let v = &m.instance.version;
+            if from.version != to.version && (*v == from.version || *v == to.version) {
+                return *v == to.version;
+            }
+            m.fresh == (pass.direction == Direction::Forward)
+        };
         let (green, blue) = members
             .into_iter()
             .filter(|m| m.counted)
-            .partition(|m| m.fresh);
+            .partition(|m| is_green(m));
         Sides {
             blue,
             green,
@@ -222,6 +238,27 @@ impl<'p, 'a> Run<'p, 'a> {
         }
         if phase == BlueGreenPhase::UpdateStarted {
             phase = BlueGreenPhase::CreatingGreenPool;
+        }
+        // Phase 5 shows on the nodes before its status is written: a pass
+        // cut short after its first deletion marks must not go back.
+        let deletion_started = self
+            .sides
+            .blue
+            .iter()
+            .filter_map(|m| m.drain.as_ref())
+            .filter(|d| d.reason == Some(EvictionReason::BluePoolDeletion))
+            .filter_map(|d| d.started)
+            .min();
+        if let Some(t) = deletion_started {
+            phase = BlueGreenPhase::DeletingBluePool;
+            if self.bg.blue_pool_deletion_start_time.is_none() {
+                self.bg.blue_pool_deletion_start_time = Some(Time(t));
+            }
+            // The soak ended when the deletion started (the pass that
+            // entered both may have been the one cut short).
+            if self.bg.soak_end_time.is_none() {
+                self.bg.soak_end_time = Some(Time(t));
+            }
         }
         let deleting = phase == BlueGreenPhase::DeletingBluePool;
         if self.pass.cancelled && !deleting {
@@ -405,12 +442,28 @@ impl<'p, 'a> Run<'p, 'a> {
         let drained = usize::try_from(self.bg.batches_drained).unwrap_or(usize::MAX);
         // Each batch is marked in one pass, with one start time: more start
         // times than batches drained means the latest batch is draining.
+        let mut unmarked = unmarked;
         if let Some(latest) = starts.last().copied().filter(|_| starts.len() > drained) {
-            let in_batch: Vec<&Member<'a>> = marked
+            let mut in_batch: Vec<&Member<'a>> = marked
                 .iter()
                 .copied()
                 .filter(|m| m.drain.as_ref().and_then(|d| d.started) == Some(latest))
                 .collect();
+            // A batch whose marking pass was cut short is made whole with
+            // its own start time, not taken for a batch of its own.
+            if in_batch.len() < size && !unmarked.is_empty() {
+                Self::in_batch_order(sides, &mut unmarked);
+                let short = size - in_batch.len();
+                let more: Vec<&Member<'a>> = unmarked.drain(..short.min(unmarked.len())).collect();
+                for m in &more {
+                    self.out.actions.push(Action::Drain {
+                        node: m.name().to_owned(),
+                        reason: EvictionReason::BlueGreenDrain,
+                        started: latest,
+                    });
+                }
+                in_batch.extend(more);
+            }
             let pods: Vec<&PodOnNode> = in_batch.iter().flat_map(|m| pods_of(m.name())).collect();
             match drain::batch_over(latest, &pods, self.pass.now) {
                 Err(deadline) => {
@@ -445,28 +498,27 @@ impl<'p, 'a> Run<'p, 'a> {
                 }
             }
         }
-        if unmarked.is_empty() {
-            return self.enter_soak();
-        }
+        // Every batch is followed by its soak, the last one too (B3).
         if let Some(end) = self.bg.batch_soak_end_time.as_ref().map(|t| t.0) {
             if self.pass.now < end {
+                let next = if unmarked.is_empty() {
+                    "the pool's soak"
+                } else {
+                    "the next batch"
+                };
                 self.blocking(format!(
-                    "batch {} of {} drained; the next batch starts at {end}",
+                    "batch {} of {} drained; {next} starts at {end}",
                     self.bg.batches_drained,
                     self.bg.batches.unwrap_or(0)
                 ));
                 return Next::Wait(Some(end));
             }
         }
+        if unmarked.is_empty() {
+            return self.enter_soak();
+        }
         let mut next: Vec<&Member<'a>> = unmarked;
-        let zone_order = |m: &Member<'_>| {
-            sides
-                .targets
-                .iter()
-                .position(|(z, _)| *z == m.instance.zone)
-                .unwrap_or(usize::MAX)
-        };
-        next.sort_by(|a, b| (zone_order(a), a.name()).cmp(&(zone_order(b), b.name())));
+        Self::in_batch_order(sides, &mut next);
         let now = self.pass.now;
         let chosen: Vec<String> = next
             .iter()
@@ -490,8 +542,22 @@ impl<'p, 'a> Run<'p, 'a> {
         Next::Wait(None)
     }
 
+    /// Blue's nodes in the order batches take them: zone by zone in
+    /// `locations` order, then by name.
+    fn in_batch_order(sides: &Sides<'_>, members: &mut [&Member<'_>]) {
+        let zone_order = |m: &Member<'_>| {
+            sides
+                .targets
+                .iter()
+                .position(|(z, _)| *z == m.instance.zone)
+                .unwrap_or(usize::MAX)
+        };
+        members.sort_by(|a, b| (zone_order(a), a.name()).cmp(&(zone_order(b), b.name())));
+    }
+
     fn enter_soak(&mut self) -> Next {
-        let batches = usize::try_from(self.bg.batches.unwrap_or(0)).unwrap_or(usize::MAX);
+        // The soaks the drained batches waited count against the cap.
+        let batches = usize::try_from(self.bg.batches_drained).unwrap_or(usize::MAX);
         let soak = batches::pool_soak(self.settings, batches);
         self.bg.batch_soak_end_time = None;
         self.bg.soak_end_time = Some(Time(later(self.pass.now, soak)));
@@ -610,6 +676,43 @@ impl<'p, 'a> Run<'p, 'a> {
             self.out.headline =
                 "phase ROLLBACK_STARTED: blue is uncordoned before green is drained".to_owned();
             self.out.wake_at = None;
+            return;
+        }
+        // Blue is made whole again before green goes: nodes it lost (a
+        // failed machine, or a deletion that started before the rollback
+        // was asked) are remade on the pool's version and config, so no
+        // zone falls below its target.
+        let mut short: Vec<String> = Vec::new();
+        let from = &self.pass.sides.from;
+        for (zone, target) in &self.sides.targets {
+            let have = Sides::in_zone(&self.sides.blue, zone).count();
+            let serving = Sides::in_zone(&self.sides.blue, zone)
+                .filter(|m| m.registered && m.ready && !m.cordoned)
+                .count();
+            if serving < *target {
+                short.push(format!(
+                    "zone {zone}: {serving} of {target} blue node(s) serve"
+                ));
+            }
+            if have < *target && self.pass.inputs.quota.allows(self.pass.now) {
+                for _ in have..*target {
+                    let node = create(
+                        self.pass.pool_name,
+                        zone,
+                        from,
+                        self.pass.now,
+                        &mut self.taken,
+                    );
+                    self.out.actions.push(Action::CreateNode(node));
+                }
+            }
+        }
+        if !short.is_empty() {
+            for line in short {
+                self.blocking(format!("green is kept until blue serves again: {line}"));
+            }
+            self.out.headline =
+                "phase ROLLBACK_STARTED: blue is made whole before green is drained".to_owned();
             return;
         }
         let sides = self.sides;

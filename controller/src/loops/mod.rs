@@ -663,6 +663,7 @@ pub fn run(client: Client, config: &LoopConfig) -> JoinSet<()> {
                     client: client.clone(),
                     nodes: nodes.clone(),
                     allocator: Mutex::new(a),
+                    written: Mutex::new(Default::default()),
                 });
                 let q = Queue::new();
                 let p = pc.clone();

@@ -7,6 +7,7 @@
 //! together), so it is one key woken by Node and Lease changes and by its
 //! own "next due" time, never more than once per [`MIN_PASS`].
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -251,12 +252,31 @@ pub struct PodCidrs {
     pub client: Client,
     pub nodes: Arc<Informer<Node>>,
     pub allocator: Mutex<Allocator>,
+    /// Blocks handed to a Node that the cache has not shown on it yet, by
+    /// node: a rebuild from the cache (a relist) while the write is in
+    /// flight or unseen must not hand them out again to the next Node (two
+    /// new Nodes got one block after a restart's relist).
+    pub written: Mutex<BTreeMap<String, Vec<String>>>,
 }
 
 impl PodCidrs {
-    /// The allocator with what the cached Nodes hold.
+    /// The allocator with what the cached Nodes hold, and the blocks this
+    /// loop wrote that the cache does not show yet.
     pub fn rebuild(&self) {
-        let nodes: Vec<Node> = self.nodes.all().iter().map(|n| (**n).clone()).collect();
+        let mut nodes: Vec<Node> = self.nodes.all().iter().map(|n| (**n).clone()).collect();
+        let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        for n in nodes.iter_mut() {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            let has = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.pod_cidrs.as_ref())
+                .is_some_and(|c| !c.is_empty());
+            if let (false, Some(cidrs)) = (has, written.get(&name)) {
+                n.spec.get_or_insert_with(Default::default).pod_cidrs = Some(cidrs.clone());
+            }
+        }
+        drop(written);
         let mut a = self.allocator.lock().unwrap_or_else(|p| p.into_inner());
         for problem in a.rebuild(&nodes) {
             warn!(error = %problem, "a node's podCIDRs");
@@ -269,7 +289,16 @@ impl PodCidrs {
         };
         let picked = {
             let mut a = self.allocator.lock().unwrap_or_else(|p| p.into_inner());
-            a.allocate(&node)?
+            let picked = a.allocate(&node)?;
+            // Remembered before the write: a rebuild while it is in flight
+            // (a relist) must not free the blocks for the next Node.
+            if let Some(cidrs) = &picked {
+                self.written
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key.1.clone(), cidrs.clone());
+            }
+            picked
         };
         let Some(cidrs) = picked else {
             return Ok(None);
@@ -283,6 +312,10 @@ impl PodCidrs {
             }
             Err(e) => {
                 // Not written: the blocks are free again.
+                self.written
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&key.1);
                 let mut with = (*node).clone();
                 with.spec.get_or_insert_with(Default::default).pod_cidrs = Some(cidrs);
                 self.allocator
@@ -302,15 +335,33 @@ impl PodCidrs {
                     .as_ref()
                     .and_then(|s| s.pod_cidrs.as_ref())
                     .is_some_and(|c| !c.is_empty());
-                if !has {
+                if has {
+                    // The cache shows it now: nothing left to remember.
+                    let name = n.metadata.name.as_deref().unwrap_or_default();
+                    self.written
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(name);
+                } else {
                     queue.add(super::informer::key_of(n.as_ref()));
                 }
             }
-            Change::Deleted(n) => self
-                .allocator
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .release(n),
+            Change::Deleted(n) => {
+                let name = n.metadata.name.as_deref().unwrap_or_default();
+                let written = self
+                    .written
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(name);
+                let mut gone = (**n).clone();
+                if let Some(cidrs) = written {
+                    gone.spec.get_or_insert_with(Default::default).pod_cidrs = Some(cidrs);
+                }
+                self.allocator
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .release(&gone)
+            }
             Change::Relisted => {
                 self.rebuild();
                 queue.add_all(self.nodes.keys());

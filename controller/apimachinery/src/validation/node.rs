@@ -85,7 +85,7 @@ pub fn validate_create(n: &Node) -> ErrorList {
     }
     if cidrs.len() > 1 {
         let v6 = cidrs.iter().filter(|c| c.contains(':')).count();
-        if cidrs.len() > 2 || v6 != 1 {
+        if cidrs.len() > 2 || v6 == 0 || v6 == cidrs.len() {
             errs.push(Error::invalid(
                 &path,
                 BadValue::json(&cidrs),

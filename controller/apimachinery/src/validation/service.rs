@@ -353,8 +353,9 @@ fn cluster_ips_related(s: &ServiceSpec) -> ErrorList {
         return errs;
     }
     if ips.len() > 1 {
+        // Upstream's dual-stack test: both families present.
         let v6 = ips.iter().filter(|v| ip::is_v6(v)).count();
-        if ips.len() != 2 || v6 != 1 {
+        if v6 == 0 || v6 == ips.len() {
             errs.push(Error::invalid(
                 &ips_path,
                 ips_json(),

@@ -187,19 +187,59 @@ fn invalid_pods() {
 fn valid_edge_cases() {
     let cases = vec![
         ("the base", json!({}), vec![]),
-        ("a 63-character container name", one(json!({"name": "a".repeat(63)})), vec![]),
-        ("container port 65535 and host port 1", one(json!({"ports": [{"containerPort": 65535, "hostPort": 1, "protocol": "UDP"}]})), vec![]),
-        ("the same host port on TCP and UDP", one(json!({"ports": [
-            {"containerPort": 53, "hostPort": 53, "protocol": "TCP"}, {"containerPort": 53, "hostPort": 53, "protocol": "UDP"}]})), vec![]),
-        ("a sidecar with probes", json!({"spec": {"initContainers": [ctr(json!({"name": "side", "restartPolicy": "Always",
-            "livenessProbe": {"tcpSocket": {"port": 80}, "successThreshold": 1}}))]}}), vec![]),
-        ("mounts of a good volume", json!({"spec": {"volumes": [{"name": "data", "emptyDir": {}}],
-            "containers": [ctr(json!({"volumeMounts": [{"name": "data", "mountPath": "/data"}]}))]}}), vec![]),
-        ("activeDeadlineSeconds at its maximum", json!({"spec": {"activeDeadlineSeconds": 2147483647_i64}}), vec![]),
-        ("a negative toleration seconds", json!({"spec": {"tolerations": [{"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": -1}]}}), vec![]),
-        ("secret mode 0777", json!({"spec": {"volumes": [{"name": "v", "secret": {"secretName": "s", "defaultMode": 0o777}}]}}), vec![]),
-        ("host network with equal ports", json!({"spec": {"hostNetwork": true, "containers": [ctr(json!({"ports": [{"containerPort": 80, "hostPort": 80, "protocol": "TCP"}]}))]}}), vec![]),
-        ("request equal to its limit", one(json!({"resources": {"limits": {"cpu": "500m"}, "requests": {"cpu": "0.5"}}})), vec![]),
+        (
+            "a 63-character container name",
+            one(json!({"name": "a".repeat(63)})),
+            vec![],
+        ),
+        (
+            "container port 65535 and host port 1",
+            one(json!({"ports": [{"containerPort": 65535, "hostPort": 1, "protocol": "UDP"}]})),
+            vec![],
+        ),
+        (
+            "the same host port on TCP and UDP",
+            one(json!({"ports": [
+            {"containerPort": 53, "hostPort": 53, "protocol": "TCP"}, {"containerPort": 53, "hostPort": 53, "protocol": "UDP"}]})),
+            vec![],
+        ),
+        (
+            "a sidecar with probes",
+            json!({"spec": {"initContainers": [ctr(json!({"name": "side", "restartPolicy": "Always",
+            "livenessProbe": {"tcpSocket": {"port": 80}, "successThreshold": 1}}))]}}),
+            vec![],
+        ),
+        (
+            "mounts of a good volume",
+            json!({"spec": {"volumes": [{"name": "data", "emptyDir": {}}],
+            "containers": [ctr(json!({"volumeMounts": [{"name": "data", "mountPath": "/data"}]}))]}}),
+            vec![],
+        ),
+        (
+            "activeDeadlineSeconds at its maximum",
+            json!({"spec": {"activeDeadlineSeconds": 2147483647_i64}}),
+            vec![],
+        ),
+        (
+            "a negative toleration seconds",
+            json!({"spec": {"tolerations": [{"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": -1}]}}),
+            vec![],
+        ),
+        (
+            "secret mode 0777",
+            json!({"spec": {"volumes": [{"name": "v", "secret": {"secretName": "s", "defaultMode": 0o777}}]}}),
+            vec![],
+        ),
+        (
+            "host network with equal ports",
+            json!({"spec": {"hostNetwork": true, "containers": [ctr(json!({"ports": [{"containerPort": 80, "hostPort": 80, "protocol": "TCP"}]}))]}}),
+            vec![],
+        ),
+        (
+            "request equal to its limit",
+            one(json!({"resources": {"limits": {"cpu": "500m"}, "requests": {"cpu": "0.5"}}})),
+            vec![],
+        ),
     ];
     table("", "Pod", &base(), &cases);
 }

@@ -163,25 +163,73 @@ fn invalid_services() {
 fn valid_edge_cases() {
     let cases = vec![
         ("the base", json!({}), vec![]),
-        ("port 65535", json!({"spec": {"ports": [port("p", 65535)]}}), vec![]),
+        (
+            "port 65535",
+            json!({"spec": {"ports": [port("p", 65535)]}}),
+            vec![],
+        ),
         ("port 1", json!({"spec": {"ports": [port("p", 1)]}}), vec![]),
-        ("a 63-character name", json!({"metadata": {"name": "a".repeat(63)}}), vec![]),
-        ("one unnamed port", json!({"spec": {"ports": [port("", 80)]}}), vec![]),
-        ("target port by name", json!({"spec": {"ports": [{"name": "p", "protocol": "TCP", "port": 80, "targetPort": "http"}]}}), vec![]),
-        ("headless without ports", json!({"spec": {"clusterIP": "None", "clusterIPs": ["None"], "ports": null}}), vec![]),
-        ("the same port on TCP, UDP and SCTP", json!({"spec": {"ports": [port("p", 53),
+        (
+            "a 63-character name",
+            json!({"metadata": {"name": "a".repeat(63)}}),
+            vec![],
+        ),
+        (
+            "one unnamed port",
+            json!({"spec": {"ports": [port("", 80)]}}),
+            vec![],
+        ),
+        (
+            "target port by name",
+            json!({"spec": {"ports": [{"name": "p", "protocol": "TCP", "port": 80, "targetPort": "http"}]}}),
+            vec![],
+        ),
+        (
+            "headless without ports",
+            json!({"spec": {"clusterIP": "None", "clusterIPs": ["None"], "ports": null}}),
+            vec![],
+        ),
+        (
+            "the same port on TCP, UDP and SCTP",
+            json!({"spec": {"ports": [port("p", 53),
             {"name": "u", "protocol": "UDP", "port": 53, "targetPort": 53},
-            {"name": "s", "protocol": "SCTP", "port": 53, "targetPort": 53}]}}), vec![]),
-        ("dual stack", json!({"spec": {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1", "2001:db8::1"],
-            "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "RequireDualStack"}}), vec![]),
-        ("an external name with a trailing dot", json!({"spec": {"type": "ExternalName", "externalName": "foo.example.com.",
-            "clusterIP": null, "clusterIPs": null}}), vec![]),
-        ("LoadBalancer Local with its health check port", lb(json!({"spec": {"externalTrafficPolicy": "Local",
-            "healthCheckNodePort": 30200, "loadBalancerSourceRanges": [" 10.0.0.0/8 "], "loadBalancerClass": "example.com/lb"}})), vec![]),
-        ("ClientIP with a day's timeout", json!({"spec": {"sessionAffinity": "ClientIP",
-            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 86400}}}}), vec![]),
-        ("only clusterIP given (clusterIPs follows it)", json!({"spec": {"clusterIPs": null}}), vec![]),
-        ("no cluster IP yet (allocated later)", json!({"spec": {"clusterIP": null, "clusterIPs": null}}), vec![]),
+            {"name": "s", "protocol": "SCTP", "port": 53, "targetPort": 53}]}}),
+            vec![],
+        ),
+        (
+            "dual stack",
+            json!({"spec": {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1", "2001:db8::1"],
+            "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "RequireDualStack"}}),
+            vec![],
+        ),
+        (
+            "an external name with a trailing dot",
+            json!({"spec": {"type": "ExternalName", "externalName": "foo.example.com.",
+            "clusterIP": null, "clusterIPs": null}}),
+            vec![],
+        ),
+        (
+            "LoadBalancer Local with its health check port",
+            lb(json!({"spec": {"externalTrafficPolicy": "Local",
+            "healthCheckNodePort": 30200, "loadBalancerSourceRanges": [" 10.0.0.0/8 "], "loadBalancerClass": "example.com/lb"}})),
+            vec![],
+        ),
+        (
+            "ClientIP with a day's timeout",
+            json!({"spec": {"sessionAffinity": "ClientIP",
+            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 86400}}}}),
+            vec![],
+        ),
+        (
+            "only clusterIP given (clusterIPs follows it)",
+            json!({"spec": {"clusterIPs": null}}),
+            vec![],
+        ),
+        (
+            "no cluster IP yet (allocated later)",
+            json!({"spec": {"clusterIP": null, "clusterIPs": null}}),
+            vec![],
+        ),
     ];
     table("", "Service", &base(), &cases);
 }

@@ -52,7 +52,12 @@ pub fn table(group: &str, kind: &str, base: &Value, cases: &[(&str, Value, Vec<S
 }
 
 /// Update cases: `(what, old fragment, new fragment, errors)` over `base`.
-pub fn update_table(group: &str, kind: &str, base: &Value, cases: &[(&str, Value, Value, Vec<String>)]) {
+pub fn update_table(
+    group: &str,
+    kind: &str,
+    base: &Value,
+    cases: &[(&str, Value, Value, Vec<String>)],
+) {
     let mut failed = Vec::new();
     for (what, old, new, want) in cases {
         let o = merge(base, old);

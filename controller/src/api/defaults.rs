@@ -81,6 +81,45 @@ fn container(c: &mut Map<String, Value>) {
             set(p, "protocol", json!("TCP"));
         }
     }
+    for key in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(p) = c.get_mut(key).and_then(Value::as_object_mut) {
+            probe(p);
+        }
+    }
+    if let Some(l) = c.get_mut("lifecycle").and_then(Value::as_object_mut) {
+        for hook in ["postStart", "preStop"] {
+            if let Some(get) = l.get_mut(hook).and_then(|h| h.get_mut("httpGet")) {
+                http_get(get);
+            }
+        }
+    }
+    if let Some(env) = c.get_mut("env") {
+        for e in each_value(env) {
+            if let Some(f) = e.get_mut("valueFrom").and_then(|v| v.get_mut("fieldRef")) {
+                if let Some(f) = f.as_object_mut() {
+                    set(f, "apiVersion", json!("v1"));
+                }
+            }
+        }
+    }
+}
+
+/// A probe's timings, and its HTTP action's path and scheme.
+fn probe(p: &mut Map<String, Value>) {
+    set(p, "timeoutSeconds", json!(1));
+    set(p, "periodSeconds", json!(10));
+    set(p, "successThreshold", json!(1));
+    set(p, "failureThreshold", json!(3));
+    if let Some(get) = p.get_mut("httpGet") {
+        http_get(get);
+    }
+}
+
+fn http_get(get: &mut Value) {
+    if let Some(g) = get.as_object_mut() {
+        set(g, "path", json!("/"));
+        set(g, "scheme", json!("HTTP"));
+    }
 }
 
 fn each_value(v: &mut Value) -> impl Iterator<Item = &mut Map<String, Value>> {
@@ -252,11 +291,17 @@ fn workload(obj: &mut Value, deployment: bool) {
         set(s, "revisionHistoryLimit", json!(10));
         if deployment {
             set(s, "progressDeadlineSeconds", json!(600));
-            set(
-                s,
-                "strategy",
-                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
-            );
+            set(s, "strategy", json!({}));
+            if let Some(st) = s.get_mut("strategy").and_then(Value::as_object_mut) {
+                set(st, "type", json!("RollingUpdate"));
+                if st.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                    set(st, "rollingUpdate", json!({}));
+                    if let Some(ru) = st.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
+                        set(ru, "maxUnavailable", json!("25%"));
+                        set(ru, "maxSurge", json!("25%"));
+                    }
+                }
+            }
         }
     }
     if let Some(t) = spec.pointer_mut("/template/spec") {

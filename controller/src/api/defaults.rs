@@ -218,9 +218,10 @@ fn pod(obj: &mut Value, creating: bool) {
     if let Some(spec) = obj.get_mut("spec") {
         pod_spec(spec);
         set_priority(spec);
-        if creating {
-            default_tolerations(spec);
-        }
+        // DefaultTolerationSeconds admits updates too: a pod replaced by
+        // its original manifest keeps the tolerations it was given, so
+        // the update changes no toleration.
+        default_tolerations(spec);
     }
     if creating {
         let qos = obj.get("spec").map_or("BestEffort", qos_class);
@@ -339,8 +340,9 @@ fn namespace(obj: &mut Value) {
 }
 
 /// Fill in `obj`'s defaults (`kind` of the resource), `creating` on a
-/// create (what only a new object gets: a pod's phase and QoS class, the
-/// default tolerations).
+/// create (what only a new object gets: a pod's phase and QoS class).
+/// The default tolerations come on every write, as upstream's admission
+/// adds them on create and on update.
 pub fn apply(kind: &str, obj: &mut Value, creating: bool) {
     match kind {
         "Pod" => pod(obj, creating),
@@ -417,7 +419,7 @@ mod tests {
     }
 
     #[test]
-    fn an_update_gets_spec_defaults_but_no_new_status_or_tolerations() {
+    fn an_update_gets_spec_defaults_and_tolerations_but_no_new_status() {
         let p = applied(
             "Pod",
             json!({"spec": {"containers": [{"name": "a", "image": "x"}]}}),
@@ -425,7 +427,7 @@ mod tests {
         );
         assert_eq!(p["spec"]["terminationGracePeriodSeconds"], 30);
         assert!(p.get("status").is_none());
-        assert!(p["spec"].get("tolerations").is_none());
+        assert_eq!(p["spec"]["tolerations"].as_array().map(Vec::len), Some(2));
     }
 
     #[test]

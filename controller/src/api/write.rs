@@ -245,6 +245,19 @@ async fn replace_read(
         .map_err(|m| meta::invalid(t, &name, "metadata.resourceVersion", &m))?;
     let old = decode_stored(&current.value)?;
     let expected = sent.unwrap_or(current.mod_rev);
+    // A write made against another version is a conflict before it is
+    // validated, as kube-apiserver checks the resourceVersion first: a
+    // stale object is the client's to refresh, whatever else is wrong.
+    if expected != current.mod_rev {
+        return Err(store_error(
+            t,
+            StoreError::Conflict {
+                key: k.clone(),
+                expected,
+                current: current.mod_rev,
+            },
+        ));
+    }
     let (mut merged, unknown) = updated(t, &old, new, status_only, req.mode, req.track)?;
     let now = crate::clock::now();
     maintenance::admit(t, Some(&old), &mut merged, status_only, &o.versions, now)?;

@@ -592,12 +592,13 @@ fn handler(h: &Handler, grace: i64, path: &Path) -> ErrorList {
 }
 
 fn probe(p: &Probe, grace: i64, path: &Path) -> ErrorList {
+    // A probe has no sleep action; a hook no gRPC one.
     let h = Handler {
         exec: p.exec.as_ref(),
         http_get: p.http_get.as_ref(),
         tcp_socket: p.tcp_socket.as_ref(),
         grpc: p.grpc.as_ref(),
-        sleep: None,
+        ..Handler::default()
     };
     let mut errs = handler(&h, grace, path);
     for (f, v) in [
@@ -664,12 +665,12 @@ pub fn probes_and_hooks(c: &Container, grace: i64, path: &Path) -> ErrorList {
 }
 
 fn hook(h: &LifecycleHandler, grace: i64, path: &Path) -> ErrorList {
-    let h = Handler {
+    let actions = Handler {
+        sleep: h.sleep.as_ref(),
         exec: h.exec.as_ref(),
         http_get: h.http_get.as_ref(),
         tcp_socket: h.tcp_socket.as_ref(),
-        grpc: None,
-        sleep: h.sleep.as_ref(),
+        ..Handler::default()
     };
-    handler(&h, grace, path)
+    handler(&actions, grace, path)
 }

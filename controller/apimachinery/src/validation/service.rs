@@ -452,8 +452,7 @@ fn source_ranges(
 }
 
 fn traffic_policies(errs: &mut ErrorList, s: &ServiceSpec, spec: &Path) {
-    let external = matches!(ty(s), "NodePort" | "LoadBalancer")
-        || s.external_ips.as_ref().is_some_and(|e| !e.is_empty());
+    let external = externally_accessible(s);
     let etp = s.external_traffic_policy.as_deref().unwrap_or_default();
     let etp_path = spec.child("externalTrafficPolicy");
     if !external {
@@ -528,6 +527,7 @@ pub fn prepare_update(new: &mut Service, old: &Service) {
             n.ip_family_policy.clone_from(&o.ip_family_policy);
         }
     }
+    drop_left_behind(n, o);
     if ty(n) == "ExternalName" && ty(o) != "ExternalName" {
         if n.cluster_ip == o.cluster_ip {
             n.cluster_ip = None;
@@ -543,6 +543,58 @@ pub fn prepare_update(new: &mut Service, old: &Service) {
         }
     }
     prepare_create(new);
+}
+
+fn needs_node_ports(s: &ServiceSpec) -> bool {
+    ty(s) == "NodePort"
+        || (ty(s) == "LoadBalancer" && s.allocate_load_balancer_node_ports != Some(false))
+}
+
+fn externally_accessible(s: &ServiceSpec) -> bool {
+    matches!(ty(s), "NodePort" | "LoadBalancer")
+        || s.external_ips.as_ref().is_some_and(|e| !e.is_empty())
+}
+
+/// `dropTypeDependentFields`: what a type change leaves behind, dropped
+/// when the client did not change it.
+fn drop_left_behind(n: &mut ServiceSpec, o: &ServiceSpec) {
+    if needs_node_ports(o) && !needs_node_ports(n) {
+        let old: BTreeSet<i32> = o
+            .ports
+            .iter()
+            .flatten()
+            .filter_map(|p| p.node_port)
+            .collect();
+        let ports = n.ports.iter().flatten();
+        let net_new = ports
+            .filter_map(|p| p.node_port)
+            .any(|np| np != 0 && !old.contains(&np));
+        if !net_new {
+            for p in n.ports.iter_mut().flatten() {
+                p.node_port = None;
+            }
+        }
+    }
+    let lb_local = |s: &ServiceSpec| {
+        ty(s) == "LoadBalancer" && s.external_traffic_policy.as_deref() == Some("Local")
+    };
+    if lb_local(o) && !lb_local(n) && n.health_check_node_port == o.health_check_node_port {
+        n.health_check_node_port = None;
+    }
+    if ty(o) == "LoadBalancer" && ty(n) != "LoadBalancer" {
+        if n.allocate_load_balancer_node_ports == o.allocate_load_balancer_node_ports {
+            n.allocate_load_balancer_node_ports = None;
+        }
+        if n.load_balancer_class == o.load_balancer_class {
+            n.load_balancer_class = None;
+        }
+    }
+    if externally_accessible(o)
+        && !externally_accessible(n)
+        && n.external_traffic_policy == o.external_traffic_policy
+    {
+        n.external_traffic_policy = None;
+    }
 }
 
 /// `clusterIPs` from `clusterIP` when only the latter is given, as the

@@ -216,12 +216,14 @@ fn type_changes_allocate_and_release(backend: Backend) {
     let o = apply(&s, "other.yaml", &other);
     assert!(o.status.success(), "{}", text(&o));
 
-    // The address cannot change.
+    // The address cannot change (kube-apiserver's words).
     let msg = refused(&patch(
         r#"{"spec":{"clusterIP":"198.18.4.99","clusterIPs":["198.18.4.99"]}}"#,
     ));
     assert!(
-        msg.contains("spec.clusterIP: Invalid value: \"198.18.4.99\": field is immutable"),
+        msg.contains(
+            "spec.clusterIPs[0]: Invalid value: [\"198.18.4.99\"]: may not change once set"
+        ),
         "{msg}"
     );
 

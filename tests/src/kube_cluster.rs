@@ -725,6 +725,7 @@ spec:
       - {{key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: {tolerate_s}}}
       containers:
       - name: whoami
+        image: sluice-whoami
         command: [{whoami}, --tcp, "8080", --serve-after-term, "8"]
         ports: [{{containerPort: 8080, name: http}}]
         resources: {{requests: {{cpu: 100m, memory: 32Mi}}}}

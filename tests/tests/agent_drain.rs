@@ -46,6 +46,7 @@ spec:
       - {{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {{matchLabels: {{app: web}}}}}}
       containers:
       - name: whoami
+        image: sluice-whoami
         command: [{whoami}, --tcp, "8080"]
         readinessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1, failureThreshold: 1}}
 ---

@@ -45,6 +45,7 @@ spec:
       - {{key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 2}}
       containers:
       - name: whoami
+        image: sluice-whoami
         command: [{whoami}, --tcp, "8080"]
         readinessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1, failureThreshold: 1}}
 ---
@@ -56,6 +57,7 @@ spec:
   terminationGracePeriodSeconds: 2
   containers:
   - name: whoami
+    image: sluice-whoami
     command: [{whoami}, --tcp, "8080"]
     readinessProbe:
       exec: {{command: [test, -f, {ready}]}}

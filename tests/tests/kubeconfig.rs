@@ -311,6 +311,7 @@ spec:
   terminationGracePeriodSeconds: 20
   containers:
   - name: who
+    image: sluice-whoami
     command: ["{bin}"]
     args: ["--ip", "$(POD_IP)", "--tcp", "8080"]
     env:

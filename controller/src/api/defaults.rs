@@ -81,6 +81,45 @@ fn container(c: &mut Map<String, Value>) {
             set(p, "protocol", json!("TCP"));
         }
     }
+    for key in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(p) = c.get_mut(key).and_then(Value::as_object_mut) {
+            probe(p);
+        }
+    }
+    if let Some(l) = c.get_mut("lifecycle").and_then(Value::as_object_mut) {
+        for hook in ["postStart", "preStop"] {
+            if let Some(get) = l.get_mut(hook).and_then(|h| h.get_mut("httpGet")) {
+                http_get(get);
+            }
+        }
+    }
+    if let Some(env) = c.get_mut("env") {
+        for e in each_value(env) {
+            if let Some(f) = e.get_mut("valueFrom").and_then(|v| v.get_mut("fieldRef")) {
+                if let Some(f) = f.as_object_mut() {
+                    set(f, "apiVersion", json!("v1"));
+                }
+            }
+        }
+    }
+}
+
+/// A probe's timings, and its HTTP action's path and scheme.
+fn probe(p: &mut Map<String, Value>) {
+    set(p, "timeoutSeconds", json!(1));
+    set(p, "periodSeconds", json!(10));
+    set(p, "successThreshold", json!(1));
+    set(p, "failureThreshold", json!(3));
+    if let Some(get) = p.get_mut("httpGet") {
+        http_get(get);
+    }
+}
+
+fn http_get(get: &mut Value) {
+    if let Some(g) = get.as_object_mut() {
+        set(g, "path", json!("/"));
+        set(g, "scheme", json!("HTTP"));
+    }
 }
 
 fn each_value(v: &mut Value) -> impl Iterator<Item = &mut Map<String, Value>> {
@@ -179,9 +218,10 @@ fn pod(obj: &mut Value, creating: bool) {
     if let Some(spec) = obj.get_mut("spec") {
         pod_spec(spec);
         set_priority(spec);
-        if creating {
-            default_tolerations(spec);
-        }
+        // DefaultTolerationSeconds admits updates too: a pod replaced by
+        // its original manifest keeps the tolerations it was given, so
+        // the update changes no toleration.
+        default_tolerations(spec);
     }
     if creating {
         let qos = obj.get("spec").map_or("BestEffort", qos_class);
@@ -252,11 +292,17 @@ fn workload(obj: &mut Value, deployment: bool) {
         set(s, "revisionHistoryLimit", json!(10));
         if deployment {
             set(s, "progressDeadlineSeconds", json!(600));
-            set(
-                s,
-                "strategy",
-                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
-            );
+            set(s, "strategy", json!({}));
+            if let Some(st) = s.get_mut("strategy").and_then(Value::as_object_mut) {
+                set(st, "type", json!("RollingUpdate"));
+                if st.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                    set(st, "rollingUpdate", json!({}));
+                    if let Some(ru) = st.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
+                        set(ru, "maxUnavailable", json!("25%"));
+                        set(ru, "maxSurge", json!("25%"));
+                    }
+                }
+            }
         }
     }
     if let Some(t) = spec.pointer_mut("/template/spec") {
@@ -294,8 +340,9 @@ fn namespace(obj: &mut Value) {
 }
 
 /// Fill in `obj`'s defaults (`kind` of the resource), `creating` on a
-/// create (what only a new object gets: a pod's phase and QoS class, the
-/// default tolerations).
+/// create (what only a new object gets: a pod's phase and QoS class).
+/// The default tolerations come on every write, as upstream's admission
+/// adds them on create and on update.
 pub fn apply(kind: &str, obj: &mut Value, creating: bool) {
     match kind {
         "Pod" => pod(obj, creating),
@@ -372,7 +419,7 @@ mod tests {
     }
 
     #[test]
-    fn an_update_gets_spec_defaults_but_no_new_status_or_tolerations() {
+    fn an_update_gets_spec_defaults_and_tolerations_but_no_new_status() {
         let p = applied(
             "Pod",
             json!({"spec": {"containers": [{"name": "a", "image": "x"}]}}),
@@ -380,7 +427,7 @@ mod tests {
         );
         assert_eq!(p["spec"]["terminationGracePeriodSeconds"], 30);
         assert!(p.get("status").is_none());
-        assert!(p["spec"].get("tolerations").is_none());
+        assert_eq!(p["spec"]["tolerations"].as_array().map(Vec::len), Some(2));
     }
 
     #[test]

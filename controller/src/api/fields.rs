@@ -33,6 +33,7 @@ use super::meta::invalid;
 use super::path::Target;
 use super::semantics;
 use super::status::ApiError;
+use super::validate;
 
 /// The mode a request asks for (`fieldValidation=`), kube-apiserver's
 /// default (`Warn`) when it asks for none.
@@ -72,15 +73,19 @@ fn check_as<T: DeserializeOwned>(
     decode::<T, _>(obj.clone(), mode).map(Unknown::from)
 }
 
-/// A kind the decision loops read: decoded, then the decoded value
-/// checked as they will read it (`semantics`), with no second decode.
+/// A kind the decision loops read: decoded, validated as kube-apiserver
+/// does (`upstream`, so its wording comes first), then the decoded value
+/// checked as the loops will read it (`semantics`), with no second
+/// decode.
 fn checked<T: DeserializeOwned>(
     t: &Target,
     obj: &Value,
     mode: FieldValidation,
+    upstream: impl Fn() -> Result<(), ApiError>,
     semantic: fn(&Target, &str, &T) -> Result<(), ApiError>,
 ) -> Result<Unknown, ApiError> {
     let d = decode::<T, _>(obj.clone(), mode).map_err(|e| decode_error(t, obj, e))?;
+    upstream()?;
     semantic(t, name_of(obj), &d.value)?;
     Ok(d.into())
 }
@@ -119,9 +124,15 @@ pub fn field_errors(t: &Target, name: &str, errs: &FieldErrors) -> ApiError {
 /// `maxUnavailable`, non-negative, a percentage at most 100%, a selector
 /// that parses, a known unhealthy-pod policy. Checked with the model's own
 /// parsing, so a stored budget is one the Eviction API can always read.
-fn check_budget(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Unknown, ApiError> {
+fn check_budget(
+    t: &Target,
+    obj: &Value,
+    mode: FieldValidation,
+    upstream: impl Fn() -> Result<(), ApiError>,
+) -> Result<Unknown, ApiError> {
     let unknown =
         check_as::<k8s::PodDisruptionBudget>(obj, mode).map_err(|e| decode_error(t, obj, e))?;
+    upstream()?;
     let Ok(pdb) = serde_json::from_value::<k8s::PodDisruptionBudget>(obj.clone()) else {
         return Ok(unknown);
     };
@@ -164,28 +175,40 @@ fn decode_error(t: &Target, obj: &Value, e: DecodeError) -> ApiError {
 }
 
 /// Decode `obj` as the kind `t` serves and take its unknown fields out
-/// (`Warn`, `Ignore`; `Strict` refuses them), having checked what the
-/// decision loops will read of it (`semantics`); the unknown fields to warn
-/// about.
-pub fn check(t: &Target, obj: &mut Value, mode: FieldValidation) -> Result<Vec<String>, ApiError> {
-    let unknown = decoded(t, obj, mode)?;
+/// (`Warn`, `Ignore`; `Strict` refuses them), having validated it as
+/// kube-apiserver does (on create, or against `old`, the stored object,
+/// on update: `validate.rs`) and checked what the decision loops will
+/// read of it (`semantics`); the unknown fields to warn about.
+pub fn check(
+    t: &Target,
+    obj: &mut Value,
+    mode: FieldValidation,
+    old: Option<&Value>,
+) -> Result<Vec<String>, ApiError> {
+    let unknown = decoded(t, obj, mode, old)?;
     remove_unknown(obj, &unknown.paths);
     Ok(unknown.warn)
 }
 
-fn decoded(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Unknown, ApiError> {
+fn decoded(
+    t: &Target,
+    obj: &Value,
+    mode: FieldValidation,
+    old: Option<&Value>,
+) -> Result<Unknown, ApiError> {
     let r = t.resource;
+    let upstream = || validate::admit(t, old, obj);
     let result = match (r.group, r.kind) {
         ("", "Namespace") => check_as::<Namespace>(obj, mode),
         ("", "Node") => check_as::<k8s::Node>(obj, mode),
-        ("", "Pod") => return checked(t, obj, mode, semantics::pod),
+        ("", "Pod") => return checked(t, obj, mode, upstream, semantics::pod),
         ("", "Service") => check_as::<k8s::Service>(obj, mode),
         ("", "Event") => check_as::<k8s::Event>(obj, mode),
-        ("apps", "Deployment") => return checked(t, obj, mode, semantics::deployment),
-        ("apps", "ReplicaSet") => return checked(t, obj, mode, semantics::replica_set),
+        ("apps", "Deployment") => return checked(t, obj, mode, upstream, semantics::deployment),
+        ("apps", "ReplicaSet") => return checked(t, obj, mode, upstream, semantics::replica_set),
         ("coordination.k8s.io", "Lease") => check_as::<k8s::Lease>(obj, mode),
         ("discovery.k8s.io", "EndpointSlice") => check_as::<k8s::EndpointSlice>(obj, mode),
-        ("policy", "PodDisruptionBudget") => return check_budget(t, obj, mode),
+        ("policy", "PodDisruptionBudget") => return check_budget(t, obj, mode, upstream),
         ("sluice.dev", "Cluster") => return check_kind::<Cluster>(t, obj, mode),
         ("sluice.dev", "NodePool") => return check_kind::<NodePool>(t, obj, mode),
         ("sluice.dev", "Operation") => return check_kind::<Operation>(t, obj, mode),
@@ -199,7 +222,9 @@ fn decoded(t: &Target, obj: &Value, mode: FieldValidation) -> Result<Unknown, Ap
         // stored as sent.
         _ => Ok(Unknown::default()),
     };
-    result.map_err(|e| decode_error(t, obj, e))
+    let unknown = result.map_err(|e| decode_error(t, obj, e))?;
+    upstream()?;
+    Ok(unknown)
 }
 
 /// `Warning` header values for unknown fields under `Warn`.
@@ -225,26 +250,31 @@ mod tests {
         let t = resolve("/apis/policy/v1/namespaces/default/poddisruptionbudgets").expect("path");
         let pdb = |spec: Value| json!({"metadata": {"name": "b"}, "spec": spec});
         for (spec, field, words) in [
+            // kube-apiserver's validation answers first, in its words.
             (
                 json!({"minAvailable": 1, "maxUnavailable": 1}),
-                "spec.minAvailable",
-                "set one",
+                "spec",
+                "minAvailable and maxUnavailable cannot be both set",
             ),
             (
                 json!({"minAvailable": "150%"}),
                 "spec.minAvailable",
-                "more than 100%",
+                "must not be greater than 100%",
             ),
-            (json!({"maxUnavailable": -1}), "spec.maxUnavailable", ">= 0"),
+            (
+                json!({"maxUnavailable": -1}),
+                "spec.maxUnavailable",
+                "must be greater than or equal to 0",
+            ),
             (
                 json!({"minAvailable": "half"}),
                 "spec.minAvailable",
-                "percentage",
+                "a valid percent string",
             ),
             (
                 json!({"minAvailable": 1, "selector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}),
                 "spec.selector.matchExpressions[0].operator",
-                "not In",
+                "not a valid selector operator",
             ),
             (
                 json!({"minAvailable": 1, "unhealthyPodEvictionPolicy": "Sometimes"}),
@@ -252,7 +282,7 @@ mod tests {
                 "IfHealthyBudget",
             ),
         ] {
-            let e = check(&t, &mut pdb(spec.clone()), FieldValidation::Strict).unwrap_err();
+            let e = check(&t, &mut pdb(spec.clone()), FieldValidation::Strict, None).unwrap_err();
             let body = e.body();
             assert_eq!(body["code"], 422, "{spec}");
             assert_eq!(
@@ -269,7 +299,7 @@ mod tests {
             json!({"maxUnavailable": 0}),
             json!({}),
         ] {
-            check(&t, &mut pdb(ok.clone()), FieldValidation::Strict)
+            check(&t, &mut pdb(ok.clone()), FieldValidation::Strict, None)
                 .unwrap_or_else(|e| panic!("{ok}: {e:?}"));
         }
     }
@@ -280,7 +310,7 @@ mod tests {
         let mut p = pod();
         p["spec"]["colour"] = json!("red");
         p["spec"]["containers"][0]["imagePullPolice"] = json!("Always");
-        let e = check(&t, &mut p.clone(), FieldValidation::Strict).expect_err("strict");
+        let e = check(&t, &mut p.clone(), FieldValidation::Strict, None).expect_err("strict");
         assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY);
         assert!(
             e.message.contains("unknown field \"spec.colour\""),
@@ -289,15 +319,15 @@ mod tests {
         );
         // Warn and Ignore take them out of what is stored, the rest as sent.
         let mut warned = p.clone();
-        let w = check(&t, &mut warned, FieldValidation::Warn).expect("warn");
+        let w = check(&t, &mut warned, FieldValidation::Warn, None).expect("warn");
         assert_eq!(w, ["spec.colour", "spec.containers[0].imagePullPolice"]);
         assert_eq!(warned, pod());
         let mut ignored = p.clone();
-        assert!(check(&t, &mut ignored, FieldValidation::Ignore)
+        assert!(check(&t, &mut ignored, FieldValidation::Ignore, None)
             .expect("ignore")
             .is_empty());
         assert_eq!(ignored, pod());
-        assert!(check(&t, &mut pod(), FieldValidation::Strict)
+        assert!(check(&t, &mut pod(), FieldValidation::Strict, None)
             .expect("known")
             .is_empty());
     }
@@ -307,7 +337,7 @@ mod tests {
         let t = resolve("/api/v1/namespaces/default/pods").expect("path");
         let mut p = pod();
         p["spec"]["terminationGracePeriodSeconds"] = json!("thirty");
-        let e = check(&t, &mut p.clone(), FieldValidation::Strict).expect_err("type");
+        let e = check(&t, &mut p.clone(), FieldValidation::Strict, None).expect_err("type");
         assert_eq!(
             e.body()["details"]["causes"][0]["field"],
             "spec.terminationGracePeriodSeconds"
@@ -321,7 +351,7 @@ mod tests {
         let np = json!({"apiVersion": "sluice.dev/v1", "kind": "NodePool", "metadata": {"name": "p"},
             "spec": {"locations": ["z-a"], "initialNodeCount": 1, "config": {"capacity": {"cpu": "2", "memory": "4Gi"}},
                      "upgradeSettings": {"maxSurge": 0, "maxUnavailable": 0}}});
-        let e = check(&t, &mut np.clone(), FieldValidation::Strict).expect_err("invalid");
+        let e = check(&t, &mut np.clone(), FieldValidation::Strict, None).expect_err("invalid");
         assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY);
         let causes = e.body()["details"]["causes"].clone();
         assert!(

@@ -44,7 +44,7 @@ pub fn create(
     let q = query(field_validation);
     let writer = apply::writer("create", false, &q, USER_AGENT, NOW.into())?;
     let mut obj = meta::prepare_create(&t, body, SUFFIX, UID, NOW)?;
-    fields::check(&t, &mut obj, mode)?;
+    fields::check(&t, &mut obj, mode, None)?;
     defaults::apply(t.resource.kind, &mut obj, true);
     let named = super::path::Target {
         name: obj

@@ -6,6 +6,8 @@
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
 
+use sluice_apimachinery::validation::ErrorList;
+
 use super::path::Target;
 use super::status::ApiError;
 use crate::identity::is_dns_subdomain;
@@ -34,6 +36,24 @@ pub fn invalid(t: &Target, name: &str, field: &str, message: &str) -> ApiError {
         "kind": kind,
         "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}],
     }));
+    e
+}
+
+/// kube-apiserver's 422 for every broken rule of one object: the
+/// aggregate message (`<Kind[.group]> "<name>" is invalid: [e1, e2]`, a
+/// single error without brackets) and one cause per error.
+pub fn invalid_all(t: &Target, name: &str, errs: &ErrorList) -> ApiError {
+    let r = t.resource;
+    let mut e = ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Invalid",
+        errs.message(r.kind, r.group, name),
+    );
+    let causes: Vec<Value> = errs
+        .iter()
+        .map(|c| json!({"reason": c.kind.reason(), "message": c.body(), "field": c.field}))
+        .collect();
+    e.details = Some(json!({"name": name, "group": r.group, "kind": r.kind, "causes": causes}));
     e
 }
 

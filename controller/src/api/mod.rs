@@ -34,6 +34,7 @@ pub mod stored;
 pub mod strategic;
 pub mod subsetting;
 pub mod table;
+pub mod validate;
 pub mod watch;
 pub mod write;
 

@@ -154,7 +154,7 @@ mod tests {
     /// What `fields::check` (which calls these) says of `obj` written to
     /// `path`.
     fn check(t: &Target, obj: &Value) -> Result<(), ApiError> {
-        crate::api::fields::check(t, &mut obj.clone(), FieldValidation::Strict).map(drop)
+        crate::api::fields::check(t, &mut obj.clone(), FieldValidation::Strict, None).map(drop)
     }
 
     fn refusal(path: &str, obj: Value) -> (String, String) {
@@ -178,43 +178,45 @@ mod tests {
     #[test]
     fn pods_the_scheduler_could_not_read_or_kube_apiserver_refuses() {
         for (spec, field, words) in [
-            (json!({"containers": []}), "spec.containers", "at least one"),
+            // Where kube-apiserver's validation has the rule, its field
+            // and words come first.
+            (json!({"containers": []}), "spec.containers", "Required value"),
             (
-                json!({"containers": [{"name": "c"}, {"name": "c"}]}),
+                json!({"containers": [{"name": "c", "image": "x"}, {"name": "c", "image": "x"}]}),
                 "spec.containers[1].name",
-                "duplicate",
+                "Duplicate value",
             ),
             (
-                json!({"initContainers": [{"name": "c"}], "containers": [{"name": "c"}]}),
-                "spec.containers[0].name",
-                "duplicate",
+                json!({"initContainers": [{"name": "c", "image": "x"}], "containers": [{"name": "c", "image": "x"}]}),
+                "spec.initContainers[0].name",
+                "Duplicate value",
             ),
             (
-                json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "-1"}}}]}),
-                "spec.containers[0].resources.requests.cpu",
+                json!({"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "-1"}}}]}),
+                "spec.containers[0].resources.requests[cpu]",
                 "greater than or equal to 0",
             ),
             (
-                json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]}),
-                "spec.containers[0].resources.requests.cpu",
+                json!({"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]}),
+                "spec.containers[0].resources.requests",
                 "less than or equal to cpu limit",
             ),
             (
-                json!({"containers": [{"name": "c", "resources": {"limits": {"memory": "-1Gi"}}}]}),
-                "spec.containers[0].resources.limits.memory",
+                json!({"containers": [{"name": "c", "image": "x", "resources": {"limits": {"memory": "-1Gi"}}}]}),
+                "spec.containers[0].resources.limits[memory]",
                 "greater than or equal to 0",
             ),
             (
-                json!({"containers": [{"name": "c"}], "topologySpreadConstraints": [{"maxSkew": 0,
+                json!({"containers": [{"name": "c", "image": "x"}], "topologySpreadConstraints": [{"maxSkew": 0,
                     "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}]}),
                 "spec.topologySpreadConstraints[0].maxSkew",
-                "positive",
+                "must be greater than zero",
             ),
             (
-                json!({"containers": [{"name": "c"}], "affinity": {"podAntiAffinity": {
+                json!({"containers": [{"name": "c", "image": "x"}], "affinity": {"podAntiAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "", "labelSelector": {"matchLabels": {"a": "b"}}}]}}}),
                 "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey",
-                "required",
+                "can not be empty",
             ),
         ] {
             let (f, m) = refusal(PODS, pod_with(spec.clone()));
@@ -222,8 +224,10 @@ mod tests {
             assert!(m.contains(words), "{spec}: {m}");
         }
         let t = resolve(PODS).expect("path");
-        let fine = pod_with(json!({"containers": [{"name": "c", "resources":
-            {"requests": {"cpu": "500m"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}));
+        let fine = pod_with(
+            json!({"containers": [{"name": "c", "image": "x", "resources":
+            {"requests": {"cpu": "500m"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}),
+        );
         check(&t, &fine).expect("a valid pod");
     }
 
@@ -243,7 +247,7 @@ mod tests {
     #[test]
     fn workloads_the_controllers_could_not_act_on_are_refused() {
         const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
-        let c = json!({"containers": [{"name": "c"}]});
+        let c = json!({"containers": [{"name": "c", "image": "x"}]});
         let (f, m) = refusal(
             DEPLOYMENTS,
             deployment(
@@ -252,16 +256,19 @@ mod tests {
             ),
         );
         assert_eq!(f, "spec.strategy.rollingUpdate.maxUnavailable", "{m}");
-        assert!(m.contains("may not be 0 when maxSurge is 0"), "{m}");
+        assert!(m.contains("may not be 0 when `maxSurge` is 0"), "{m}");
         // The template is checked as the pod it makes.
         let (f, _) = refusal(
             DEPLOYMENTS,
             deployment(
                 json!({}),
-                json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "-2"}}}]}),
+                json!({"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "-2"}}}]}),
             ),
         );
-        assert_eq!(f, "spec.template.spec.containers[0].resources.requests.cpu");
+        assert_eq!(
+            f,
+            "spec.template.spec.containers[0].resources.requests[cpu]"
+        );
         let mut neg = deployment(json!({}), c.clone());
         neg["spec"]["replicas"] = json!(-1);
         assert_eq!(refusal(DEPLOYMENTS, neg).0, "spec.replicas");
@@ -273,6 +280,6 @@ mod tests {
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
                      "template": {"metadata": {"labels": {"app": "other"}}, "spec": c}}});
         let (f, _) = refusal("/apis/apps/v1/namespaces/default/replicasets", rs);
-        assert_eq!(f, "spec.selector");
+        assert_eq!(f, "spec.template.metadata.labels");
     }
 }

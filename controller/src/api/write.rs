@@ -88,7 +88,7 @@ pub(super) async fn create(
         &crate::clock::now_rfc3339(),
     )?;
     let mut obj = obj;
-    let unknown = fields::check(t, &mut obj, mode)?;
+    let unknown = fields::check(t, &mut obj, mode, None)?;
     subsetting::admit(t, None, &mut obj, &crate::clock::now_rfc3339())?;
     maintenance::admit(t, None, &mut obj, false, &o.versions, crate::clock::now())?;
     defaults::apply(t.resource.kind, &mut obj, true);
@@ -164,7 +164,7 @@ pub fn updated(
         }
     }
     let mut merged = meta::prepare_update(t, old, Value::Object(merged))?;
-    let unknown = fields::check(t, &mut merged, mode)?;
+    let unknown = fields::check(t, &mut merged, mode, Some(old))?;
     // The writer's time when there is one (the time its managedFields
     // record), so one write reads the clock once.
     let now = track.map_or_else(crate::clock::now_rfc3339, |w| w.now.clone());
@@ -245,6 +245,19 @@ async fn replace_read(
         .map_err(|m| meta::invalid(t, &name, "metadata.resourceVersion", &m))?;
     let old = decode_stored(&current.value)?;
     let expected = sent.unwrap_or(current.mod_rev);
+    // A write made against another version is a conflict before it is
+    // validated, as kube-apiserver checks the resourceVersion first: a
+    // stale object is the client's to refresh, whatever else is wrong.
+    if expected != current.mod_rev {
+        return Err(store_error(
+            t,
+            StoreError::Conflict {
+                key: k.clone(),
+                expected,
+                current: current.mod_rev,
+            },
+        ));
+    }
     let (mut merged, unknown) = updated(t, &old, new, status_only, req.mode, req.track)?;
     let now = crate::clock::now();
     maintenance::admit(t, Some(&old), &mut merged, status_only, &o.versions, now)?;
@@ -546,9 +559,10 @@ mod tests {
         let old = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "web", "namespace": "default", "managedFields": [
                 {"manager": "m", "operation": "Update", "apiVersion": "v1",
-                 "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}}]}});
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}}]},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}});
         let mut new = old.clone();
-        new["spec"] = json!({"a": deep, "containers": [{"name": "c"}]});
+        new["spec"] = json!({"a": deep, "containers": [{"name": "c", "image": "x"}]});
         let (stored, _) = updated(&t, &old, new, false, FieldValidation::Ignore, Some(&w))
             .map_err(|e| e.message)
             .expect("the unknown field is dropped");

@@ -428,7 +428,7 @@ fn a_pod_gets_an_address_its_status_is_written_back_and_its_graceful_deletion_fi
         json!({"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": "web", "namespace": "default"},
                "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 30,
-                        "containers": [{"name": "main", "command": ["/bin/web"]}]}}),
+                        "containers": [{"name": "main", "image": "web", "command": ["/bin/web"]}]}}),
     );
     // Started at once with an address the agent chose, and that address
     // written back with the phase and readiness (no probe: ready once

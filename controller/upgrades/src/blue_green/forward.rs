@@ -68,6 +68,8 @@ impl<'p, 'a> Run<'p, 'a> {
         if phase != BlueGreenPhase::CreatingGreenPool {
             self.top_up_green(false);
         }
+        // Each phase is entered at most once a pass, so the five forward
+        // phases bound the steps; the bound only guards against a loop.
         for _ in 0..8 {
             self.bg.phase = Some(phase);
             let next = match phase {

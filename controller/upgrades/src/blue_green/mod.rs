@@ -98,6 +98,7 @@ impl Strategy for BlueGreen {
                 ..Outcome::default()
             },
             taken: taken_names(pass),
+            blocking: Vec::new(),
         };
         match pass.direction {
             Direction::Forward => run.forward(),
@@ -198,6 +199,8 @@ struct Run<'p, 'a> {
     bg: BlueGreenProgress,
     out: Outcome,
     taken: HashSet<String>,
+    /// What holds the upgrade now, a reason a line, for the status.
+    blocking: Vec<String>,
 }
 
 /// What a phase's step says next.
@@ -222,10 +225,7 @@ impl<'p, 'a> Run<'p, 'a> {
     }
 
     fn blocking(&mut self, line: String) {
-        self.out.note = Some(match self.out.note.take() {
-            Some(n) => format!("{n}; {line}"),
-            None => line,
-        });
+        self.blocking.push(line);
     }
 
     /// Each of `members` drained for `reason`, then deleted once its drain

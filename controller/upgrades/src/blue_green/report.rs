@@ -78,10 +78,9 @@ impl Run<'_, '_> {
             self.out.total += target;
             self.out.upgraded += ready;
         }
-        if let (Some(note), Some(first)) = (self.out.note.clone(), self.out.zones.first_mut()) {
-            first.blocking = note.split("; ").map(str::to_owned).collect();
+        if let Some(first) = self.out.zones.first_mut() {
+            first.blocking = std::mem::take(&mut self.blocking);
         }
-        self.out.note = None;
         let soak_left = self
             .bg
             .soak_end_time

@@ -12,27 +12,12 @@
 //! Everything goes when the cluster guard drops, also on failure (the
 //! logs are printed first). Waits are bounded; nothing is timed.
 
-use std::time::Duration;
-
-use sluice_tests::kube_cluster::{KubeCluster, KubeClusterSpec};
-use sluice_tests::upgrade_scene::{prepare, Scene};
-use sluice_tests::{sluice_cli_bin, whoami_bin, Engine};
+use sluice_tests::upgrade_scene::bed;
+use sluice_tests::Engine;
 
 fn blue_green_under_traffic(tag: &str, engine: Engine) {
     // spec: B1, B2, B3, B4, B5, B6
-    let mut spec = KubeClusterSpec::new(&["g-a", "g-b"], 2);
-    spec.engine = engine;
-    spec.monitor_grace_s = 6;
-    let mut c = KubeCluster::start(tag, &spec).expect("the cluster");
-    let whoami = whoami_bin().expect("sluice-whoami (cargo build -p sluice-tests --bins)");
-    prepare(&mut c, engine, &whoami, None).expect("the Services and the load balancer");
-    let scene = Scene {
-        sluice: sluice_cli_bin().expect("sluice (cargo build -p sluice-cli)"),
-        pool: "pool".into(),
-        nodes: 4,
-        versions: ["1.37.1".into(), "1.37.2".into(), "1.37.3".into()],
-        wait: Duration::from_secs(120),
-    };
+    let (mut c, scene) = bed(tag, &["g-a", "g-b"], engine);
     let report = scene.run_blue_green(&mut c).expect("the scene ran");
     for f in &report.figures {
         println!("{}: {:.1} s, requests {:?}", f.phase, f.seconds, f.requests);

@@ -8,7 +8,7 @@ use std::process::Output;
 use std::time::Duration;
 
 mod common;
-use common::{code, run, text, wait_for, Controller, BLOCKED, ERROR, OK, USAGE};
+use common::{code, run, text, wait_for, with_pool, Controller, BLOCKED, ERROR, OK, USAGE};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
@@ -53,11 +53,7 @@ fn nodes_at(c: &Controller, version: &str) {
 }
 
 fn pool_a(name: &str) -> Controller {
-    let c = Controller::start(name, &["--controllers=true", "--node-provider", "sim:1"]);
-    let file = c.dir.join("pool.yaml");
-    std::fs::write(&file, POOL).expect("pool manifest");
-    let o = c.kubectl(&["apply", "-f", &file.display().to_string()]);
-    assert_eq!(code(&o), Some(0), "{}", text(&o));
+    let c = with_pool(name, POOL);
     nodes_at(&c, "v1.33.2");
     c
 }

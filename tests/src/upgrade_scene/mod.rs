@@ -196,6 +196,26 @@ pub fn prepare(
     Ok(())
 }
 
+/// The bed both CI scene tests run on: a cluster of 2 nodes in each of
+/// `zones` under `engine`, the demo of [`prepare`], and the scene over its
+/// pool of 4 upgraded to 1.37.1, .2, .3.
+pub fn bed(tag: &str, zones: &[&str], engine: Engine) -> (KubeCluster, Scene) {
+    let mut spec = crate::kube_cluster::KubeClusterSpec::new(zones, 2);
+    spec.engine = engine;
+    spec.monitor_grace_s = 6;
+    let mut c = KubeCluster::start(tag, &spec).expect("the cluster");
+    let whoami = crate::whoami_bin().expect("sluice-whoami (cargo build -p sluice-tests --bins)");
+    prepare(&mut c, engine, &whoami, None).expect("the Services and the load balancer");
+    let scene = Scene {
+        sluice: crate::sluice_cli_bin().expect("sluice (cargo build -p sluice-cli)"),
+        pool: "pool".into(),
+        nodes: 4,
+        versions: ["1.37.1".into(), "1.37.2".into(), "1.37.3".into()],
+        wait: Duration::from_secs(120),
+    };
+    (c, scene)
+}
+
 impl Scene {
     /// Until the pool has its nodes, all Ready, 4 web pods Ready, every
     /// node healthy for `web` at the load balancer and each VIP answering.

@@ -123,6 +123,17 @@ impl Drop for Controller {
     }
 }
 
+/// A controller whose pool loop makes simulated nodes (they boot after
+/// 1 s), with `manifest` (a NodePool) applied.
+pub fn with_pool(name: &str, manifest: &str) -> Controller {
+    let c = Controller::start(name, &["--controllers=true", "--node-provider", "sim:1"]);
+    let file = c.dir.join("pool.yaml");
+    std::fs::write(&file, manifest).expect("pool manifest");
+    let o = c.kubectl(&["apply", "-f", &file.display().to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    c
+}
+
 pub fn sluice(kubeconfig: Option<&Path>, env: Option<&Path>, args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
     if let Some(k) = kubeconfig {

@@ -606,10 +606,11 @@ impl Runner {
         for (req, answer) in calls.answers() {
             drains.answer(&req, answer, now);
         }
-        let Some(node) = api_drain::node_facts(d, &self.node) else {
+        let wall = SystemTime::now();
+        let Some(node) = api_drain::node_facts(d, &self.node, now, wall) else {
             return;
         };
-        let pods = api_drain::pod_facts(d, &self.node, now, SystemTime::now());
+        let pods = api_drain::pod_facts(d, &self.node, now, wall);
         for req in drains.plan(&node, &pods, now) {
             calls.send(req);
         }

@@ -18,7 +18,7 @@ enum Cmd {
     Init(InitOptions),
     /// Serve the API over HTTPS (bearer tokens from `init`'s tokens.csv)
     /// until SIGTERM or Ctrl-C.
-    Serve(ServeOptions),
+    Serve(Box<ServeOptions>),
 }
 
 fn serve_until_signal(opts: &ServeOptions) -> anyhow::Result<()> {

@@ -86,6 +86,26 @@ pub struct ServeOptions {
     /// manager's flag of the same name, 40 s).
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub node_monitor_grace_period: u64,
+    /// Seconds a Node must have been gone before the pods still bound to
+    /// it are deleted outright (upstream's pod garbage collector waits
+    /// 40 s and has no flag for it; the lab shortens it).
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub pod_gc_quarantine: u64,
+    /// How long a node must stay unneeded before the cluster autoscaler
+    /// removes it (upstream's flag; `10m`, `30s`, `1h`). Unset: the
+    /// autoscaling profile's (10 minutes for `balanced`). The lab
+    /// shortens it so a scale-down scene takes seconds.
+    #[arg(long, value_parser = parse_duration)]
+    pub scale_down_unneeded_time: Option<Duration>,
+    /// How long after a scale-up the cluster autoscaler removes no node
+    /// (upstream's flag, 10 minutes). The lab shortens it too.
+    #[arg(long, value_parser = parse_duration)]
+    pub scale_down_delay_after_add: Option<Duration>,
+    /// The cluster autoscaler's expanders, comma-separated and chained as
+    /// upstream chains them: `random`, `most-pods`, `least-waste`,
+    /// `least-nodes`, `price`, `priority`.
+    #[arg(long, default_value = "least-waste", value_parser = parse_expander)]
+    pub expander: sluice_autoscaler::expander::ExpanderChain,
     /// Where NodePools get their nodes: `none` (pools make no nodes),
     /// `sim` or `sim:<boot seconds>` (simulated nodes, registered and kept
     /// alive by the controller), `exec:<dir>` (the `create`, `delete` and
@@ -105,6 +125,50 @@ pub struct ServeOptions {
     /// `controller/versions.example.yaml`, compiled in.
     #[arg(long)]
     pub versions: Option<PathBuf>,
+}
+
+/// A duration as Kubernetes' flags take it: `90s`, `10m`, `1h30m` (a Go
+/// duration of whole seconds).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("{s:?} is not a duration such as 30s, 10m or 1h30m");
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    for ch in s.chars() {
+        if ch.is_ascii_digit() {
+            digits.push(ch);
+            continue;
+        }
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        digits.clear();
+        let unit = match ch {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        total = n
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(bad)?;
+    }
+    if !digits.is_empty() || s.is_empty() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
+}
+
+#[cfg(test)]
+#[test]
+fn durations_read_as_kubernetes_flags_take_them() {
+    assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+    assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+    for bad in ["", "10", "5x", "m"] {
+        assert!(parse_duration(bad).is_err(), "{bad}");
+    }
+}
+
+fn parse_expander(s: &str) -> Result<sluice_autoscaler::expander::ExpanderChain, String> {
+    sluice_autoscaler::expander::ExpanderChain::parse(s).map_err(|e| e.to_string())
 }
 
 /// The versions table `--versions` names, or the compiled-in example; a
@@ -326,8 +390,14 @@ pub async fn run(
                 .map(|i| opts.node_cidr_mask_size.get(i).copied())
                 .collect(),
             node_monitor_grace_period: Duration::from_secs(opts.node_monitor_grace_period),
+            pod_gc_quarantine: Duration::from_secs(opts.pod_gc_quarantine),
             provider: opts.node_provider.clone(),
             netns: netns.clone(),
+            autoscaler: crate::loops::autoscaler::Config {
+                unneeded_time: opts.scale_down_unneeded_time,
+                delay_after_add: opts.scale_down_delay_after_add,
+                expander: opts.expander.clone(),
+            },
         },
     };
     crate::leader::spawn(store, etcd, identity, opts.controllers.then_some(loops));

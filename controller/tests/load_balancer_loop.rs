@@ -11,7 +11,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::{ok, text, wait_for, write, Backend, Server};
+use common::{ok, text, wait_for, wait_until, write, Backend, Server};
 use kube::api::{Api, ListParams};
 use sluice_model::k8s::{Event, Node};
 use sluice_model::load_balancer::{
@@ -146,6 +146,13 @@ impl Cluster {
 
 fn sizes(negs: &BTreeMap<String, (String, BTreeSet<String>)>) -> Vec<usize> {
     negs.values().map(|(_, m)| m.len()).collect()
+}
+
+fn is_ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 fn zone_of(n: &Node) -> String {
@@ -396,13 +403,17 @@ fn load_balancers_on_300_nodes(backend: Backend) {
             r#"{"spec":{"initialNodeCount":260}}"#,
         ],
     );
-    wait_for(
+    wait_until(
         Duration::from_secs(120),
         "zone-a's 259 eligible nodes",
+        || c.lb("old").and_then(|l| l.status).map(|s| s.warnings),
+        |w| w.iter().flatten().any(|w| w.contains("259 nodes")),
         || {
-            c.lb("old")
-                .and_then(|l| l.status)
-                .filter(|s| s.warnings.iter().any(|w| w.contains("259 nodes")))
+            let in_a = c.nodes().into_iter().filter(|n| zone_of(n) == "zone-a");
+            let (all, ready) =
+                in_a.fold((0, 0), |(a, r), n| (a + 1, r + usize::from(is_ready(&n))));
+            let pool = ok(s, "admin", &["get", "nodepool", "pool-a", "-o", "yaml"]);
+            format!("zone-a: {all} Nodes, {ready} Ready\n{pool}\n{}", s.log())
         },
     );
     // One Event for the zone, however many nodes joined it one by one.

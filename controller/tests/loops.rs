@@ -573,8 +573,106 @@ fn a_burst_of_ready_pods_fills_one_slice(backend: Backend) {
     );
 }
 
+/// The cluster autoscaler grows an autoscaled pool for pods that fit
+/// nowhere, then, the Deployment scaled down, removes the node left
+/// unneeded through the pool (spec: C3, C4): its size and the node it
+/// names are in the pool's `status.autoscaler`.
+fn the_autoscaler_grows_and_shrinks_a_pool(backend: Backend) {
+    let s = Server::start_on(
+        &format!("autoscale-{backend:?}").to_lowercase(),
+        backend,
+        &[
+            "--controllers=true",
+            "--node-provider",
+            "sim:0",
+            "--scale-down-unneeded-time",
+            "2s",
+            "--scale-down-delay-after-add",
+            "0s",
+        ],
+    );
+    let pool = write(
+        &s,
+        "pool.yaml",
+        "apiVersion: sluice.dev/v1
+kind: NodePool
+metadata: {name: pool-a}
+spec:
+  locations: [zone-a]
+  initialNodeCount: 1
+  config: {capacity: {cpu: '2', memory: 4Gi}}
+  autoscaling: {enabled: true, minNodeCount: 1, maxNodeCount: 4}
+",
+    );
+    ok(&s, "admin", &["apply", "-f", &pool]);
+    let app = write(
+        &s,
+        "app.yaml",
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: big, namespace: default}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: big}}
+  template:
+    metadata: {labels: {app: big}}
+    spec:
+      # Nothing runs a sim node's pods, so nothing would finish a graceful
+      # deletion: a bound pod deleted with its grace stays Terminating
+      # until the autoscaler counts it as long terminating (grace + 30 s
+      # after its deletionTimestamp). With no grace it goes at once.
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: c
+        image: pause
+        resources: {requests: {cpu: 1500m, memory: 1Gi}}
+",
+    );
+    ok(&s, "admin", &["apply", "-f", &app]);
+    let nodes = |s: &Server| {
+        ok(
+            s,
+            "admin",
+            &[
+                "get",
+                "nodes",
+                "-l",
+                "cloud.google.com/gke-nodepool=pool-a",
+                "-o",
+                "name",
+            ],
+        )
+        .lines()
+        .count()
+    };
+    wait_for(Duration::from_secs(60), "3 nodes for 3 pods", || {
+        (nodes(&s) == 3).then_some(())
+    });
+    ok(
+        &s,
+        "admin",
+        &["scale", "deployment/big", "-n", "default", "--replicas=1"],
+    );
+    wait_for(Duration::from_secs(90), "back to 1 node", || {
+        (nodes(&s) == 1).then_some(())
+    });
+    let sizes = ok(
+        &s,
+        "admin",
+        &[
+            "get",
+            "nodepool",
+            "pool-a",
+            "-o",
+            "jsonpath={.status.autoscaler.targetSizes}",
+        ],
+    );
+    assert!(sizes.contains(r#""zone-a":1"#), "{sizes}");
+}
+
 on_both_stores!(
     cluster_loops,
     node_pools_make_nodes,
-    a_burst_of_ready_pods_fills_one_slice
+    a_burst_of_ready_pods_fills_one_slice,
+    the_autoscaler_grows_and_shrinks_a_pool
 );

@@ -19,6 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use sluice_model::k8s::jiff::{SignedDuration, Timestamp};
 use sluice_tests::kube_cluster::kubectl_bin;
 use sluice_tests::netns::{remove_namespaces_with_prefix, spawn_in, stop_child};
 use sluice_tests::{agent_bin, Netns};
@@ -167,6 +168,20 @@ impl Lab {
             .expect("a pid")
     }
 
+    /// When `node` was made and when its run ends, from its record.
+    fn run_window(&self, node: &str) -> (Timestamp, Timestamp) {
+        let path = self.state_dir().join(format!("{node}.json"));
+        let text = std::fs::read_to_string(&path).expect("the node's record");
+        let v: Value = serde_json::from_str(&text).expect("a JSON record");
+        let at = |key: &str| -> Timestamp {
+            v[key]
+                .as_str()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("{key} in {v}"))
+        };
+        (at("createdAt"), at("runEndsAt"))
+    }
+
     /// SIGTERM to the controller, and time for it to remove its nodes.
     fn stop_serve(&mut self) {
         if let Some(mut s) = self.serve.take() {
@@ -259,6 +274,17 @@ impl Drop for NamespaceGuard {
     }
 }
 
+/// Apply the lab's pool, `spec` its lines under `spec:`.
+fn apply_pool(lab: &Lab, spec: &str) {
+    let pool = format!(
+        "apiVersion: sluice.dev/v1\nkind: NodePool\nmetadata: {{name: {}}}\nspec:\n{spec}",
+        lab.pool
+    );
+    let manifest = lab.dir.join("pool.yaml");
+    std::fs::write(&manifest, pool).expect("write the pool");
+    lab.ok(&["apply", "-f", &manifest.display().to_string()]);
+}
+
 fn is_ready(n: &Value) -> bool {
     n["status"]["conditions"].as_array().is_some_and(|cs| {
         cs.iter()
@@ -283,24 +309,17 @@ fn zone(n: &Value) -> String {
 #[test]
 fn netns_nodes_register_are_replaced_and_are_removed() {
     let mut lab = start("np", 6);
-    let pool = format!(
-        "apiVersion: sluice.dev/v1
-kind: NodePool
-metadata: {{name: {}}}
-spec:
-  locations: [zone-a, zone-b]
+    apply_pool(
+        &lab,
+        "  locations: [zone-a, zone-b]
   initialNodeCount: 1
   version: 1.33.2
   config:
-    capacity: {{cpu: '2', memory: 4Gi}}
-    labels: {{team: web}}
-    taints: [{{key: dedicated, value: lab, effect: PREFER_NO_SCHEDULE}}]
+    capacity: {cpu: '2', memory: 4Gi}
+    labels: {team: web}
+    taints: [{key: dedicated, value: lab, effect: PREFER_NO_SCHEDULE}]
 ",
-        lab.pool
     );
-    let manifest = lab.dir.join("pool.yaml");
-    std::fs::write(&manifest, pool).expect("write the pool");
-    lab.ok(&["apply", "-f", &manifest.display().to_string()]);
 
     // Both nodes register and become Ready, one per zone, with the pool's
     // labels and version and their lab addresses.
@@ -452,20 +471,13 @@ spec:
 #[test]
 fn the_quota_holds_creations_back_and_a_deleted_pool_takes_its_nodes() {
     let mut lab = start("nq", 1);
-    let pool = format!(
-        "apiVersion: sluice.dev/v1
-kind: NodePool
-metadata: {{name: {}}}
-spec:
-  locations: [zone-a, zone-b]
+    apply_pool(
+        &lab,
+        "  locations: [zone-a, zone-b]
   initialNodeCount: 1
-  config: {{capacity: {{cpu: '1', memory: 1Gi}}}}
+  config: {capacity: {cpu: '1', memory: 1Gi}}
 ",
-        lab.pool
     );
-    let manifest = lab.dir.join("pool.yaml");
-    std::fs::write(&manifest, pool).expect("write the pool");
-    lab.ok(&["apply", "-f", &manifest.display().to_string()]);
 
     // One node fits the quota; the pool says why the second is missing.
     let quota = lab.wait_for("QuotaExceeded on the pool", || {
@@ -506,21 +518,16 @@ spec:
 /// The lab's pool with one node in zone-a (`extra`: more of its spec, one
 /// line), applied; the node's name once it is Ready.
 fn one_node_pool(lab: &Lab, extra: &str) -> String {
-    let pool = format!(
-        "apiVersion: sluice.dev/v1
-kind: NodePool
-metadata: {{name: {}}}
-spec:
-  locations: [zone-a]
+    apply_pool(
+        lab,
+        &format!(
+            "  locations: [zone-a]
   initialNodeCount: 1
   config: {{capacity: {{cpu: '1', memory: 1Gi}}}}
   {extra}
-",
-        lab.pool
+"
+        ),
     );
-    let manifest = lab.dir.join("pool.yaml");
-    std::fs::write(&manifest, pool).expect("write the pool");
-    lab.ok(&["apply", "-f", &manifest.display().to_string()]);
     lab.wait_for("one Ready node", || {
         let ns = lab.nodes();
         (ns.len() == 1 && ns.iter().all(is_ready)).then(|| name(&ns[0]))
@@ -658,4 +665,73 @@ spec:
     });
     assert_eq!(left, surge, "the surge node is the pool's node");
     assert_eq!(lab.agent_pid(&surge), pid, "never recreated");
+}
+
+// spec: A5 — a flex-start node is ended by the provider at the end of its
+// run (maxRunDuration from its creation: agent stopped, namespace
+// removed), not before, and replaced; the end is in its record, so a
+// controller killed outright and restarted still ends an adopted node then.
+#[test]
+fn a_node_ends_with_its_run_and_is_replaced_even_across_a_restart() {
+    let mut lab = start("nr", 4);
+    apply_pool(
+        &lab,
+        "  locations: [zone-a]
+  initialNodeCount: 1
+  config: {capacity: {cpu: '1', memory: 1Gi}, flexStart: true, maxRunDuration: 40s}
+",
+    );
+    let ready_other_than = |lab: &Lab, old: &str| {
+        lab.wait_for(&format!("a Ready node other than {old:?}"), || {
+            let ns = lab.nodes();
+            ns.iter().find(|n| name(n) != old && is_ready(n)).map(name)
+        })
+    };
+    let first = ready_other_than(&lab, "");
+    let (made, ends) = lab.run_window(&first);
+    assert_eq!(ends.duration_since(made), SignedDuration::from_secs(40));
+    let prefix = lab.prefix.clone();
+    let ns = |node: &str| format!("{prefix}{node}");
+
+    // Not before its end.
+    while Timestamp::now() < ends - SignedDuration::from_secs(2) {
+        assert!(
+            lab.namespaces().contains(&ns(&first)),
+            "{first} went before its run's end {ends}\n{}",
+            lab.logs()
+        );
+        thread::sleep(Duration::from_millis(500));
+    }
+    // At it: a second's check, then the agent's 10 s grace at most.
+    lab.wait_for("the first node's namespace removed", || {
+        (!lab.namespaces().contains(&ns(&first))).then_some(())
+    });
+    let late = Timestamp::now().duration_since(ends);
+    assert!(
+        late < SignedDuration::from_secs(20),
+        "removed {late} after its end"
+    );
+    let second = ready_other_than(&lab, &first);
+
+    // Killed outright and restarted: the adopted node still ends at its end.
+    let (_, ends) = lab.run_window(&second);
+    if let Some(mut s) = lab.serve.take() {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    lab.spawn_serve();
+    assert!(
+        Timestamp::now() < ends,
+        "the restart outlasted the node's run; nothing was shown"
+    );
+    assert!(lab.namespaces().contains(&ns(&second)), "adopted");
+    lab.wait_for("the adopted node's namespace removed", || {
+        (!lab.namespaces().contains(&ns(&second))).then_some(())
+    });
+    assert!(
+        Timestamp::now() >= ends - SignedDuration::from_secs(1),
+        "the adopted node went before its run's end {ends}"
+    );
+    lab.stop_serve();
+    assert_eq!(lab.namespaces(), BTreeSet::new(), "namespaces left");
 }

@@ -115,6 +115,13 @@ fn tables(backend: Backend) {
         ["LoadBalancer", "198.18.0.10", "<pending>", "80:30080/TCP"]
     );
 
+    // `kubectl get all` expands the `all` category discovery names: the
+    // pod and the Service, with their kinds, and nothing of the others.
+    let all = ok(&s, "admin", &["get", "all"]);
+    assert!(all.contains("pod/web-1"), "{all}");
+    assert!(all.contains("service/web"), "{all}");
+    assert!(!all.contains("event"), "{all}");
+
     // --show-labels and -A read the row's metadata.
     let out = ok(&s, "admin", &["get", "pods", "-A", "--show-labels"]);
     let (head, pod) = row(&out, "default");
@@ -161,9 +168,21 @@ fn tables(backend: Backend) {
         "{seen}"
     );
 
+    let token = s.admin_token();
+    // `/version/` answers as `/version` does (the Python client asks so).
+    for path in ["/version", "/version/"] {
+        let answer = s.raw(
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+        assert!(answer.contains("\"gitVersion\""), "{path}: {answer}");
+    }
+
     // Something the server cannot produce is a 406, not JSON the client
     // did not ask for.
-    let token = s.admin_token();
     let answer = s.raw(
         format!(
             "GET /api/v1/namespaces/default/pods HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\

@@ -64,6 +64,10 @@ pub struct KubeClusterSpec {
     /// `--node-monitor-grace-period` in seconds: how long a silent node
     /// stays `Ready` (the lab shortens it to show a dead node in time).
     pub monitor_grace_s: u64,
+    /// `--pod-gc-quarantine` in seconds: how long a Node must be gone
+    /// before its pods are deleted (the lab shortens upstream's 40 s so a
+    /// node killed outright has its pods replaced within seconds).
+    pub pod_gc_quarantine_s: u64,
     /// The agent binary (`None`: next to the test executable).
     pub agent: Option<PathBuf>,
     /// The controller binary (`None`: next to the test executable).
@@ -77,6 +81,7 @@ impl KubeClusterSpec {
             per_zone,
             engine: Engine::Emulated,
             monitor_grace_s: 40,
+            pod_gc_quarantine_s: 40,
             agent: None,
             controller: None,
         }
@@ -202,6 +207,8 @@ impl KubeCluster {
             "24,64".into(),
             "--node-monitor-grace-period".into(),
             spec.monitor_grace_s.to_string(),
+            "--pod-gc-quarantine".into(),
+            spec.pod_gc_quarantine_s.to_string(),
             "--controllers=true".into(),
             "--node-provider".into(),
             format!("netns:{}", provider.display()),
@@ -613,9 +620,15 @@ impl Drop for KubeCluster {
             stop_child(&mut lb, Duration::from_secs(10));
         }
         drop(self.lb_ns.take());
-        // The controller stops its agents on SIGTERM.
+        // The controller stops its agents on SIGTERM, and they their pods.
+        // A test's pods need no graceful end, and the who-am-I pods serve
+        // on for seconds after SIGTERM: they are killed while the agents
+        // wait for them, so the teardown does not wait out their linger.
         if let Some(mut c) = self.controller.take() {
-            stop_child(&mut c, Duration::from_secs(15));
+            let prefix = self.prefix.clone();
+            crate::netns::stop_child_while(&mut c, Duration::from_secs(15), || {
+                crate::netns::kill_pods_with_prefix(&prefix)
+            });
         }
         // Whatever it could not (or a SIGKILLed agent's pods) goes here.
         remove_namespaces_with_prefix(&self.prefix);

@@ -414,6 +414,12 @@ pub fn spawn_in(ns: &str, args: &[&str], stdout: Stdio, stderr: Stdio) -> Result
 
 /// SIGTERM, wait up to `grace`, then SIGKILL; always reaps.
 pub fn stop_child(child: &mut Child, grace: Duration) {
+    stop_child_while(child, grace, || {});
+}
+
+/// [`stop_child`], calling `meanwhile` right after the SIGTERM and then
+/// every 200 ms until the child has exited.
+pub fn stop_child_while(child: &mut Child, grace: Duration, mut meanwhile: impl FnMut()) {
     if let Ok(Some(_)) = child.try_wait() {
         return;
     }
@@ -421,14 +427,34 @@ pub fn stop_child(child: &mut Child, grace: Duration) {
         let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
     }
     let deadline = Instant::now() + grace;
+    let mut next = Instant::now();
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
             return;
+        }
+        if Instant::now() >= next {
+            meanwhile();
+            next = Instant::now() + Duration::from_millis(200);
         }
         thread::sleep(Duration::from_millis(20));
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// SIGKILL every process in the pod namespaces of the nodes whose
+/// namespaces start with `prefix` (an agent names its pods'
+/// `<node namespace>-p-<hex>`).
+pub fn kill_pods_with_prefix(prefix: &str) {
+    let Ok(entries) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(prefix) && name.contains("-p-") {
+            kill_pids_in(&name);
+        }
+    }
 }
 
 /// Kill every process whose network namespace is `ns` (never ourselves).

@@ -49,9 +49,11 @@ impl Traffic {
                             Ok(o) => format!("{o:?}"),
                             Err(e) => format!("{e:#}"),
                         };
+                        // The wall clock too, to find it in the logs.
                         errors.push(format!(
-                            "{what} at {:.2} s",
-                            started.duration_since(t0).as_secs_f64()
+                            "{what} at {:.2} s ({})",
+                            started.duration_since(t0).as_secs_f64(),
+                            wall_clock(wall_at(started))
                         ));
                         if let Ok(mut l) = last.lock() {
                             *l = Some(started);
@@ -104,4 +106,22 @@ impl Drop for Traffic {
             let _ = t.join();
         }
     }
+}
+
+/// The wall-clock time of `at`, a moment already past.
+fn wall_at(at: Instant) -> std::time::SystemTime {
+    std::time::SystemTime::now() - at.elapsed()
+}
+
+/// `HH:MM:SS.mmm` UTC, as the logs' timestamps read.
+fn wall_clock(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let s = d.as_secs() % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}.{:03} UTC",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        d.subsec_millis()
+    )
 }

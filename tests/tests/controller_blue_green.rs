@@ -4,7 +4,8 @@
 //! `Cluster` and a `Local` Service through it while the `sluice` CLI sets
 //! the pool to blue-green and upgrades it through every phase, rolls a
 //! second upgrade back in the drain phase, and completes a third during
-//! its soak. No request may fail, for either Service, in any phase; no
+//! its soak; the controller is killed -9 between the first upgrade's
+//! batches and during the rollback. No request may fail, for either Service, in any phase; no
 //! node is left cordoned; each ends with one side only. The scene is
 //! `sluice_tests::upgrade_scene`, the one `cargo xtask lab` runs too,
 //! under each engine.
@@ -19,33 +20,14 @@ fn blue_green_under_traffic(tag: &str, engine: Engine) {
     // spec: B1, B2, B3, B4, B5, B6
     let (mut c, scene) = bed(tag, &["g-a", "g-b"], engine);
     let report = scene.run_blue_green(&mut c).expect("the scene ran");
-    for f in &report.figures {
-        println!("{}: {:.1} s, requests {:?}", f.phase, f.seconds, f.requests);
-    }
-    let (served, lost): (u64, u64) = report
-        .figures
-        .iter()
-        .flat_map(|f| f.requests.values())
-        .fold((0, 0), |(s, l), (ok, failed)| (s + ok, l + failed));
-    assert!(served > 0, "no traffic measured");
     // Every check but the traffic's holds strictly. The traffic: the lab
-    // and runs alone lose none, but under the whole suite's load the
-    // kernel engine's run once lost 3 of about 5 000 requests, each within
-    // half a second of a phase change (one an ENETUNREACH on the client's
-    // side); until that is understood, at most 1 in 500 of the scene's
-    // requests may fail, and each one is printed.
-    let (traffic, other): (Vec<&str>, Vec<&str>) = report
-        .failed()
-        .into_iter()
-        .partition(|c| c.contains("requests served"));
-    assert!(other.is_empty(), "failed checks: {other:#?}");
-    for t in &traffic {
-        println!("lost: {t}");
-    }
-    assert!(
-        lost * 500 <= served,
-        "{lost} of {served} requests failed: {traffic:#?}"
-    );
+    // and runs alone lose none, and the ENETUNREACH once seen (an empty
+    // green node deleted while the load balancer still chose it) is gone
+    // with the drain's load-balancer delay. Under heavy load the kernel
+    // engine's run still lost one `Local` request in about 4 000, a
+    // timeout half a second into a drain phase, cause not found: at most
+    // 1 in 500 of the scene's requests may fail, each one printed.
+    report.assert_with_traffic_allowance(500);
 }
 
 #[test]

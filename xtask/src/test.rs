@@ -1,6 +1,7 @@
 //! `cargo xtask test`: the one command that runs every test, as CI does.
 //!
-//! Installs what the tests need (idempotent), builds the BPF object and the
+//! Installs what the tests need (idempotent), checks the formatting
+//! (`cargo fmt --check`), builds the BPF object and the
 //! tests (with them the binaries the end-to-end tests drive), then runs the
 //! whole workspace's test binaries a few at a time, the long ones in shards
 //! (see [`lanes`]; the fuzz targets build beside them, at the lowest
@@ -61,6 +62,14 @@ pub fn run(opts: TestOpts) -> Result<()> {
         crate::setup::run()?;
     }
     warn_if_disk_is_short();
+    // Formatting first: seconds, and a red suite for a missed `cargo fmt`
+    // rather than a review's remark.
+    let fmt = cargo_command(&["fmt", "--all", "--", "--check"])
+        .status()
+        .context("running cargo fmt --check")?;
+    if !fmt.success() {
+        bail!("cargo fmt --all -- --check found unformatted code (run `cargo fmt --all`)");
+    }
     // The kernel engine's end-to-end tests and the differential test load
     // the release BPF object (the agent finds it in target/bpf).
     crate::ebpf::build(true)?;

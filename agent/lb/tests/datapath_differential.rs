@@ -78,10 +78,8 @@ impl Clock for MonoClock {
             tv_nsec: 0,
         };
         // SAFETY: a valid out pointer.
-        assert_eq!(
-            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) },
-            0
-        );
+        let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        assert_eq!(r, 0);
         ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
     }
 }

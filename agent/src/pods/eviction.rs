@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 pub use sluice_model::policy::eviction::{
     drain_decision, effective_grace, DrainDecision, EvictionReason, PdbPolicy, PoolKind,
-    DRAIN_ANNOTATION, DRAIN_CORDONED_ANNOTATION, EVICT_ANNOTATION, EXTENDED_RUN, POOL_KIND_LABEL,
-    SAFE_TO_EVICT,
+    CORDONED_AT_ANNOTATION, DRAIN_ANNOTATION, DRAIN_CORDONED_ANNOTATION, EVICT_ANNOTATION,
+    EXTENDED_RUN, POOL_KIND_LABEL, SAFE_TO_EVICT,
 };
 
 /// Delay before retrying an eviction a PDB refused: every 5 s, as

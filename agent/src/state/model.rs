@@ -37,6 +37,9 @@ pub struct NodeInfo {
     /// `sluice.dev/drain-cordoned`: the cordon is the agent's, made for a
     /// drain through the API (undone when the drain ends).
     pub cordoned_by_agent: bool,
+    /// `sluice.dev/cordoned-at`: when an upgrade cordoned the node (A3's
+    /// 7 days count from here); `None` when absent or unreadable.
+    pub cordoned_at: Option<std::time::SystemTime>,
     /// `sluice.dev/pool-kind` label (default standard): what
     /// `safe-to-evict: "false"` protects from (E2, E5).
     pub pool: PoolKind,

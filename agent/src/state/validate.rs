@@ -25,7 +25,8 @@ pub const NETNS_ANNOTATION: &str = "sluice.dev/netns";
 /// The Sluice annotations and label the agent reads, named in the model
 /// crate with the policy they select.
 pub use crate::pods::eviction::{
-    DRAIN_ANNOTATION, DRAIN_CORDONED_ANNOTATION, EVICT_ANNOTATION, POOL_KIND_LABEL,
+    CORDONED_AT_ANNOTATION, DRAIN_ANNOTATION, DRAIN_CORDONED_ANNOTATION, EVICT_ANNOTATION,
+    POOL_KIND_LABEL,
 };
 /// The label tying an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -388,6 +389,11 @@ pub(super) fn node_info(ctx: &Ctx, n: k8s::Node) -> Result<NodeInfo, StateError>
         drain,
         cordoned_by_agent: meta_entry(&n.metadata.annotations, DRAIN_CORDONED_ANNOTATION)
             .is_some_and(|v| v == "true"),
+        // The controller's own stamp: an unreadable one is no reason to
+        // refuse the Node; the drain then counts from when it saw it.
+        cordoned_at: meta_entry(&n.metadata.annotations, CORDONED_AT_ANNOTATION)
+            .and_then(|v| v.parse::<sluice_model::k8s::jiff::Timestamp>().ok())
+            .map(std::time::SystemTime::from),
         pool,
         addrs,
         pod_cidrs,

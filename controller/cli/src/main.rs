@@ -3,6 +3,7 @@
 //! the cluster, `output` prints for people or scripts.
 
 mod api;
+mod autoscaler;
 mod client;
 mod maintenance;
 mod node_pools;
@@ -50,6 +51,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Why the cluster autoscaler does what it does, and what it would do
+    /// next (a dry run).
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Autoscaler(autoscaler::Command),
     /// The cluster's maintenance windows and exclusions (spec M).
     Maintenance(maintenance::Args),
     /// Upgrade or roll back a node pool's nodes (spec U).
@@ -67,6 +72,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
+        Command::Autoscaler(args) => autoscaler::run(args, cli.kubeconfig.as_deref(), cli.format),
         Command::Maintenance(args) => maintenance::run(args, cli.kubeconfig.as_deref(), cli.format),
         Command::NodePools(args) => node_pools::run(args, cli.kubeconfig.as_deref(), cli.format),
         Command::Operations(args) => operations::run(args, cli.kubeconfig.as_deref(), cli.format),

@@ -15,7 +15,7 @@ use crate::exit;
 use crate::operations;
 use crate::output::{self, Format};
 use crate::request::{self, Change, StrategyFlags};
-use sluice_model::node_pool::StandardRolloutPolicy;
+use sluice_model::node_pool::{AutoscaledRolloutPolicy, StandardRolloutPolicy};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -55,6 +55,16 @@ pub struct UpdateArgs {
     /// is drained (one of the two batch sizes).
     #[arg(long, value_parser = request::parse_standard_rollout_policy)]
     standard_rollout_policy: Option<StandardRolloutPolicy>,
+    /// wait-for-drain-duration=Ds: autoscaled blue-green (green grows with
+    /// the autoscaler; blue is drained after the wait, default 3 days); an
+    /// empty value (`--autoscaled-rollout-policy=`) takes the defaults.
+    /// Replaces a standard rollout policy.
+    #[arg(
+        long,
+        conflicts_with = "standard_rollout_policy",
+        value_parser = request::parse_autoscaled_rollout_policy
+    )]
+    autoscaled_rollout_policy: Option<AutoscaledRolloutPolicy>,
     /// Ds: the soak after blue is drained, before it is deleted.
     #[arg(long, value_parser = |s: &str| request::parse_duration("--node-pool-soak-duration", s))]
     node_pool_soak_duration: Option<sluice_model::duration::Duration>,
@@ -64,6 +74,20 @@ pub struct UpdateArgs {
     /// Surge: nodes per zone that may be down at once.
     #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(0..))]
     max_unavailable_upgrade: Option<i32>,
+}
+
+impl UpdateArgs {
+    fn flags(&self) -> StrategyFlags {
+        StrategyFlags {
+            blue_green: self.enable_blue_green_upgrade,
+            surge: self.enable_surge_upgrade,
+            max_surge: self.max_surge_upgrade,
+            max_unavailable: self.max_unavailable_upgrade,
+            standard: self.standard_rollout_policy.clone(),
+            autoscaled: self.autoscaled_rollout_policy.clone(),
+            node_pool_soak: self.node_pool_soak_duration,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -132,14 +156,7 @@ pub fn run(command: Command, kubeconfig: Option<&Path>, format: Format) -> u8 {
             .await
         }),
         Command::Update(u) => {
-            let flags = StrategyFlags {
-                blue_green: u.enable_blue_green_upgrade,
-                surge: u.enable_surge_upgrade,
-                max_surge: u.max_surge_upgrade,
-                max_unavailable: u.max_unavailable_upgrade,
-                standard: u.standard_rollout_policy.clone(),
-                node_pool_soak: u.node_pool_soak_duration,
-            };
+            let flags = u.flags();
             if flags.is_empty() {
                 // Refused before any request.
                 if let Err(e) = request::updated_settings(None, &flags) {
@@ -246,4 +263,72 @@ pub async fn steer(
     let op = api::set_action(client, &name, action, respect_pdb).await?;
     print!("{}", operations::acted(&op, verb, format));
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use sluice_model::duration::Duration;
+
+    use super::*;
+
+    /// The `node-pools update` flags of `args`, as the command line gives them.
+    fn update_flags(args: &[&str]) -> Result<StrategyFlags, String> {
+        let argv = ["sluice", "node-pools", "update", "pool-a"]
+            .iter()
+            .chain(args)
+            .copied();
+        match crate::Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            crate::Command::NodePools(Command::Update(u)) => Ok(u.flags()),
+            other => Err(format!("parsed as {other:?}")),
+        }
+    }
+
+    /// spec: A1, A4 — gcloud's spelling, on the command line.
+    #[test]
+    fn update_takes_the_autoscaled_rollout_policy_as_gcloud_spells_it() {
+        let f = update_flags(&[
+            "--enable-blue-green-upgrade",
+            "--autoscaled-rollout-policy=wait-for-drain-duration=7200s",
+        ])
+        .unwrap();
+        assert!(f.blue_green);
+        assert_eq!(
+            f.autoscaled.and_then(|p| p.wait_for_drain_duration),
+            Some(Duration::from_secs(7200))
+        );
+        // An empty value is the defaults, as gcloud's `=""`.
+        for empty in [
+            &["--autoscaled-rollout-policy="][..],
+            &["--autoscaled-rollout-policy", ""],
+        ] {
+            let args = [&["--enable-blue-green-upgrade"][..], empty].concat();
+            let f = update_flags(&args).unwrap();
+            assert_eq!(f.autoscaled, Some(AutoscaledRolloutPolicy::default()));
+        }
+        // One rollout policy or the other, and bad values named.
+        for (bad, says) in [
+            (
+                vec![
+                    "--standard-rollout-policy=batch-node-count=1",
+                    "--autoscaled-rollout-policy=",
+                ],
+                "cannot be used with",
+            ),
+            (
+                vec!["--autoscaled-rollout-policy=wait=1s"],
+                "unknown key \"wait\": expected wait-for-drain-duration",
+            ),
+            (
+                vec!["--autoscaled-rollout-policy=wait-for-drain-duration=3d"],
+                "wait-for-drain-duration: \"3d\" is not a duration",
+            ),
+        ] {
+            let e = update_flags(&bad).unwrap_err();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+    }
 }

@@ -5,7 +5,8 @@
 use sluice_model::decode::{decode, FieldValidation};
 use sluice_model::duration::Duration;
 use sluice_model::node_pool::{
-    NodeConfig, NodePool, StandardRolloutPolicy, UpgradeSettings, UpgradeStrategy,
+    AutoscaledRolloutPolicy, NodeConfig, NodePool, StandardRolloutPolicy, UpgradeSettings,
+    UpgradeStrategy,
 };
 use sluice_model::operation::{
     Operation, OperationAction, OperationSpec, OperationState, OperationType,
@@ -25,6 +26,11 @@ pub enum RequestError {
     NothingToUpgrade { pool: String, what: String },
     #[error("{0}")]
     NoOperation(String),
+    #[error(
+        "node pool {pool:?} is a flex-start or queued-provisioning pool: it is upgraded with \
+         SHORT_LIVED, which takes no settings (leave out --max-surge and --max-unavailable)"
+    )]
+    ShortLivedSettings { pool: String },
     #[error("operation {name:?} is {state} and will not change again: nothing to {verb}")]
     Final {
         name: String,
@@ -58,8 +64,9 @@ pub fn config_from_yaml(text: &str) -> Result<NodeConfig, String> {
 }
 
 /// The spec of a manual upgrade of `pool`: the settings are the pool's,
-/// with the flags' values over them (absent both: the API's defaults).
-/// Refused when it would change nothing.
+/// with the flags' values over them (absent both: the API's defaults); a
+/// flex-start or queued-provisioning pool's are SHORT_LIVED alone (A5),
+/// and take no flags. Refused when it would change nothing.
 pub fn upgrade_spec(
     pool: &NodePool,
     change: Change,
@@ -91,8 +98,11 @@ pub fn upgrade_spec(
             spec.config = Some(c);
         }
     }
-    let mut settings = pool.spec.upgrade_settings.clone();
+    let mut settings = pool.spec.operation_upgrade_settings();
     if max_surge.is_some() || max_unavailable.is_some() {
+        if pool.spec.short_lived() {
+            return Err(RequestError::ShortLivedSettings { pool: name });
+        }
         let s = settings.get_or_insert_with(UpgradeSettings::default);
         if max_surge.is_some() {
             s.max_surge = max_surge;
@@ -205,6 +215,8 @@ pub struct StrategyFlags {
     pub max_unavailable: Option<i32>,
     /// `--standard-rollout-policy`, parsed.
     pub standard: Option<StandardRolloutPolicy>,
+    /// `--autoscaled-rollout-policy`, parsed (A1–A4).
+    pub autoscaled: Option<AutoscaledRolloutPolicy>,
     /// `--node-pool-soak-duration`.
     pub node_pool_soak: Option<Duration>,
 }
@@ -218,7 +230,8 @@ impl StrategyFlags {
 /// The pool's upgrade settings with `flags` laid over them:
 /// `--enable-blue-green-upgrade` sets strategy BLUE_GREEN,
 /// `--enable-surge-upgrade` SURGE and drops the blue-green settings (a
-/// surge pool takes none); the rollout policy and soak are blue-green
+/// surge pool takes none); the rollout policy (standard or autoscaled,
+/// one replacing the other: GKE's `oneof`) and soak are blue-green
 /// settings. What the API refuses (a rollout policy on a surge pool, a
 /// soak over 7 days) is left for it to say.
 pub fn updated_settings(
@@ -227,8 +240,8 @@ pub fn updated_settings(
 ) -> Result<UpgradeSettings, String> {
     if flags.is_empty() {
         return Err("nothing to update: give --enable-blue-green-upgrade, \
-             --enable-surge-upgrade, --standard-rollout-policy, --node-pool-soak-duration, \
-             --max-surge-upgrade or --max-unavailable-upgrade"
+             --enable-surge-upgrade, --standard-rollout-policy, --autoscaled-rollout-policy, \
+             --node-pool-soak-duration, --max-surge-upgrade or --max-unavailable-upgrade"
             .into());
     }
     let mut u = current.cloned().unwrap_or_default();
@@ -245,11 +258,15 @@ pub fn updated_settings(
     if flags.max_unavailable.is_some() {
         u.max_unavailable = flags.max_unavailable;
     }
-    if flags.standard.is_some() || flags.node_pool_soak.is_some() {
+    if flags.standard.is_some() || flags.autoscaled.is_some() || flags.node_pool_soak.is_some() {
         let bg = u.blue_green_settings.get_or_insert_with(Default::default);
         if let Some(p) = &flags.standard {
             bg.standard_rollout_policy = Some(p.clone());
             bg.autoscaled_rollout_policy = None;
+        }
+        if let Some(p) = &flags.autoscaled {
+            bg.autoscaled_rollout_policy = Some(p.clone());
+            bg.standard_rollout_policy = None;
         }
         if flags.node_pool_soak.is_some() {
             bg.node_pool_soak_duration = flags.node_pool_soak;
@@ -258,21 +275,40 @@ pub fn updated_settings(
     Ok(u)
 }
 
-/// `--standard-rollout-policy=batch-node-count=N,batch-percent=F,batch-soak-duration=Ds`
-/// (gcloud's keys; an empty value means the defaults). Unknown keys,
-/// repeated keys and both batch sizes are refused, naming them.
-pub fn parse_standard_rollout_policy(text: &str) -> Result<StandardRolloutPolicy, String> {
-    let mut p = StandardRolloutPolicy::default();
-    let mut seen: Vec<&str> = Vec::new();
+/// A gcloud dict flag's value, `KEY=VALUE,KEY=VALUE`: the pairs in
+/// order, trimmed; empty text is no pair (the defaults). An item without
+/// `=`, a key given twice, and a key not in `keys` are refused, naming
+/// them.
+fn key_values<'a>(text: &'a str, keys: &[&str]) -> Result<Vec<(&'a str, &'a str)>, String> {
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
     for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let (key, value) = item
             .split_once('=')
             .ok_or_else(|| format!("{item:?}: expected KEY=VALUE"))?;
         let (key, value) = (key.trim(), value.trim());
-        if seen.contains(&key) {
+        if !keys.contains(&key) {
+            let expected = match keys {
+                [] => "no key".to_owned(),
+                [one] => (*one).to_owned(),
+                [init @ .., last] => format!("{} or {last}", init.join(", ")),
+            };
+            return Err(format!("unknown key {key:?}: expected {expected}"));
+        }
+        if pairs.iter().any(|(k, _)| *k == key) {
             return Err(format!("{key} given twice"));
         }
-        seen.push(key);
+        pairs.push((key, value));
+    }
+    Ok(pairs)
+}
+
+/// `--standard-rollout-policy=batch-node-count=N,batch-percent=F,batch-soak-duration=Ds`
+/// (gcloud's keys; an empty value means the defaults). Unknown keys,
+/// repeated keys and both batch sizes are refused, naming them.
+pub fn parse_standard_rollout_policy(text: &str) -> Result<StandardRolloutPolicy, String> {
+    let mut p = StandardRolloutPolicy::default();
+    let keys = ["batch-node-count", "batch-percent", "batch-soak-duration"];
+    for (key, value) in key_values(text, &keys)? {
         match key {
             "batch-node-count" => {
                 let n: i32 = value
@@ -294,19 +330,24 @@ pub fn parse_standard_rollout_policy(text: &str) -> Result<StandardRolloutPolicy
                 }
                 p.batch_percentage = Some(f);
             }
-            "batch-soak-duration" => {
-                p.batch_soak_duration = Some(parse_duration("batch-soak-duration", value)?)
-            }
-            other => {
-                return Err(format!(
-                    "unknown key {other:?}: expected batch-node-count, batch-percent or \
-                     batch-soak-duration"
-                ))
-            }
+            _ => p.batch_soak_duration = Some(parse_duration(key, value)?),
         }
     }
     if p.batch_node_count.is_some() && p.batch_percentage.is_some() {
         return Err("batch-node-count and batch-percent: give one of the two".into());
+    }
+    Ok(p)
+}
+
+/// `--autoscaled-rollout-policy=wait-for-drain-duration=Ds` (gcloud's
+/// key). An empty value (`--autoscaled-rollout-policy=`) means the
+/// defaults: an empty policy, whose wait is 3 days (A1). An unknown key or
+/// a bad duration is refused, naming the key; the 7-day ceiling is the
+/// API's to say.
+pub fn parse_autoscaled_rollout_policy(text: &str) -> Result<AutoscaledRolloutPolicy, String> {
+    let mut p = AutoscaledRolloutPolicy::default();
+    for (key, value) in key_values(text, &["wait-for-drain-duration"])? {
+        p.wait_for_drain_duration = Some(parse_duration(key, value)?);
     }
     Ok(p)
 }

@@ -259,3 +259,103 @@ fn complete_goes_to_the_live_upgrade() {
     let e = action_target(&ops, "pool-a", OperationAction::Complete).unwrap_err();
     assert!(e.to_string().contains("nothing to complete"), "{e}");
 }
+
+/// spec: A1 — gcloud's --autoscaled-rollout-policy key; empty is the
+/// defaults (a 3-day wait).
+#[test]
+fn the_autoscaled_rollout_policy_reads_gcloud_keys() {
+    let p = parse_autoscaled_rollout_policy("wait-for-drain-duration=7200s").unwrap();
+    assert_eq!(p.wait_for_drain_duration, Some(Duration::from_secs(7200)));
+    for empty in ["", " ", ","] {
+        let p = parse_autoscaled_rollout_policy(empty).unwrap();
+        assert_eq!(p, AutoscaledRolloutPolicy::default(), "{empty:?}");
+        assert_eq!(p.wait_for_drain_duration(), Duration::from_secs(3 * 86_400));
+    }
+    for (bad, says) in [
+        (
+            "wait-for-drain-duration=2h",
+            "wait-for-drain-duration: \"2h\" is not a duration",
+        ),
+        (
+            "wait-for-drain-duration=-1s",
+            "wait-for-drain-duration: must not be negative",
+        ),
+        (
+            "batch-node-count=1",
+            "unknown key \"batch-node-count\": expected wait-for-drain-duration",
+        ),
+        ("wait-for-drain-duration", "expected KEY=VALUE"),
+        (
+            "wait-for-drain-duration=1s,wait-for-drain-duration=2s",
+            "given twice",
+        ),
+    ] {
+        let e = parse_autoscaled_rollout_policy(bad).unwrap_err();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+/// spec: A1, B3 — the rollout policies are GKE's oneof: setting one
+/// clears the other; the soak is kept.
+#[test]
+fn a_rollout_policy_replaces_the_other() {
+    let standard = StrategyFlags {
+        blue_green: true,
+        standard: Some(parse_standard_rollout_policy("batch-node-count=2").unwrap()),
+        node_pool_soak: Some(Duration::from_secs(600)),
+        ..Default::default()
+    };
+    let u = updated_settings(None, &standard).unwrap();
+    let autoscaled = StrategyFlags {
+        autoscaled: Some(parse_autoscaled_rollout_policy("").unwrap()),
+        ..Default::default()
+    };
+    let a = updated_settings(Some(&u), &autoscaled).unwrap();
+    assert_eq!(a.strategy, Some(UpgradeStrategy::BlueGreen));
+    let bg = a.blue_green_settings.clone().unwrap();
+    assert_eq!(bg.standard_rollout_policy, None);
+    assert_eq!(
+        bg.autoscaled_rollout_policy,
+        Some(AutoscaledRolloutPolicy::default())
+    );
+    assert_eq!(bg.node_pool_soak_duration, Some(Duration::from_secs(600)));
+    let back = updated_settings(Some(&a), &standard).unwrap();
+    let bg = back.blue_green_settings.unwrap();
+    assert_eq!(bg.autoscaled_rollout_policy, None);
+    assert!(bg.standard_rollout_policy.is_some());
+}
+
+/// spec: A5 — an upgrade of a flex-start or queued-provisioning pool
+/// records SHORT_LIVED alone, whatever the pool stores, and takes no
+/// surge flags.
+#[test]
+fn a_short_lived_pools_upgrade_is_short_lived() {
+    let mut p = pool_a();
+    p.spec.config.flex_start = true;
+    let s = upgrade_spec(&p, Change::Version("1.33.5".into()), None, None).unwrap();
+    assert_eq!(
+        s.upgrade_settings,
+        Some(UpgradeSettings {
+            strategy: Some(UpgradeStrategy::ShortLived),
+            ..Default::default()
+        })
+    );
+    let mut q = pool_a();
+    q.spec.queued_provisioning =
+        Some(sluice_model::node_pool::QueuedProvisioning { enabled: true });
+    q.spec.upgrade_settings = Some(UpgradeSettings {
+        strategy: Some(UpgradeStrategy::BlueGreen),
+        ..Default::default()
+    });
+    let s = upgrade_spec(&q, Change::Version("1.33.5".into()), None, None).unwrap();
+    assert_eq!(
+        s.upgrade_settings.and_then(|u| u.strategy),
+        Some(UpgradeStrategy::ShortLived)
+    );
+    let e = upgrade_spec(&q, Change::Version("1.33.5".into()), Some(2), None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("SHORT_LIVED, which takes no settings"),
+        "{e}"
+    );
+}

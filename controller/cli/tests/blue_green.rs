@@ -4,11 +4,13 @@
 //! sim:1`). Every wait is bounded.
 
 use std::path::Path;
-use std::process::Output;
 use std::time::Duration;
 
 mod common;
-use common::{code, run, text, wait_for, with_pool, Controller, BLOCKED, ERROR, OK, USAGE};
+use common::{
+    assert_phases_in_order, code, run, start_upgrade, text, update, wait_for, wait_phases,
+    with_pool, Controller, BLOCKED, ERROR, OK, USAGE,
+};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
@@ -58,59 +60,6 @@ fn pool_a(name: &str) -> Controller {
     c
 }
 
-fn update(kc: &Path, args: &[&str]) -> Output {
-    let mut all = vec!["node-pools", "update", "pool-a"];
-    all.extend_from_slice(args);
-    run(kc, &all)
-}
-
-/// `node-pools upgrade --async`: the operation's name.
-fn start(kc: &Path, version: &str) -> String {
-    let o = run(
-        kc,
-        &[
-            "node-pools",
-            "upgrade",
-            "pool-a",
-            "--version",
-            version,
-            "--async",
-            "--format",
-            "json",
-        ],
-    );
-    assert_eq!(code(&o), Some(OK), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the operation as JSON");
-    v["metadata"]["name"].as_str().expect("a name").to_string()
-}
-
-/// `operations wait NAME --format json`: its exit code and the phases its
-/// lines showed, in order, without repeats.
-fn wait_phases(kc: &Path, name: &str) -> (Option<i32>, Vec<String>, String) {
-    let o = run(
-        kc,
-        &[
-            "operations",
-            "wait",
-            name,
-            "--timeout",
-            "90s",
-            "--format",
-            "json",
-        ],
-    );
-    let mut phases: Vec<String> = Vec::new();
-    for line in String::from_utf8_lossy(&o.stdout).lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
-        if let Some(p) = v["phase"].as_str() {
-            if phases.last().map(String::as_str) != Some(p) {
-                phases.push(p.to_string());
-            }
-        }
-    }
-    (code(&o), phases, text(&o))
-}
-
 /// The operation's phase as `describe --format json` reads it.
 fn phase(kc: &Path, name: &str) -> Option<String> {
     let o = run(kc, &["operations", "describe", name, "--format", "json"]);
@@ -140,7 +89,7 @@ fn a_pool_upgrades_blue_green_completes_early_and_rolls_back() {
     );
 
     // spec: B1–B5 — the phases in order, green alone at the end.
-    let first = start(&kc, "1.33.5");
+    let first = start_upgrade(&kc, "1.33.5", &[]);
     let (exit, phases, out) = wait_phases(&kc, &first);
     assert_eq!(exit, Some(OK), "{out}");
     let order = [
@@ -150,15 +99,7 @@ fn a_pool_upgrades_blue_green_completes_early_and_rolls_back() {
         "NODE_POOL_SOAKING",
         "DELETING_BLUE_POOL",
     ];
-    let mut at = 0;
-    for p in &phases {
-        let i = order
-            .iter()
-            .position(|o| o == p)
-            .unwrap_or_else(|| panic!("{p}: {out}"));
-        assert!(i >= at, "phases out of order: {phases:?}");
-        at = i;
-    }
+    assert_phases_in_order(&phases, &order, &out);
     assert!(
         phases.contains(&"NODE_POOL_SOAKING".to_string()),
         "{phases:?}"
@@ -181,7 +122,7 @@ fn a_pool_upgrades_blue_green_completes_early_and_rolls_back() {
     // spec: B4 — complete-upgrade ends a long soak at once.
     let o = update(&kc, &["--node-pool-soak-duration=3600s"]);
     assert_eq!(code(&o), Some(OK), "{}", text(&o));
-    let second = start(&kc, "1.33.6");
+    let second = start_upgrade(&kc, "1.33.6", &[]);
     // COMPLETE outside the soak is refused, naming the phase.
     let o = run(&kc, &["node-pools", "complete-upgrade", "pool-a"]);
     if code(&o) != Some(OK) {
@@ -213,7 +154,7 @@ fn a_pool_upgrades_blue_green_completes_early_and_rolls_back() {
         &["--standard-rollout-policy=batch-node-count=1,batch-soak-duration=3600s"],
     );
     assert_eq!(code(&o), Some(OK), "{}", text(&o));
-    let third = start(&kc, "1.33.7");
+    let third = start_upgrade(&kc, "1.33.7", &[]);
     wait_for(LIMIT, "the drain phase", || {
         (phase(&kc, &third).as_deref() == Some("DRAINING_BLUE_POOL")).then_some(())
     });

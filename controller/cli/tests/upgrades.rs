@@ -8,7 +8,9 @@ use std::process::Output;
 use std::time::Duration;
 
 mod common;
-use common::{code, run, text, wait_for, with_pool, Controller, BLOCKED, ERROR, OK, USAGE};
+use common::{
+    code, run, start_upgrade, text, wait_for, with_pool, Controller, BLOCKED, ERROR, OK, USAGE,
+};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
@@ -48,29 +50,6 @@ fn nodes_at(c: &Controller, version: &str) {
     });
 }
 
-/// `--async --format json` prints the created operation; its name.
-fn start_async(kc: &Path, version: &str) -> String {
-    let o = run(
-        kc,
-        &[
-            "node-pools",
-            "upgrade",
-            "pool-a",
-            "--version",
-            version,
-            "--max-surge",
-            "1",
-            "--async",
-            "--format",
-            "json",
-        ],
-    );
-    assert_eq!(code(&o), Some(OK), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the operation as JSON");
-    v["metadata"]["name"].as_str().expect("a name").to_string()
-}
-
-/// A controller with pool-a's two nodes Ready at 1.33.2.
 fn pool_a(name: &str) -> Controller {
     let c = with_pool(name, POOL);
     nodes_at(&c, "v1.33.2");
@@ -180,7 +159,7 @@ fn an_upgrade_runs_is_listed_rolls_back_and_cancels() {
 
     // spec: U6 — rollback of a partly upgraded pool: the upgraded nodes
     // go back; wait ends with 10 (ROLLED_BACK).
-    let second = start_async(&kc, "1.33.7");
+    let second = start_upgrade(&kc, "1.33.7", &["--max-surge", "1"]);
     let o = run(&kc, &["node-pools", "rollback", "pool-a"]);
     assert_eq!(code(&o), Some(OK), "{}", text(&o));
     let o = run(&kc, &["operations", "wait", &second, "--timeout", "90s"]);
@@ -192,7 +171,7 @@ fn an_upgrade_runs_is_listed_rolls_back_and_cancels() {
     assert!(text(&o).contains("nothing to roll back"), "{}", text(&o));
 
     // spec: U6 — cancel: the nodes mid-upgrade finish, the wait ends 10.
-    let third = start_async(&kc, "1.33.6");
+    let third = start_upgrade(&kc, "1.33.6", &["--max-surge", "1"]);
     cancel_and_wait(&kc, &third);
 
     // Newest first.
@@ -220,7 +199,7 @@ fn an_upgrade_runs_is_listed_rolls_back_and_cancels() {
 fn cancel_then(name: &str, steer: &[&str], want: i32, version: &str) {
     let c = pool_a(name);
     let kc = c.kubeconfig();
-    let op = start_async(&kc, "1.33.5");
+    let op = start_upgrade(&kc, "1.33.5", &["--max-surge", "1"]);
     cancel_and_wait(&kc, &op);
     let o = run(&kc, steer);
     assert_eq!(code(&o), Some(OK), "{}", text(&o));

@@ -1,4 +1,4 @@
-//! The decisions of four of the controller's loops, as kube-controller-manager
+//! The decisions of six of the controller's loops, as kube-controller-manager
 //! makes them, without I/O: state in, actions out.
 //!
 //! - [`endpoint_slices`]: the EndpointSlices a Service with a selector
@@ -12,7 +12,13 @@
 //! - [`pod_gc`]: pods bound to Nodes that are gone (upstream's pod
 //!   garbage collector, orphaned pods);
 //! - [`pod_cidrs`]: the range allocator that gives each Node its
-//!   `spec.podCIDRs` from the cluster CIDRs.
+//!   `spec.podCIDRs` from the cluster CIDRs;
+//! - [`garbage_collector`]: dependents of deleted owners (ownerReferences,
+//!   Background, Foreground and Orphan propagation; upstream's garbage
+//!   collector);
+//! - [`namespace_deletion`]: the content of a Terminating namespace, its
+//!   conditions and its `kubernetes` finalizer (upstream's namespace
+//!   controller).
 //!
 //! Nothing here reads a clock, a store or the network: the caller passes
 //! `now` and the objects, and applies what comes back. Output is sorted, so
@@ -20,6 +26,8 @@
 
 pub mod endpoint_slices;
 pub mod error;
+pub mod garbage_collector;
+pub mod namespace_deletion;
 pub mod node_lifecycle;
 pub mod pod_cidrs;
 pub mod pod_gc;

@@ -42,6 +42,109 @@ pub struct NodePoolSpec {
     pub upgrade_settings: Option<UpgradeSettings>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub management: Option<NodeManagement>,
+    /// GKE's `placementPolicy`: here, the TPU slice the pool's nodes form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_policy: Option<PlacementPolicy>,
+    /// GKE's `queuedProvisioning`: nodes obtained only through the Dynamic
+    /// Workload Scheduler's queue (A5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_provisioning: Option<QueuedProvisioning>,
+}
+
+/// GKE's `NodePool.QueuedProvisioning`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueuedProvisioning {
+    #[serde(default)]
+    pub enabled: bool,
+}
+
+/// How long a Dynamic Workload Scheduler node (flex-start or queued
+/// provisioning) runs at most, and without a `maxRunDuration` of its own:
+/// GKE's flex-start VMs run for up to seven days.
+pub const DWS_MAX_RUN_DURATION: Duration = crate::validation::SEVEN_DAYS;
+
+impl NodePoolSpec {
+    /// A5: a pool of flex-start or queued-provisioning nodes, which GKE
+    /// upgrades with `SHORT_LIVED` whatever its settings say.
+    pub fn short_lived(&self) -> bool {
+        self.config.flex_start || self.queued_provisioning.as_ref().is_some_and(|q| q.enabled)
+    }
+
+    /// The strategy upgrades of this pool use: `SHORT_LIVED` for a
+    /// short-lived pool, else its settings' (absent: `SURGE`).
+    pub fn upgrade_strategy(&self) -> UpgradeStrategy {
+        if self.short_lived() {
+            return UpgradeStrategy::ShortLived;
+        }
+        self.upgrade_settings
+            .as_ref()
+            .map_or(UpgradeStrategy::Surge, UpgradeSettings::strategy)
+    }
+
+    /// The settings an upgrade of this pool records when it is made: the
+    /// pool's own, or, for a short-lived pool, `SHORT_LIVED` alone (A5: it
+    /// takes no settings), so the upgrade runs as GKE would run it.
+    pub fn operation_upgrade_settings(&self) -> Option<UpgradeSettings> {
+        if self.short_lived() {
+            return Some(UpgradeSettings {
+                strategy: Some(UpgradeStrategy::ShortLived),
+                ..UpgradeSettings::default()
+            });
+        }
+        self.upgrade_settings.clone()
+    }
+
+    /// How long each node runs before its provider ends it: the config's
+    /// `maxRunDuration`, else seven days for a short-lived pool (A5: every
+    /// node is replaced within seven days), else no limit.
+    pub fn max_run_duration(&self) -> Option<Duration> {
+        self.config
+            .max_run_duration
+            .or_else(|| self.short_lived().then_some(DWS_MAX_RUN_DURATION))
+    }
+}
+
+/// GKE's `NodePool.PlacementPolicy`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementPolicy {
+    /// `COMPACT`: nodes placed close together (GKE's; recorded, not acted on).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub type_: Option<PlacementType>,
+    /// A TPU slice's chip topology, `AxB` or `AxBxC` (`2x2x1`, `16x16`).
+    /// Its chips over `config.capacity.tpu` chips per node is the slice's
+    /// node count; a slice of more than one node grows and shrinks all or
+    /// nothing (C10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpu_topology: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PlacementType {
+    Compact,
+}
+
+impl PlacementPolicy {
+    /// The chips of `tpuTopology` (the product of its dimensions), or why
+    /// it is not of the form `AxB` or `AxBxC` with positive dimensions.
+    pub fn tpu_chips(&self) -> Option<Result<u64, String>> {
+        let t = self.tpu_topology.as_deref()?;
+        let parts: Vec<&str> = t.split('x').collect();
+        let bad = || format!("{t:?} is not of the form AxB or AxBxC with positive whole numbers");
+        if !(2..=3).contains(&parts.len()) {
+            return Some(Err(bad()));
+        }
+        let mut chips: u64 = 1;
+        for part in parts {
+            match part.parse::<u64>() {
+                Ok(n) if n > 0 => chips = chips.saturating_mul(n),
+                _ => return Some(Err(bad())),
+            }
+        }
+        Some(Ok(chips))
+    }
 }
 
 /// Every node of the pool is made from this. GKE names a machine type;
@@ -58,6 +161,56 @@ pub struct NodeConfig {
     /// Spot nodes: cheaper, preemptible (C8, C11).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub spot: bool,
+    /// What one node costs per hour, in dollars, for the autoscaler's
+    /// `price` expander (C8). GKE prices its machine types; Sluice's pools
+    /// name a capacity instead, so absent, a node is priced from
+    /// `capacity` at upstream's GCE rates (n1 on-demand: $0.033174 per
+    /// core-hour and $0.004446 per GiB-hour; spot: $0.00698 and $0.00094),
+    /// see `sluice_autoscaler::price::default_node_price`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_hour: Option<f64>,
+    /// GKE's `reservationAffinity`: which Compute Engine reservations the
+    /// pool's nodes may consume; the autoscaler grows pools with a
+    /// matching unused reservation first (C8). Absent: `ANY_RESERVATION`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_affinity: Option<ReservationAffinity>,
+    /// GKE's `flexStart`: nodes on flex-start VMs, from the Dynamic
+    /// Workload Scheduler; they run at most seven days and the pool is
+    /// upgraded `SHORT_LIVED` (A5).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flex_start: bool,
+    /// GKE's `maxRunDuration` (`"3600s"`): each node is ended by its
+    /// provider this long after it was made, and replaced if the pool
+    /// still wants it. Absent: no limit, or seven days on a flex-start or
+    /// queued-provisioning pool ([`NodePoolSpec::max_run_duration`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_run_duration: Option<Duration>,
+}
+
+/// GKE's `ReservationAffinity`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservationAffinity {
+    pub consume_reservation_type: ReservationType,
+    /// With `SPECIFIC_RESERVATION`: [`RESERVATION_NAME_KEY`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// With `SPECIFIC_RESERVATION`: the reservations' names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+/// The only `key` GKE accepts for a specific reservation.
+pub const RESERVATION_NAME_KEY: &str = "compute.googleapis.com/reservation-name";
+
+/// GKE's `ReservationAffinity.Type` (without `UNSPECIFIED`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReservationType {
+    #[default]
+    AnyReservation,
+    SpecificReservation,
+    NoReservation,
 }
 
 /// What one node offers the scheduler (its `status.capacity`).
@@ -68,6 +221,10 @@ pub struct NodeCapacity {
     pub cpu: Quantity,
     #[schemars(schema_with = "crate::openapi::quantity")]
     pub memory: Quantity,
+    /// TPU chips per node (`google.com/tpu`), for a TPU slice pool
+    /// (`placementPolicy.tpuTopology`); GKE reads it from the machine type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpu: Option<i32>,
 }
 
 /// GKE's `NodeTaint`: effects in GKE's spelling.
@@ -282,6 +439,49 @@ pub struct NodePoolStatus {
     /// loop, kept as is by the pool loop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_info: Option<UpdateInfo>,
+    /// What the cluster autoscaler decided for the pool; written by the
+    /// autoscaler loop only, read and kept as is by the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<AutoscalerStatus>,
+}
+
+/// The cluster autoscaler's side of a pool.
+///
+/// Upstream's cluster-autoscaler does not edit a GKE node pool's spec: it
+/// sets its managed instance group's target size (`SetTargetSize`) and
+/// deletes named instances (`DeleteNodes`, which also lowers the target),
+/// and the group makes the nodes. Here the pool is its own instance group,
+/// so those two live in the pool's status: written only by a controller
+/// (the status subresource), so a user's `kubectl apply` of the spec never
+/// resets them; stored with the object, so a restarted controller reads
+/// them back; and read by the pool reconciler as the group reads its
+/// target. `initialNodeCount` stays what the user wrote, as on GKE.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoscalerStatus {
+    /// Per zone, the node count the autoscaler chose (its target size).
+    /// While autoscaling is enabled the pool reconciler holds each zone
+    /// listed here at it, within the pool's limits.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub target_sizes: BTreeMap<String, i32>,
+    /// Nodes the autoscaler drained and asked the pool to delete: the pool
+    /// deletes exactly these, never another in their place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes_to_remove: Vec<NodeToRemove>,
+    /// The autoscaler's memory of this pool (unneeded times, backoff,
+    /// scale-ups in flight), in its own schema, read only by it, so that a
+    /// restart or a new leader does not start the clocks over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::openapi::any_object")]
+    pub memory: Option<serde_json::Value>,
+}
+
+/// A node the autoscaler removes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeToRemove {
+    pub name: String,
+    pub zone: String,
 }
 
 /// GKE's `NodePool.UpdateInfo`.

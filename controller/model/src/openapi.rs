@@ -128,3 +128,9 @@ pub(crate) fn date_time(_: &mut SchemaGenerator) -> Schema {
 pub(crate) fn quantity(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "x-kubernetes-int-or-string": true, "anyOf": [{ "type": "integer" }, { "type": "string" }] })
 }
+
+/// A field whose object has its owner's schema, not this one's: kept
+/// whole (`x-kubernetes-preserve-unknown-fields`).
+pub(crate) fn any_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+}

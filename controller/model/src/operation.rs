@@ -211,6 +211,11 @@ pub struct BlueGreenProgress {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::openapi::date_time")]
     pub soak_end_time: Option<Time>,
+    /// A1: an autoscaled upgrade's wait (`waitForDrainDuration` from the
+    /// cordon of blue) ends then, and blue's remaining nodes are drained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::openapi::date_time")]
+    pub drain_start_time: Option<Time>,
     /// B5: when the blue pool's deletion started (GKE's
     /// `bluePoolDeletionStartTime`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

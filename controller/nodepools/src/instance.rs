@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
+use sluice_model::duration::Duration;
 use sluice_model::node_pool::{NodePool, NodeTaint};
 use sluice_model::quantity;
 
@@ -139,6 +140,14 @@ pub struct NodeSpec {
 /// and is taken to be of its pool's current config.
 pub const CONFIG_LABEL: &str = "sluice.dev/node-config";
 
+/// Node label holding how long the node runs before its provider ends it
+/// (GKE's `maxRunDuration`, `"3600s"`), counted from the instance's
+/// `createdAt`. Carried as a label of the spec so that whoever makes a
+/// node (the pool loop, an upgrade) hands it to the provider unchanged,
+/// the exec provider's scripts read it with the rest of the config, and
+/// the Node shows its limit. Absent: the node runs until deleted.
+pub const MAX_RUN_DURATION_LABEL: &str = "sluice.dev/max-run-duration";
+
 impl NodeSpec {
     /// What a node needs a new machine to change (capacity, spot; labels
     /// and taints change in place), as a label value:
@@ -154,6 +163,28 @@ impl NodeSpec {
         spec.labels
             .insert(CONFIG_LABEL.to_owned(), self.fingerprint());
         spec
+    }
+
+    /// How long a node of this spec runs ([`MAX_RUN_DURATION_LABEL`]);
+    /// `None` without the label, or with one that is not a positive GKE
+    /// duration (nothing a pool writes: the limit is then not enforced
+    /// rather than the node ended at once).
+    pub fn max_run_duration(&self) -> Option<Duration> {
+        self.labels
+            .get(MAX_RUN_DURATION_LABEL)?
+            .parse::<Duration>()
+            .ok()
+            .filter(|d| *d > Duration::ZERO)
+    }
+
+    /// When a node of this spec made at `created_at` is ended by its
+    /// provider, if ever.
+    pub fn run_ends_at(&self, created_at: Timestamp) -> Option<Timestamp> {
+        let d = self.max_run_duration()?;
+        Some(crate::later(
+            created_at,
+            SignedDuration::from_nanos(d.as_nanos()),
+        ))
     }
 
     /// The pool's `spec.config`, its capacity parsed (`"4"` is 4000
@@ -173,6 +204,10 @@ impl NodeSpec {
                 value,
             })
         };
+        let mut labels = config.labels.clone();
+        if let Some(d) = pool.spec.max_run_duration() {
+            labels.insert(MAX_RUN_DURATION_LABEL.to_owned(), d.to_string());
+        }
         Ok(NodeSpec {
             cpu_milli: read(
                 "spec.config.capacity.cpu",
@@ -182,7 +217,7 @@ impl NodeSpec {
                 "spec.config.capacity.memory",
                 quantity::units(&config.capacity.memory),
             )?,
-            labels: config.labels.clone(),
+            labels,
             taints: config.taints.clone(),
             spot: config.spot,
         })
@@ -272,6 +307,29 @@ mod tests {
             ..spec.clone()
         };
         assert_ne!(spot.fingerprint(), spec.fingerprint());
+
+        // spec: A5 — the run limit rides with the spec, and a flex-start
+        // pool's nodes run seven days when it names none.
+        assert_eq!(spec.max_run_duration(), None);
+        assert_eq!(spec.run_ends_at(at("2026-11-23T01:00:00Z")), None);
+        pool.spec.config.max_run_duration = Some(Duration::from_secs(3600));
+        let limited = NodeSpec::of_pool(&pool).unwrap();
+        assert_eq!(limited.labels[MAX_RUN_DURATION_LABEL], "3600s");
+        assert_eq!(
+            limited.run_ends_at(at("2026-11-23T01:00:00Z")),
+            Some(at("2026-11-23T02:00:00Z"))
+        );
+        assert_eq!(limited.fingerprint(), spec.fingerprint());
+        pool.spec.config.max_run_duration = None;
+        pool.spec.config.flex_start = true;
+        let flex = NodeSpec::of_pool(&pool).unwrap();
+        assert_eq!(flex.labels[MAX_RUN_DURATION_LABEL], "604800s");
+        // A label written by hand that is no positive duration limits nothing.
+        let mut odd = flex.clone();
+        for bad in ["soon", "-5s", "0s"] {
+            odd.labels.insert(MAX_RUN_DURATION_LABEL.into(), bad.into());
+            assert_eq!(odd.max_run_duration(), None, "{bad}");
+        }
 
         pool.spec.config.capacity.memory = sluice_model::k8s::Quantity("lots".into());
         let err = NodeSpec::of_pool(&pool).unwrap_err().to_string();

@@ -49,5 +49,7 @@ pub(crate) fn later(t: Timestamp, d: SignedDuration) -> Timestamp {
         Timestamp::MAX
     })
 }
-pub use instance::{CreateNode, Instance, InstanceState, NodeSpec, CONFIG_LABEL};
+pub use instance::{
+    CreateNode, Instance, InstanceState, NodeSpec, CONFIG_LABEL, MAX_RUN_DURATION_LABEL,
+};
 pub use provider::{NodeProvider, ProviderError, ProviderFuture};

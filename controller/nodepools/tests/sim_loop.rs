@@ -44,6 +44,12 @@ impl Loop {
 
     /// One pass; then the clock moves to the next requeue (10 s if none).
     async fn pass(&mut self) {
+        let wait = self.step().await;
+        self.clock.advance(wait);
+    }
+
+    /// One pass without moving the clock; how long until the next.
+    async fn step(&mut self) -> SignedDuration {
         let instances = self.sim.list("p").await.unwrap();
         let nodes = self.sim.nodes("p");
         let plan =
@@ -53,8 +59,7 @@ impl Loop {
         assert_eq!(outcomes.len(), plan.actions.len());
         let status = reconcile::record(&plan.status, &outcomes, &self.config, self.now());
         self.pool.status = Some(status);
-        let wait = plan.requeue_after.unwrap_or(SignedDuration::from_secs(10));
-        self.clock.advance(wait);
+        plan.requeue_after.unwrap_or(SignedDuration::from_secs(10))
     }
 
     async fn passes(&mut self, n: usize) {
@@ -134,4 +139,56 @@ async fn a_deleted_pool_empties() {
     l.pass().await;
     assert!(l.sim.is_empty());
     assert_eq!(l.phase(), Some(NodePoolPhase::Stopping));
+}
+
+// spec: A5 — a flex-start pool's nodes end at the end of their run and
+// are replaced; the pool wakes for it though nothing else changes.
+#[tokio::test]
+async fn flex_start_nodes_end_with_their_run_and_are_replaced() {
+    let mut l = Loop::new(&["zone-a"], 2);
+    l.pool.spec.config.flex_start = true;
+    l.pool.spec.config.max_run_duration = Some(sluice_model::duration::Duration::from_secs(3600));
+    let start = l.now();
+    let hour = SignedDuration::from_secs(3600);
+    // (when, the instances listed then, whether the pool was Running)
+    let mut seen = Vec::new();
+    while l.now() < start + hour * 3 + SignedDuration::from_secs(60) {
+        let wait = l.step().await;
+        let listed = l.sim.list("p").await.unwrap();
+        seen.push((l.now(), listed, l.phase() == Some(NodePoolPhase::Running)));
+        l.clock.advance(wait);
+    }
+    assert!(
+        seen.len() < 40,
+        "woken by run ends, not polled: {}",
+        seen.len()
+    );
+    let mut made = std::collections::BTreeMap::new();
+    for (_, listed, _) in &seen {
+        for i in listed {
+            made.entry(i.name.clone()).or_insert(i.created_at);
+        }
+    }
+    // Four generations of two: made at 0, 1 h, 2 h and 3 h (each within
+    // the pass at the hour), none ending early.
+    assert_eq!(made.len(), 8, "{made:?}");
+    for (name, created) in &made {
+        let offset = created.duration_since(start).as_secs();
+        assert!(offset % 3600 < 60, "{name} made at +{offset}s");
+        for (when, listed, _) in &seen {
+            let listed_now = listed.iter().any(|i| &i.name == name);
+            let within = *when >= *created && *when < *created + hour;
+            assert_eq!(listed_now, within, "{name} at {when}");
+        }
+    }
+    // Running again within a minute of each end.
+    for h in 0..4 {
+        assert!(
+            seen.iter().any(|(when, listed, running)| {
+                let offset = when.duration_since(start).as_secs() - h * 3600;
+                (0..60).contains(&offset) && *running && listed.len() == 2
+            }),
+            "hour {h}"
+        );
+    }
 }

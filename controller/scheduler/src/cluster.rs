@@ -492,6 +492,10 @@ impl Cluster {
         &self.order
     }
 
+    pub(crate) fn slot_of(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
     pub(crate) fn node(&self, slot: usize) -> Option<&NodeState> {
         self.nodes.get(slot).and_then(Option::as_ref)
     }

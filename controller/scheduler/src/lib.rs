@@ -37,7 +37,7 @@ pub mod topology_spread;
 pub use cluster::Cluster;
 pub use error::InputError;
 pub use pod_info::pod_key;
-pub use schedule::{queue_order, schedule, schedule_all, wants_scheduling, Decision};
+pub use schedule::{filter_node, queue_order, schedule, schedule_all, wants_scheduling, Decision};
 
 /// Reads every field of `pod` the scheduler uses, as it will when the pod
 /// is pending: the first unreadable one is the error. The API server runs

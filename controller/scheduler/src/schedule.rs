@@ -152,6 +152,32 @@ pub fn schedule(cluster: &mut Cluster, pod: &Pod) -> Decision {
     }
 }
 
+/// Runs the default profile's filters for `pod` on the node named `node`
+/// alone, without scoring or assuming anything: `Ok` if the node takes the
+/// pod, else the reasons that node gives, worded as in the FitError.
+/// Callers asking "would this pod fit there?" (the cluster autoscaler's
+/// template and removal simulations) get the scheduler's own answer this
+/// way rather than a second fit implementation. A node the view does not
+/// hold, or a pod that cannot be read, is an `Err` naming why.
+pub fn filter_node(cluster: &mut Cluster, pod: &Pod, node: &str) -> Result<(), Vec<String>> {
+    let info = PodInfo::parse(pod).map_err(|e| vec![e.to_string()])?;
+    let Some(slot) = cluster.slot_of(node) else {
+        return Err(vec![format!("node {node} not found")]);
+    };
+    topology_spread::prepare(cluster, &info);
+    inter_pod::prepare(cluster, &info);
+    let spread = topology_spread::prefilter(cluster, &info);
+    let inter = inter_pod::prefilter(cluster, &info);
+    let mut taints = TaintVerdicts::new(&info.tolerations);
+    let Some(state) = cluster.node(slot) else {
+        return Err(vec![format!("node {node} not found")]);
+    };
+    filter(state, slot, &info, &spread, &inter, &mut taints).map_err(|why| match why {
+        Why::One(r) => vec![r.to_owned()],
+        Why::Many(rs) => rs.into_iter().map(Cow::into_owned).collect(),
+    })
+}
+
 /// How many feasible nodes to find before scoring
 /// (`numFeasibleNodesToFind`).
 pub(crate) fn feasible_to_find(percent: u32, nodes: usize) -> usize {

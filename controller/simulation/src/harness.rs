@@ -334,6 +334,8 @@ impl Harness {
                     name: name.clone(),
                     grace: self.world.workloads[p.workload].grace,
                     held_by,
+                    // The simulated workloads carry no annotations.
+                    safe_to_evict_false: false,
                 });
             }
         }

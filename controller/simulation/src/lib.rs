@@ -14,8 +14,12 @@
 //! Time moves from one event to the next (a pod turning Ready, a grace
 //! period ending, a retry, a plan's requeue, a window opening), never in
 //! fixed ticks, so an idle week costs one step.
+//!
+//! [`autoscaling`] runs the cluster autoscaler over several pools in 10 s
+//! steps (its scan interval), with the real scheduler placing the pods.
 
 pub mod agent;
+pub mod autoscaling;
 pub mod harness;
 pub mod invariants;
 pub mod world;

@@ -1,12 +1,16 @@
 //! Who may do what: an admin everything; a node (`system:node:<name>`)
 //! what Kubernetes' Node authorizer and NodeRestriction admission let a
 //! kubelet do — read, and write only its own Node, its own Lease and the
-//! status of pods bound to it (plus Events, which kubelets report); the
-//! load balancer (`system:sluice:load-balancer`) only reads its four
-//! `sluice.dev` kinds.
+//! status of pods bound to it (plus Events, which kubelets report), and
+//! read a Secret only when a pod bound to it uses that Secret, as the Node
+//! authorizer's graph allows; the load balancer
+//! (`system:sluice:load-balancer`) only reads its four `sluice.dev` kinds.
+
+use std::collections::HashMap;
 
 use axum::http::Method;
 use serde_json::Value;
+use sluice_store::ListOptions;
 
 use super::objects::{key, Objects};
 use super::path::Target;
@@ -39,6 +43,10 @@ pub enum Decision {
     Deny,
     /// Allowed if the pod addressed is bound to this node.
     IfPodOnNode(String),
+    /// Allowed if a pod bound to this node uses the Secret addressed.
+    IfSecretOfPodOnNode(String),
+    /// Refused, with the Node authorizer's reason.
+    DenyBecause(&'static str),
 }
 
 /// The decision, without I/O.
@@ -48,10 +56,13 @@ pub fn decide(who: &Identity, verb: &str, t: &Target) -> Decision {
         Identity::Node { name } => name,
         Identity::LoadBalancer => return load_balancer(verb, t),
     };
+    let r = t.resource;
+    if (r.group, r.name) == ("", "secrets") {
+        return node_secret(node, verb, t);
+    }
     if matches!(verb, "get" | "list" | "watch") {
         return Decision::Allow;
     }
-    let r = t.resource;
     let own = t.name.as_deref() == Some(node.as_str());
     let sub = t.subresource.map(|s| s.name);
     let writes = matches!(verb, "update" | "patch");
@@ -79,6 +90,129 @@ pub fn decide(who: &Identity, verb: &str, t: &Target) -> Decision {
         }
         ("", "events") if verb == "create" || verb == "patch" => Decision::Allow,
         _ => Decision::Deny,
+    }
+}
+
+/// A node reads one Secret at a time, by name (a get, or a list or watch
+/// whose field selector names it, as a kubelet watches each Secret it
+/// mounts), and only one a pod bound to it uses; it writes none.
+fn node_secret(node: &str, verb: &str, t: &Target) -> Decision {
+    if !matches!(verb, "get" | "list" | "watch") {
+        return Decision::DenyBecause("can only read resources of this type");
+    }
+    if t.subresource.is_some() {
+        return Decision::DenyBecause("cannot read subresource");
+    }
+    if t.name.is_none() {
+        return Decision::DenyBecause("No Object name found");
+    }
+    Decision::IfSecretOfPodOnNode(node.to_string())
+}
+
+/// The one name a list or watch selects (`fieldSelector=metadata.name=x`),
+/// which kube-apiserver's request info takes as the request's name.
+pub fn selected_name(q: &HashMap<String, String>) -> Option<String> {
+    let sel = q.get("fieldSelector")?.trim();
+    let name = sel
+        .strip_prefix("metadata.name==")
+        .or_else(|| sel.strip_prefix("metadata.name="))?;
+    (!name.is_empty() && !name.contains(',')).then(|| name.to_string())
+}
+
+/// The names at `key` of each object in the array at `ptr` of `v`.
+fn names_in<'a>(v: &'a Value, ptr: &str, key: &'a str) -> impl Iterator<Item = &'a str> {
+    v.pointer(ptr)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(move |o| o.pointer(key).and_then(Value::as_str))
+}
+
+/// Whether `pod` uses the Secret `name` of its namespace: in a volume (a
+/// `secret` volume, a projected one, or a volume plugin's `secretRef` or
+/// `nodePublishSecretRef`), an env var or `envFrom` of any container, or
+/// as an image pull secret: what upstream's `VisitPodSecretNames` visits.
+pub fn pod_uses_secret(pod: &Value, name: &str) -> bool {
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    let is = |n: &str| n == name;
+    if names_in(spec, "/imagePullSecrets", "/name").any(is) {
+        return true;
+    }
+    for c in ["containers", "initContainers", "ephemeralContainers"] {
+        let list = format!("/{c}");
+        for container in spec
+            .pointer(&list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if names_in(container, "/env", "/valueFrom/secretKeyRef/name").any(is)
+                || names_in(container, "/envFrom", "/secretRef/name").any(is)
+            {
+                return true;
+            }
+        }
+    }
+    let volumes = spec.pointer("/volumes").and_then(Value::as_array);
+    for v in volumes.into_iter().flatten().filter_map(Value::as_object) {
+        for source in v.values() {
+            let direct = [
+                "/secretName",
+                "/secretRef/name",
+                "/nodePublishSecretRef/name",
+            ]
+            .iter()
+            .filter_map(|p| source.pointer(p).and_then(Value::as_str))
+            .any(is);
+            if direct || names_in(source, "/sources", "/secret/name").any(is) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Whether a pod bound to `node` in the namespace of `t` uses the Secret
+/// `t` names. Reads the namespace's pods: a node asks for each Secret once
+/// per pod it starts, not per request it serves.
+async fn secret_of_pod_on_node(o: &Objects, node: &str, t: &Target) -> bool {
+    let Some(name) = t.name.as_deref() else {
+        return false;
+    };
+    let Ok(pods) = crate::api::path::resolve(&format!(
+        "/api/v1/namespaces/{}/pods",
+        t.namespace.as_deref().unwrap_or_default()
+    )) else {
+        return false;
+    };
+    let prefix = key(&pods, None);
+    let mut after: Option<String> = None;
+    loop {
+        let page = o
+            .store
+            .list(ListOptions {
+                prefix: &prefix,
+                limit: Some(500),
+                start_after: after.as_deref(),
+                at_revision: None,
+            })
+            .await;
+        let Ok(page) = page else {
+            return false;
+        };
+        let found = page.items.iter().any(|kv| {
+            serde_json::from_slice::<Value>(&kv.value).is_ok_and(|p| {
+                p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node)
+                    && pod_uses_secret(&p, name)
+            })
+        });
+        if found {
+            return true;
+        }
+        match page.items.last() {
+            Some(last) if page.more => after = Some(last.key.clone()),
+            _ => return false,
+        }
     }
 }
 
@@ -119,11 +253,44 @@ fn forbidden(who: &Identity, verb: &str, t: &Target) -> ApiError {
     )
 }
 
-/// Allow or refuse with a 403 `Status`.
-pub async fn check(o: &Objects, who: &Identity, verb: &str, t: &Target) -> Result<(), ApiError> {
+fn forbidden_because(who: &Identity, verb: &str, t: &Target, why: &str) -> ApiError {
+    let mut e = forbidden(who, verb, t);
+    e.message = format!("{}: {why}", e.message);
+    e
+}
+
+/// Allow or refuse with a 403 `Status`; `selected`: the one name a list
+/// or watch selects (`selected_name`), which counts as the request's.
+pub async fn check(
+    o: &Objects,
+    who: &Identity,
+    verb: &str,
+    t: &Target,
+    selected: Option<String>,
+) -> Result<(), ApiError> {
+    let named;
+    let t = match selected {
+        Some(name) if t.name.is_none() && matches!(verb, "list" | "watch") => {
+            named = Target {
+                name: Some(name),
+                ..t.clone()
+            };
+            &named
+        }
+        _ => t,
+    };
     match decide(who, verb, t) {
         Decision::Allow => Ok(()),
         Decision::Deny => Err(forbidden(who, verb, t)),
+        Decision::DenyBecause(why) => Err(forbidden_because(who, verb, t, why)),
+        Decision::IfSecretOfPodOnNode(node) => {
+            if secret_of_pod_on_node(o, &node, t).await {
+                Ok(())
+            } else {
+                let why = format!("no relationship found between node '{node}' and this object");
+                Err(forbidden_because(who, verb, t, &why))
+            }
+        }
         Decision::IfPodOnNode(node) => {
             let name = t.name.as_deref().unwrap_or_default();
             let bound = match o.store.get(&key(t, Some(name))).await {
@@ -278,6 +445,101 @@ mod tests {
             user: "admin".into(),
         };
         assert_eq!(d(&admin, "delete", "/api/v1/nodes/node-1"), Decision::Allow);
+    }
+
+    #[test]
+    fn nodes_read_single_secrets_and_write_none() {
+        let n1 = Identity::Node {
+            name: "node-1".into(),
+        };
+        let ns = "/api/v1/namespaces/default/secrets";
+        assert_eq!(
+            d(&n1, "get", &format!("{ns}/db")),
+            Decision::IfSecretOfPodOnNode("node-1".into())
+        );
+        for verb in ["list", "watch"] {
+            assert_eq!(
+                d(&n1, verb, ns),
+                Decision::DenyBecause("No Object name found")
+            );
+            assert_eq!(
+                d(&n1, verb, "/api/v1/secrets"),
+                Decision::DenyBecause("No Object name found")
+            );
+        }
+        for verb in ["create", "update", "patch", "delete"] {
+            assert_eq!(
+                d(&n1, verb, &format!("{ns}/db")),
+                Decision::DenyBecause("can only read resources of this type"),
+                "{verb}"
+            );
+        }
+        // ConfigMaps stay readable to nodes; none writes them.
+        assert_eq!(
+            d(&n1, "list", "/api/v1/namespaces/default/configmaps"),
+            Decision::Allow
+        );
+        assert_eq!(
+            d(&n1, "create", "/api/v1/namespaces/default/configmaps"),
+            Decision::Deny
+        );
+        let admin = Identity::Admin {
+            user: "admin".into(),
+        };
+        assert_eq!(d(&admin, "list", "/api/v1/secrets"), Decision::Allow);
+        assert_eq!(
+            d(&Identity::LoadBalancer, "get", &format!("{ns}/db")),
+            Decision::Deny
+        );
+    }
+
+    #[test]
+    fn one_selected_name_counts_as_the_request_name() {
+        let q = |v: &str| HashMap::from([("fieldSelector".to_string(), v.to_string())]);
+        assert_eq!(selected_name(&q("metadata.name=db")).as_deref(), Some("db"));
+        assert_eq!(
+            selected_name(&q("metadata.name==db")).as_deref(),
+            Some("db")
+        );
+        for other in [
+            "",
+            "metadata.name=",
+            "metadata.name=a,type=x",
+            "type=x",
+            "metadata.name!=db",
+        ] {
+            assert_eq!(selected_name(&q(other)), None, "{other}");
+        }
+        assert_eq!(selected_name(&HashMap::new()), None);
+    }
+
+    #[test]
+    fn pods_use_secrets_where_upstream_looks() {
+        use serde_json::json;
+        let uses = |spec: Value| pod_uses_secret(&json!({ "spec": spec }), "s");
+        for spec in [
+            json!({"imagePullSecrets": [{"name": "s"}]}),
+            json!({"containers": [{"env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]}),
+            json!({"initContainers": [{"envFrom": [{"secretRef": {"name": "s"}}]}]}),
+            json!({"ephemeralContainers": [{"envFrom": [{"secretRef": {"name": "s"}}]}]}),
+            json!({"volumes": [{"name": "v", "secret": {"secretName": "s"}}]}),
+            json!({"volumes": [{"name": "v", "projected": {"sources": [{"configMap": {"name": "s"}}, {"secret": {"name": "s"}}]}}]}),
+            json!({"volumes": [{"name": "v", "csi": {"driver": "d", "nodePublishSecretRef": {"name": "s"}}}]}),
+            json!({"volumes": [{"name": "v", "rbd": {"secretRef": {"name": "s"}}}]}),
+            json!({"volumes": [{"name": "v", "azureFile": {"secretName": "s"}}]}),
+        ] {
+            assert!(uses(spec.clone()), "{spec}");
+        }
+        for spec in [
+            json!({}),
+            json!({"containers": [{"envFrom": [{"configMapRef": {"name": "s"}}]}]}),
+            json!({"containers": [{"env": [{"name": "s", "value": "s"}]}]}),
+            json!({"volumes": [{"name": "s", "configMap": {"name": "s"}}]}),
+            json!({"imagePullSecrets": [{"name": "t"}]}),
+            json!({"volumes": "s", "containers": 3}),
+        ] {
+            assert!(!uses(spec.clone()), "{spec}");
+        }
     }
 
     #[test]

@@ -318,7 +318,7 @@ fn endpoint_slice(obj: &mut Value) {
     }
 }
 
-fn namespace(obj: &mut Value) {
+fn namespace(obj: &mut Value, creating: bool) {
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -331,11 +331,40 @@ fn namespace(obj: &mut Value) {
             l.insert("kubernetes.io/metadata.name".into(), json!(name));
         }
     }
-    if let Some(spec) = object(obj, "spec") {
-        set(spec, "finalizers", json!(["kubernetes"]));
+    // A new namespace always carries the namespace deletion loop's token
+    // (appended to those sent, as upstream's PrepareForCreate); after
+    // that only the finalize subresource changes the list.
+    if creating {
+        if let Some(spec) = object(obj, "spec") {
+            let f = spec.entry("finalizers").or_insert_with(|| json!([]));
+            if !f.is_array() {
+                *f = json!([]);
+            }
+            if let Some(list) = f.as_array_mut() {
+                if !list.iter().any(|v| v == "kubernetes") {
+                    list.push(json!("kubernetes"));
+                }
+            }
+        }
     }
     if let Some(status) = object(obj, "status") {
         set(status, "phase", json!("Active"));
+    }
+}
+
+/// A Secret's `type` is Opaque unless named; and its `stringData`, which
+/// upstream's conversion reads into `data`, is merged here, the one step
+/// every write (create, update, each patch format, server-side apply)
+/// runs before it validates and before it stores, so it is never stored.
+fn secret(obj: &mut Value) {
+    sluice_apimachinery::validation::secret::merge_string_data(obj);
+    if let Some(m) = obj.as_object_mut() {
+        let unset = m
+            .get("type")
+            .is_none_or(|t| t.is_null() || t.as_str() == Some(""));
+        if unset {
+            m.insert("type".into(), json!("Opaque"));
+        }
     }
 }
 
@@ -350,7 +379,8 @@ pub fn apply(kind: &str, obj: &mut Value, creating: bool) {
         "Deployment" => workload(obj, true),
         "ReplicaSet" => workload(obj, false),
         "EndpointSlice" => endpoint_slice(obj),
-        "Namespace" => namespace(obj),
+        "Namespace" => namespace(obj, creating),
+        "Secret" => secret(obj),
         _ => {}
     }
 }
@@ -515,6 +545,30 @@ mod tests {
         );
         assert_eq!(n["status"]["phase"], "Active");
         assert_eq!(n["spec"]["finalizers"], json!(["kubernetes"]));
+        let sent = json!({"metadata": {"name": "a"}, "spec": {"finalizers": ["example.com/x"]}});
+        let n = applied("Namespace", sent.clone(), true);
+        assert_eq!(
+            n["spec"]["finalizers"],
+            json!(["example.com/x", "kubernetes"])
+        );
+        let emptied = json!({"metadata": {"name": "a"}, "spec": {"finalizers": []}});
+        let n = applied("Namespace", emptied, false);
+        assert_eq!(n["spec"]["finalizers"], json!([]));
+    }
+
+    #[test]
+    fn secrets_are_opaque_and_keep_no_string_data() {
+        let s = applied(
+            "Secret",
+            json!({"type": "", "data": {"a": "eA=="}, "stringData": {"b": "y"}}),
+            true,
+        );
+        assert_eq!(
+            s,
+            json!({"type": "Opaque", "data": {"a": "eA==", "b": "eQ=="}})
+        );
+        let tls = applied("Secret", json!({"type": "kubernetes.io/tls"}), false);
+        assert_eq!(tls, json!({"type": "kubernetes.io/tls"}));
     }
 
     #[test]
@@ -526,12 +580,15 @@ mod tests {
             "ReplicaSet",
             "EndpointSlice",
             "Namespace",
+            "Secret",
         ] {
             for v in [
                 json!(null),
                 json!([]),
                 json!({"spec": 3}),
                 json!({"spec": {"containers": "x", "ports": {}}, "metadata": []}),
+                json!({"stringData": {"a": 1}, "data": 2, "type": 3}),
+                json!({"stringData": {"a": "b"}, "data": []}),
             ] {
                 applied(kind, v, true);
             }

@@ -12,6 +12,16 @@
 //!   delete may shorten the grace, never lengthen it. Unbound and terminal
 //!   pods go at once, as does a grace of 0 (`kubectl delete --force
 //!   --grace-period=0`).
+//! - The garbage collector's finalizers are chosen here, as the generic
+//!   store does: `propagationPolicy` (or the deprecated
+//!   `orphanDependents`) first, else an `orphan` / `foregroundDeletion`
+//!   finalizer the object has, else the kind's default (Background, which
+//!   adds none; Events never get one). `Orphan` adds `orphan`,
+//!   `Foreground` adds `foregroundDeletion`, and the object stays for the
+//!   collector to release or delete its dependents first.
+//! - A Namespace is never removed while `spec.finalizers` holds a token
+//!   (`kubernetes` until its content is gone): its first delete sets the
+//!   `deletionTimestamp` and `status.phase: Terminating`.
 
 use std::collections::HashMap;
 
@@ -20,8 +30,16 @@ use serde_json::{json, Value};
 use sluice_model::k8s::jiff::{SignedDuration, Timestamp};
 use sluice_model::k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 
+use super::namespaces;
 use super::path::Target;
 use super::status::ApiError;
+
+/// The finalizer that has the garbage collector release an owner's
+/// dependents before the owner goes (`metav1.FinalizerOrphanDependents`).
+pub const ORPHAN: &str = "orphan";
+/// The finalizer that holds an owner until its blocking dependents are
+/// gone (`metav1.FinalizerDeleteDependents`).
+pub const FOREGROUND: &str = "foregroundDeletion";
 
 /// A pod's grace period when neither the request nor the pod says
 /// (Kubernetes' default `terminationGracePeriodSeconds`).
@@ -68,7 +86,101 @@ pub fn options(
             })?);
         }
     }
+    validate_options(&o)?;
     Ok(o)
+}
+
+/// kube-apiserver's checks of `DeleteOptions`' propagation fields.
+pub fn validate_options(o: &DeleteOptions) -> Result<(), ApiError> {
+    let Some(p) = o.propagation_policy.as_deref() else {
+        return Ok(());
+    };
+    if o.orphan_dependents.is_some() {
+        return Err(ApiError::invalid_options(
+            "DeleteOptions",
+            &[(
+                "propagationPolicy",
+                "FieldValueInvalid",
+                format!("Invalid value: {p:?}: orphanDependents and deletionPropagation cannot be both set"),
+            )],
+        ));
+    }
+    if !matches!(p, "Foreground" | "Background" | "Orphan") {
+        return Err(ApiError::invalid_options(
+            "DeleteOptions",
+            &[(
+                "propagationPolicy",
+                "FieldValueNotSupported",
+                format!("Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""),
+            )],
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the kind never gets the collector's finalizers (upstream's
+/// `Unsupported` garbage collection policy: Events).
+fn gc_unsupported(t: &Target) -> bool {
+    t.resource.kind == "Event"
+}
+
+fn finalizers_of(obj: &Value) -> Vec<String> {
+    strings_at(obj, "/metadata/finalizers")
+}
+
+/// The strings of the list at `pointer` in `obj` (none when absent).
+pub fn strings_at(obj: &Value, pointer: &str) -> Vec<String> {
+    obj.pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|f| {
+            f.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `metadata.finalizers` a delete leaves on `obj`: its own but for the
+/// collector's two, then the one `opts` (else the object's, else the
+/// kind's default, Background: none) asks for, as the generic store's
+/// `deletionFinalizersForGarbageCollection`.
+pub fn gc_finalizers(t: &Target, obj: &Value, opts: &DeleteOptions) -> Vec<String> {
+    let current = finalizers_of(obj);
+    if gc_unsupported(t) {
+        return current;
+    }
+    let had = |f: &str| current.iter().position(|c| c == f);
+    let policy = match (opts.orphan_dependents, opts.propagation_policy.as_deref()) {
+        (Some(true), _) => Some(ORPHAN),
+        (Some(false), _) => None,
+        (None, Some("Orphan")) => Some(ORPHAN),
+        (None, Some("Foreground")) => Some(FOREGROUND),
+        (None, Some(_)) => None,
+        // The first of the two on the object decides, as upstream reads
+        // them in order.
+        (None, None) => match (had(ORPHAN), had(FOREGROUND)) {
+            (Some(o), Some(f)) if f < o => Some(FOREGROUND),
+            (Some(_), _) => Some(ORPHAN),
+            (None, Some(_)) => Some(FOREGROUND),
+            (None, None) => None,
+        },
+    };
+    let mut out: Vec<String> = current
+        .iter()
+        .filter(|f| *f != ORPHAN && *f != FOREGROUND)
+        .cloned()
+        .collect();
+    if let Some(p) = policy {
+        out.push(p.to_string());
+    }
+    // Unchanged as a set: the object keeps its own order.
+    let same = out.len() == current.len() && out.iter().all(|f| current.contains(f));
+    if same {
+        current
+    } else {
+        out
+    }
 }
 
 fn conflict(t: &Target, name: &str, what: &str, want: &str, have: &str) -> ApiError {
@@ -169,15 +281,25 @@ fn rfc3339(t: Timestamp) -> String {
 
 /// Decide a delete of `obj` at `now`, preconditions already checked.
 pub fn decide(t: &Target, obj: &Value, opts: &DeleteOptions, now: Timestamp) -> Outcome {
-    let grace = grace_seconds(t, obj, opts);
-    let finalizers = has_finalizers(obj);
-    if grace == 0 && !finalizers {
-        return Outcome::Remove;
+    if namespaces::is_namespace(t) {
+        return decide_namespace(t, obj, opts, now);
     }
+    let grace = grace_seconds(t, obj, opts);
     let existing = timestamp_at(obj);
     let existing_grace = obj
         .pointer("/metadata/deletionGracePeriodSeconds")
         .and_then(Value::as_i64);
+    // A graceful deletion under way keeps its finalizers: options cannot
+    // change them then, as upstream.
+    let graceful_pending = existing.is_some() && existing_grace.is_some_and(|g| g > 0);
+    let finalizers = if graceful_pending {
+        finalizers_of(obj)
+    } else {
+        gc_finalizers(t, obj, opts)
+    };
+    if grace == 0 && finalizers.is_empty() {
+        return Outcome::Remove;
+    }
     let due = now
         .checked_add(SignedDuration::from_secs(grace))
         .unwrap_or(now);
@@ -188,24 +310,72 @@ pub fn decide(t: &Target, obj: &Value, opts: &DeleteOptions, now: Timestamp) -> 
         (Some(at), _) => (at.min(due), grace),
         (None, _) => (due, grace),
     };
-    if existing == Some(at) && existing_grace == Some(g) {
+    let same_finalizers = finalizers == finalizers_of(obj);
+    if existing == Some(at) && existing_grace == Some(g) && same_finalizers {
         return Outcome::Pending;
     }
     let mut marked = obj.clone();
     if let Some(m) = marked.get_mut("metadata").and_then(Value::as_object_mut) {
         m.insert("deletionTimestamp".into(), json!(rfc3339(at)));
         m.insert("deletionGracePeriodSeconds".into(), json!(g));
+        if !same_finalizers {
+            m.insert("finalizers".into(), json!(finalizers));
+        }
     }
     Outcome::Mark(marked)
 }
 
-/// Whether an update from `old` to `new` lets a pending deletion finish:
-/// the last finalizer went from an object being deleted with no grace left
-/// (kube-apiserver's `shouldDeleteDuringUpdate`). A pod still in its grace
+/// A Namespace's delete, as its registry decides it: marked Terminating
+/// (now, once) while any finalizer holds it, `spec.finalizers` included,
+/// and removed once none does.
+fn decide_namespace(t: &Target, obj: &Value, opts: &DeleteOptions, now: Timestamp) -> Outcome {
+    let existing = timestamp_at(obj);
+    // Options only change the collector's finalizers when they name a
+    // policy; otherwise those on the namespace stay.
+    let explicit = opts.orphan_dependents.is_some() || opts.propagation_policy.is_some();
+    let finalizers = if explicit {
+        gc_finalizers(t, obj, opts)
+    } else {
+        finalizers_of(obj)
+    };
+    let held = !finalizers.is_empty() || !namespaces::spec_finalizers(obj).is_empty();
+    if !held {
+        return Outcome::Remove;
+    }
+    let terminating = obj.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
+    let same_finalizers = finalizers == finalizers_of(obj);
+    if existing.is_some() && terminating && same_finalizers {
+        return Outcome::Pending;
+    }
+    let mut marked = obj.clone();
+    if let Some(m) = marked.as_object_mut() {
+        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+            let at = existing.unwrap_or(now);
+            meta.insert("deletionTimestamp".into(), json!(rfc3339(at)));
+            if !same_finalizers {
+                meta.insert("finalizers".into(), json!(finalizers));
+            }
+        }
+        let status = m.entry("status").or_insert_with(|| json!({}));
+        if let Some(s) = status.as_object_mut() {
+            s.insert("phase".into(), json!("Terminating"));
+        }
+    }
+    Outcome::Mark(marked)
+}
+
+/// Whether an update from `old` to `new` of `t` lets a pending deletion
+/// finish: the last finalizer went from an object being deleted with no
+/// grace left (kube-apiserver's `shouldDeleteDuringUpdate`; for a
+/// Namespace, `spec.finalizers` count too). A pod still in its grace
 /// period stays for its node to delete it.
-pub fn finalized(old: &Value, new: &Value) -> bool {
-    has_finalizers(old)
-        && !has_finalizers(new)
+pub fn finalized(t: &Target, old: &Value, new: &Value) -> bool {
+    let held = |v: &Value| {
+        has_finalizers(v)
+            || (namespaces::is_namespace(t) && !namespaces::spec_finalizers(v).is_empty())
+    };
+    held(old)
+        && !held(new)
         && new.pointer("/metadata/deletionTimestamp").is_some()
         && new
             .pointer("/metadata/deletionGracePeriodSeconds")
@@ -281,7 +451,7 @@ mod tests {
 
     #[test]
     fn finalizers_hold_an_object_until_an_update_empties_them() {
-        let ns = resolve("/api/v1/namespaces/x").expect("path");
+        let ns = resolve("/api/v1/namespaces/default/configmaps/x").expect("path");
         let held = json!({"metadata": {"name": "x", "finalizers": ["sluice.dev/hold"]}});
         let m = marked(decide(&ns, &held, &DeleteOptions::default(), now()));
         assert_eq!(m["deletionTimestamp"], "2026-11-23T10:00:00Z");
@@ -294,12 +464,12 @@ mod tests {
         );
         let mut emptied = marked_obj.clone();
         emptied["metadata"]["finalizers"] = json!([]);
-        assert!(finalized(&marked_obj, &emptied));
-        assert!(!finalized(&marked_obj, &marked_obj));
+        assert!(finalized(&ns, &marked_obj, &emptied));
+        assert!(!finalized(&ns, &marked_obj, &marked_obj));
         // Not being deleted: emptying finalizers is just an update.
         let mut plain = held.clone();
         plain["metadata"]["finalizers"] = json!([]);
-        assert!(!finalized(&held, &plain));
+        assert!(!finalized(&ns, &held, &plain));
         // A bound pod with a finalizer waits for its node too.
         let pod =
             json!({"metadata": {"name": "web", "finalizers": ["f"]}, "spec": {"nodeName": "n"}});
@@ -345,5 +515,178 @@ mod tests {
         let q: HashMap<String, String> =
             [("gracePeriodSeconds".to_string(), "x".to_string())].into();
         assert!(options(None, &q).is_err());
+    }
+
+    fn policy(p: &str) -> DeleteOptions {
+        DeleteOptions {
+            propagation_policy: Some(p.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_propagation_policy_chooses_the_collectors_finalizer() {
+        let d = resolve("/apis/apps/v1/namespaces/default/deployments/web").expect("path");
+        let plain = json!({"metadata": {"name": "web"}});
+        let mine = json!({"metadata": {"name": "web", "finalizers": ["example.com/keep"]}});
+        let orphaned = json!({"metadata": {"name": "web", "finalizers": ["orphan"]}});
+        let foreground = json!({"metadata": {"name": "web", "finalizers": ["foregroundDeletion"]}});
+        let orphan_bool = |b: bool| DeleteOptions {
+            orphan_dependents: Some(b),
+            ..Default::default()
+        };
+        let none = DeleteOptions::default();
+        // (rule, object, options, finalizers after the delete)
+        let cases: [(&str, &Value, DeleteOptions, Vec<&str>); 9] = [
+            (
+                "background is the default: no finalizer",
+                &plain,
+                none.clone(),
+                vec![],
+            ),
+            ("Background adds none", &plain, policy("Background"), vec![]),
+            (
+                "Orphan adds orphan",
+                &plain,
+                policy("Orphan"),
+                vec!["orphan"],
+            ),
+            (
+                "Foreground adds foregroundDeletion",
+                &plain,
+                policy("Foreground"),
+                vec!["foregroundDeletion"],
+            ),
+            (
+                "the object's own finalizers stay",
+                &mine,
+                policy("Orphan"),
+                vec!["example.com/keep", "orphan"],
+            ),
+            (
+                "an explicit policy replaces the object's",
+                &orphaned,
+                policy("Foreground"),
+                vec!["foregroundDeletion"],
+            ),
+            (
+                "without options the object's finalizer decides",
+                &foreground,
+                none.clone(),
+                vec!["foregroundDeletion"],
+            ),
+            (
+                "orphanDependents true is Orphan",
+                &plain,
+                orphan_bool(true),
+                vec!["orphan"],
+            ),
+            (
+                "orphanDependents false removes both",
+                &orphaned,
+                orphan_bool(false),
+                vec![],
+            ),
+        ];
+        for (rule, obj, opts, want) in cases {
+            assert_eq!(gc_finalizers(&d, obj, &opts), want, "{rule}");
+        }
+        // Events never get them.
+        let ev = resolve("/api/v1/namespaces/default/events/e").expect("path");
+        assert!(gc_finalizers(&ev, &plain, &policy("Orphan")).is_empty());
+    }
+
+    #[test]
+    fn an_owner_deleted_with_orphan_or_foreground_stays_marked() {
+        let d = resolve("/apis/apps/v1/namespaces/default/deployments/web").expect("path");
+        let obj = json!({"metadata": {"name": "web"}});
+        assert_eq!(
+            decide(&d, &obj, &policy("Background"), now()),
+            Outcome::Remove
+        );
+        let m = marked(decide(&d, &obj, &policy("Orphan"), now()));
+        assert_eq!(m["finalizers"], json!(["orphan"]));
+        assert_eq!(m["deletionTimestamp"], "2026-11-23T10:00:00Z");
+        assert_eq!(m["deletionGracePeriodSeconds"], 0);
+        let m = marked(decide(&d, &obj, &policy("Foreground"), now()));
+        assert_eq!(m["finalizers"], json!(["foregroundDeletion"]));
+        // Deleted again with the same policy: nothing changes.
+        let mut pending = obj.clone();
+        pending["metadata"] = m;
+        assert_eq!(
+            decide(&d, &pending, &policy("Foreground"), now()),
+            Outcome::Pending
+        );
+        // A pod in its grace period keeps the finalizers it has.
+        let pod = json!({"metadata": {"name": "web", "deletionTimestamp": "2026-11-23T10:00:30Z",
+            "deletionGracePeriodSeconds": 30}, "spec": {"nodeName": "n"}});
+        assert_eq!(
+            decide(&pods(), &pod, &policy("Orphan"), now()),
+            Outcome::Pending
+        );
+    }
+
+    #[test]
+    fn delete_options_are_validated_as_upstream() {
+        let both = json!({"propagationPolicy": "Foreground", "orphanDependents": true});
+        let e = options(Some(both), &HashMap::new()).expect_err("both");
+        assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(
+            e.message.ends_with(r#"propagationPolicy: Invalid value: "Foreground": orphanDependents and deletionPropagation cannot be both set"#),
+            "{}",
+            e.message
+        );
+        let e = options(
+            Some(json!({"propagationPolicy": "Sideways"})),
+            &HashMap::new(),
+        )
+        .expect_err("unsupported");
+        assert!(
+            e.message.contains(r#"Unsupported value: "Sideways": supported values: "Foreground", "Background", "Orphan", "nil""#),
+            "{}",
+            e.message
+        );
+        for p in ["Foreground", "Background", "Orphan"] {
+            assert!(options(Some(json!({"propagationPolicy": p})), &HashMap::new()).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_namespace_terminates_while_its_finalizers_hold_it() {
+        let ns = resolve("/api/v1/namespaces/team-a").expect("path");
+        let active = json!({"metadata": {"name": "team-a"}, "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"}});
+        let Outcome::Mark(m) = decide(&ns, &active, &policy("Background"), now()) else {
+            panic!("a namespace with finalizers is marked");
+        };
+        assert_eq!(m["metadata"]["deletionTimestamp"], "2026-11-23T10:00:00Z");
+        assert!(m["metadata"].get("deletionGracePeriodSeconds").is_none());
+        assert_eq!(m["status"]["phase"], "Terminating");
+        assert_eq!(m["spec"]["finalizers"], json!(["kubernetes"]));
+        // Deleted again: the first deletionTimestamp stays, nothing changes.
+        let later = now().checked_add(SignedDuration::from_secs(9)).expect("ts");
+        assert_eq!(
+            decide(&ns, &m, &policy("Background"), later),
+            Outcome::Pending
+        );
+        // The finalize left none: removed, by the update or by a delete.
+        let mut emptied = m.clone();
+        emptied["spec"]["finalizers"] = json!([]);
+        assert!(finalized(&ns, &m, &emptied));
+        assert_eq!(
+            decide(&ns, &emptied, &DeleteOptions::default(), later),
+            Outcome::Remove
+        );
+        // A namespace without finalizers goes at once.
+        let bare = json!({"metadata": {"name": "team-a"}, "spec": {}});
+        assert_eq!(
+            decide(&ns, &bare, &DeleteOptions::default(), now()),
+            Outcome::Remove
+        );
+        // Foreground holds it with the metadata finalizer too.
+        let Outcome::Mark(m) = decide(&ns, &bare, &policy("Foreground"), now()) else {
+            panic!("held by foregroundDeletion");
+        };
+        assert_eq!(m["metadata"]["finalizers"], json!(["foregroundDeletion"]));
     }
 }

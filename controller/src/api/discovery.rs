@@ -27,6 +27,9 @@ fn resource_json(r: &Resource) -> Value {
     if !r.short_names.is_empty() {
         v["shortNames"] = json!(r.short_names);
     }
+    if !r.categories.is_empty() {
+        v["categories"] = json!(r.categories);
+    }
     if let Some((g, ver)) = r.kind_group_version {
         v["group"] = json!(g);
         v["version"] = json!(ver);
@@ -106,11 +109,40 @@ pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/apis/{group}", get(group))
         .route("/apis/{group}/{version}", get(group_version))
         .route("/version", get(version))
+        // kube-apiserver answers both; the Python client asks for the second.
+        .route("/version/", get(version))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_all_category_names_what_kubectl_get_all_lists() {
+        let names = |gv: Value| -> Vec<String> {
+            gv["resources"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter(|r| r["categories"] == json!(["all"]))
+                        .filter_map(|r| r["name"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let core = names(resource_list("v1", &in_group_version("", "v1")));
+        assert_eq!(core, ["pods", "services"]);
+        let apps = names(resource_list("apps/v1", &in_group_version("apps", "v1")));
+        assert_eq!(apps, ["deployments", "replicasets"]);
+        // Subresources and the other kinds carry no category.
+        let v = resource_list("v1", &in_group_version("", "v1"));
+        let events = v["resources"]
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["name"] == "events"))
+            .cloned()
+            .expect("events");
+        assert!(events.get("categories").is_none());
+    }
 
     #[test]
     fn eviction_is_listed_under_pods_as_a_policy_kind() {

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use axum::http::StatusCode;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use sluice_model::cluster::Cluster;
@@ -167,7 +167,20 @@ fn decode_error(t: &Target, obj: &Value, e: DecodeError) -> ApiError {
     } else {
         e.field.as_str()
     };
-    let mut err = invalid(t, name, field, &e.message);
+    // A Secret's values never travel back in an error, not even the
+    // mistyped or mis-encoded one the sender holds in a CI log.
+    let secret_value = t.resource.kind == "Secret"
+        && ["data", "stringData"].iter().any(|f| {
+            field == *f
+                || field.starts_with(&format!("{f}."))
+                || field.starts_with(&format!("{f}["))
+        });
+    let message = if secret_value {
+        sluice_apimachinery::validation::secret::redacted_decode_message(&e.message)
+    } else {
+        e.message.clone()
+    };
+    let mut err = invalid(t, name, field, &message);
     if e.kind == DecodeErrorKind::UnknownField {
         err.message = format!("{} {name:?}: {}", t.resource.kind, e.message);
     }
@@ -204,6 +217,8 @@ fn decoded(
         ("", "Pod") => return checked(t, obj, mode, upstream, semantics::pod),
         ("", "Service") => check_as::<k8s::Service>(obj, mode),
         ("", "Event") => check_as::<k8s::Event>(obj, mode),
+        ("", "ConfigMap") => check_as::<ConfigMap>(obj, mode),
+        ("", "Secret") => check_as::<Secret>(obj, mode),
         ("apps", "Deployment") => return checked(t, obj, mode, upstream, semantics::deployment),
         ("apps", "ReplicaSet") => return checked(t, obj, mode, upstream, semantics::replica_set),
         ("coordination.k8s.io", "Lease") => check_as::<k8s::Lease>(obj, mode),
@@ -330,6 +345,41 @@ mod tests {
         assert!(check(&t, &mut pod(), FieldValidation::Strict, None)
             .expect("known")
             .is_empty());
+    }
+
+    #[test]
+    fn a_secret_decoding_error_quotes_no_value() {
+        let t = resolve("/api/v1/namespaces/default/secrets").expect("path");
+        for (body, words) in [
+            (
+                json!({"stringData": {"pin": 1234}}),
+                "invalid type: integer, expected a string",
+            ),
+            (
+                json!({"data": {"pin": "!!!!"}}),
+                "illegal base64 data at input byte 0",
+            ),
+            (
+                json!({"data": "hunter2"}),
+                "invalid type: string, expected a map",
+            ),
+        ] {
+            let mut s = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
+            common_merge(&mut s, &body);
+            let e = check(&t, &mut s, FieldValidation::Strict, None).expect_err("mistyped");
+            let text = e.body().to_string();
+            assert!(text.contains(words), "{text}");
+            assert!(
+                !text.contains("1234") && !text.contains("hunter2") && !text.contains("33"),
+                "{text}"
+            );
+        }
+    }
+
+    fn common_merge(obj: &mut Value, with: &Value) {
+        if let (Some(o), Some(w)) = (obj.as_object_mut(), with.as_object()) {
+            o.extend(w.clone());
+        }
     }
 
     #[test]

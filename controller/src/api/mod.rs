@@ -19,6 +19,7 @@ pub mod fuzzing;
 pub mod list;
 pub mod maintenance;
 pub mod meta;
+pub mod namespaces;
 pub mod objects;
 pub mod openapi;
 pub mod operations;

@@ -25,8 +25,8 @@ use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::write::{self, delete_options};
 use super::{
-    allocate, authz, binding, collection, dry_run, duplicates, eviction, fields, list, scale,
-    table, watch,
+    allocate, authz, binding, collection, dry_run, duplicates, eviction, fields, list, namespaces,
+    scale, table, watch,
 };
 use crate::identity::Identity;
 use sluice_model::decode::FieldValidation;
@@ -364,7 +364,7 @@ pub async fn handle(
             &t,
             q.get("watch").is_some_and(|w| w == "true" || w == "1"),
         );
-        authz::check(&o, &who, verb, &t).await?;
+        authz::check(&o, &who, verb, &t, authz::selected_name(&q)).await?;
         let sub = t.subresource.map(|s| s.name);
         if verb == "create" && sub == Some("pods/eviction") {
             let dry = dry_run::query_values(&uri)?;
@@ -378,8 +378,9 @@ pub async fn handle(
             return scale::handle(&o, &t, verb, &uri, &q, &headers, body).await;
         }
         let status_only = sub.is_some_and(|s| s.ends_with("/status"));
+        let finalize = verb == "update" && namespaces::is_finalize(&t);
         if let Some(sub) = sub {
-            if !status_only {
+            if !status_only && !finalize {
                 return Err(ApiError::new(
                     StatusCode::METHOD_NOT_ALLOWED,
                     "MethodNotAllowed",

@@ -14,6 +14,9 @@ pub struct Resource {
     pub kind: &'static str,
     pub namespaced: bool,
     pub short_names: &'static [&'static str],
+    /// Discovery's categories: `kubectl get all` expands `all` to the
+    /// resources that name it.
+    pub categories: &'static [&'static str],
     pub verbs: &'static [&'static str],
     /// For subresources whose kind lives in another group
     /// (`pods/eviction` is `policy/v1` `Eviction`).
@@ -48,6 +51,7 @@ const fn res(
         kind,
         namespaced,
         short_names,
+        categories: &[],
         verbs: RW,
         kind_group_version: None,
     }
@@ -67,6 +71,7 @@ const fn status(
         kind,
         namespaced,
         short_names: &[],
+        categories: &[],
         verbs: STATUS,
         kind_group_version: None,
     }
@@ -83,17 +88,42 @@ const fn scale(name: &'static str) -> Resource {
         kind: "Scale",
         namespaced: true,
         short_names: &[],
+        categories: &[],
         verbs: STATUS,
         kind_group_version: Some(("autoscaling", "v1")),
+    }
+}
+
+/// `r` in upstream's `all` category (the workloads and Services that
+/// `kubectl get all` lists).
+const fn in_all(r: Resource) -> Resource {
+    Resource {
+        categories: &["all"],
+        ..r
     }
 }
 
 /// Everything served, in discovery order.
 pub const RESOURCES: &[Resource] = &[
     res("", "namespaces", "namespace", "Namespace", false, &["ns"]),
+    // The namespace deletion loop's `kubernetes` token leaves
+    // `spec.finalizers` through `finalize` alone, as upstream.
+    Resource {
+        group: "",
+        version: "v1",
+        name: "namespaces/finalize",
+        singular: "",
+        kind: "Namespace",
+        namespaced: false,
+        short_names: &[],
+        categories: &[],
+        verbs: &["update"],
+        kind_group_version: None,
+    },
+    status("", "namespaces/status", "Namespace", false),
     res("", "nodes", "node", "Node", false, &["no"]),
     status("", "nodes/status", "Node", false),
-    res("", "pods", "pod", "Pod", true, &["po"]),
+    in_all(res("", "pods", "pod", "Pod", true, &["po"])),
     status("", "pods/status", "Pod", true),
     Resource {
         group: "",
@@ -103,6 +133,7 @@ pub const RESOURCES: &[Resource] = &[
         kind: "Eviction",
         namespaced: true,
         short_names: &[],
+        categories: &[],
         verbs: &["create"],
         kind_group_version: Some(("policy", "v1")),
     },
@@ -114,30 +145,34 @@ pub const RESOURCES: &[Resource] = &[
         kind: "Binding",
         namespaced: true,
         short_names: &[],
+        categories: &[],
         verbs: &["create"],
         kind_group_version: None,
     },
-    res("", "services", "service", "Service", true, &["svc"]),
+    in_all(res("", "services", "service", "Service", true, &["svc"])),
     status("", "services/status", "Service", true),
     res("", "events", "event", "Event", true, &["ev"]),
-    res(
+    res("", "configmaps", "configmap", "ConfigMap", true, &["cm"]),
+    // No short name, as upstream: `kubectl get secret` is spelled out.
+    res("", "secrets", "secret", "Secret", true, &[]),
+    in_all(res(
         "apps",
         "deployments",
         "deployment",
         "Deployment",
         true,
         &["deploy"],
-    ),
+    )),
     scale("deployments/scale"),
     status("apps", "deployments/status", "Deployment", true),
-    res(
+    in_all(res(
         "apps",
         "replicasets",
         "replicaset",
         "ReplicaSet",
         true,
         &["rs"],
-    ),
+    )),
     scale("replicasets/scale"),
     status("apps", "replicasets/status", "ReplicaSet", true),
     res("coordination.k8s.io", "leases", "lease", "Lease", true, &[]),

@@ -25,7 +25,9 @@ use super::objects::{
 };
 use super::path::Target;
 use super::status::ApiError;
-use super::{defaults, deletion, fields, maintenance, patch, services, strategic, subsetting};
+use super::{
+    defaults, deletion, fields, maintenance, namespaces, patch, services, strategic, subsetting,
+};
 
 /// Services are written with their allocations (`services.rs`).
 fn is_service(t: &Target) -> bool {
@@ -78,6 +80,13 @@ pub(super) async fn create(
             "{} must be created in a namespace",
             t.resource.name
         )));
+    }
+    // NamespaceLifecycle first, as upstream's admission runs before the
+    // object is prepared and validated: a missing namespace is a 404
+    // whatever is wrong with the object. Every create comes here: a POST
+    // and a server-side apply that creates.
+    if let Some(ns) = t.namespace.as_deref().filter(|_| t.resource.namespaced) {
+        namespaces::admit_create(t, &body, namespaces::state(o, ns).await?)?;
     }
     let suffix = meta::name_suffix(&random::<5>());
     let obj = meta::prepare_create(
@@ -163,7 +172,9 @@ pub fn updated(
             merged.remove("status");
         }
     }
-    let mut merged = meta::prepare_update(t, old, Value::Object(merged))?;
+    let mut merged = Value::Object(merged);
+    namespaces::strategy(t, old, &mut merged);
+    let mut merged = meta::prepare_update(t, old, merged)?;
     let unknown = fields::check(t, &mut merged, mode, Some(old))?;
     // The writer's time when there is one (the time its managedFields
     // record), so one write reads the clock once.
@@ -286,7 +297,7 @@ async fn replace_read(
             .map_err(|e| store_error(t, e))?;
         (merged, rev)
     };
-    if deletion::finalized(&old, &merged) {
+    if deletion::finalized(t, &old, &merged) {
         // The last finalizer left an object being deleted: it goes now, as
         // kube-apiserver deletes during such an update. Against `rev`, so a
         // finalizer added meanwhile keeps it (that writer sees it pending).
@@ -464,15 +475,23 @@ pub async fn delete_with(
     Ok(json_response(code, obj))
 }
 
-/// `delete_with`'s work: the answer's code and the object as deleted (200)
-/// or as it stays, marked or waiting (202).
+/// `delete_with`'s work: the answer's code and the object as deleted or
+/// as it stays, marked or waiting.
 pub async fn delete_object(
     o: &Objects,
     t: &Target,
     opts: &DeleteOptions,
 ) -> Result<(StatusCode, Value), ApiError> {
+    namespaces::admit_delete(t)?;
     let name = t.name.clone().unwrap_or_default();
     let k = key(t, Some(&name));
+    // Still there after the delete: 200 with the object as upstream, 202
+    // only for the deprecated `orphanDependents: false`.
+    let kept = if opts.orphan_dependents == Some(false) {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -484,13 +503,12 @@ pub async fn delete_object(
             deletion::Outcome::Remove => remove(o, t, &k, &obj, current.mod_rev)
                 .await
                 .map(|rev| (StatusCode::OK, obj, rev)),
-            // Still there: 202, as kube-apiserver answers a pending deletion.
             deletion::Outcome::Mark(marked) => o
                 .store
                 .update(&k, encode(&marked), current.mod_rev)
                 .await
-                .map(|rev| (StatusCode::ACCEPTED, marked, rev)),
-            deletion::Outcome::Pending => Ok((StatusCode::ACCEPTED, obj, current.mod_rev)),
+                .map(|rev| (kept, marked, rev)),
+            deletion::Outcome::Pending => Ok((kept, obj, current.mod_rev)),
         };
         match written {
             Ok((code, obj, rev)) => return Ok((code, meta::with_resource_version(obj, rev))),

@@ -5,9 +5,11 @@
 //! loops read:
 //!
 //! - metadata: name, namespace, uid, labels, ownerReferences,
-//!   deletionTimestamp, resourceVersion, creationTimestamp, and one
-//!   annotation (`controller.kubernetes.io/pod-deletion-cost`, the
-//!   ReplicaSet's choice of which pod goes first);
+//!   deletionTimestamp, resourceVersion, creationTimestamp, and four
+//!   annotations (`controller.kubernetes.io/pod-deletion-cost`, the
+//!   ReplicaSet's choice of which pod goes first; the cluster
+//!   autoscaler's `safe-to-evict` and `safe-to-evict-local-volumes`, and
+//!   `kubernetes.io/config.mirror`, its drain rules);
 //! - spec: everything the scheduler weighs (node name, selectors,
 //!   affinity, tolerations, spread, priority, overhead), and of each
 //!   container its name, resources, ports (named `targetPort`s, host
@@ -22,8 +24,13 @@
 use sluice_model::k8s::Pod;
 use sluice_model::k8s_openapi::api::core::v1::{Container, ContainerStatus};
 
-/// The one annotation a loop reads.
-const KEPT_ANNOTATIONS: [&str; 1] = ["controller.kubernetes.io/pod-deletion-cost"];
+/// The annotations a loop reads.
+const KEPT_ANNOTATIONS: [&str; 4] = [
+    "controller.kubernetes.io/pod-deletion-cost",
+    sluice_model::policy::eviction::SAFE_TO_EVICT,
+    "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes",
+    "kubernetes.io/config.mirror",
+];
 
 /// Drop from `pod` what no loop reads.
 pub fn trim_pod(pod: &mut Pod) {

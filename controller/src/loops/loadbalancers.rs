@@ -60,6 +60,10 @@ pub struct LoadBalancers {
     /// Each Node's facts as last seen, to tell a change that matters from
     /// a heartbeat.
     pub facts: Mutex<HashMap<String, NodeFacts>>,
+    /// What each Service's Events already reported (`Plan::reported`),
+    /// kept across decisions because the cache may not hold the status
+    /// written with them yet.
+    pub reported: Mutex<HashMap<Key, BTreeSet<String>>>,
 }
 
 /// The cluster's subsetting state: from the `Cluster` named `default`
@@ -180,14 +184,35 @@ impl LoadBalancers {
                 hc: hc.as_deref(),
                 negs: &neg_refs,
             },
+            reported: &self.reported_of(&key),
             now: Timestamp::now(),
         };
-        let plan = plan::plan(&inputs);
-        if plan.is_empty() {
-            return Ok(None);
+        let mut plan = plan::plan(&inputs);
+        let reported = std::mem::take(&mut plan.reported);
+        if !plan.is_empty() {
+            self.write(ns, name, service.as_deref(), plan).await?;
         }
-        self.write(ns, name, service.as_deref(), plan).await?;
+        self.remember(key, reported);
         Ok(None)
+    }
+
+    fn reported_of(&self, key: &Key) -> BTreeSet<String> {
+        self.reported
+            .lock()
+            .map(|r| r.get(key).cloned().unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// Keeps what was reported for `key` once its plan is written (a
+    /// failed write reported nothing).
+    fn remember(&self, key: Key, reported: BTreeSet<String>) {
+        if let Ok(mut r) = self.reported.lock() {
+            if reported.is_empty() {
+                r.remove(&key);
+            } else {
+                r.insert(key, reported);
+            }
+        }
     }
 
     /// Writes `plan`: the NEGs before the LB that names them, deletions

@@ -17,7 +17,7 @@ use kube::Client;
 use serde_json::json;
 use sluice_lifecycle::node_lifecycle::{self, Config};
 use sluice_lifecycle::pod_cidrs::Allocator;
-use sluice_model::k8s::jiff::Timestamp;
+use sluice_model::k8s::jiff::{SignedDuration, Timestamp};
 use sluice_model::k8s::{Lease, Node, Pod};
 use tracing::{info, warn};
 
@@ -47,6 +47,8 @@ pub struct Lifecycle {
     pub config: Config,
     /// Nodes named by pods but gone, since when (the pod GC's quarantine).
     pub missing: Mutex<sluice_lifecycle::pod_gc::MissingSince>,
+    /// How long a Node must be gone before its pods are collected.
+    pub pod_gc_quarantine: SignedDuration,
 }
 
 fn params() -> PatchParams {
@@ -175,6 +177,7 @@ impl Lifecycle {
                 pods.iter().map(|p| p.as_ref()),
                 |n| self.nodes.get("", n).is_some(),
                 &mut missing,
+                self.pod_gc_quarantine,
                 Timestamp::now(),
             )
         };
@@ -212,6 +215,13 @@ impl Lifecycle {
     /// a second). A renewal for a Node that is not Ready, or is tainted,
     /// may bring it back: that wakes the loop.
     pub fn on_lease(&self, change: &Change<Lease>, queue: &Queue) {
+        // The cache holds every namespace's Leases (leader elections'
+        // too, renewed every few seconds): only the Nodes' matter here.
+        if let Change::Applied(l) | Change::Deleted(l) = change {
+            if l.metadata.namespace.as_deref() != Some(node_lifecycle::LEASE_NAMESPACE) {
+                return;
+            }
+        }
         if let Change::Applied(lease) = change {
             let name = lease.metadata.name.as_deref().unwrap_or_default();
             if self.nodes.get("", name).is_some_and(|n| healthy(&n)) {

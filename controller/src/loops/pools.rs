@@ -72,8 +72,10 @@ impl Pools {
             // `updateInfo` is the upgrade loop's: left out of the patch, so
             // that a stale copy in this cache never puts back what that
             // loop removed.
+            // Likewise `autoscaler`, the autoscaler loop's.
             let mut body = status.clone();
             body.update_info = None;
+            body.autoscaler = None;
             let patch = json!({ "status": body });
             match api
                 .patch_status(&key.1, &params, &Patch::Merge(&patch))

@@ -224,11 +224,15 @@ impl Upgrades {
             let before = pool.status.clone().unwrap_or_default();
             let after = reconcile::record(&before, &outcomes, &self.config, Timestamp::now());
             if after != before {
+                // The autoscaler's fields are its loop's: a stale copy
+                // from this cache is not written back.
+                let mut body = after;
+                body.autoscaler = None;
                 let api: Api<NodePool> = Api::all(self.client.clone());
                 api.patch_status(
                     &pool_name,
                     &params(),
-                    &Patch::Merge(json!({ "status": after })),
+                    &Patch::Merge(json!({ "status": body })),
                 )
                 .await?;
             }

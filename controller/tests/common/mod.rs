@@ -343,6 +343,15 @@ pub fn ok(s: &Server, who: &str, args: &[&str]) -> String {
 /// `what`): every wait of a test is bounded.
 /// `kubectl patch <target…> --type=merge -p <body>` as admin, which
 /// must succeed.
+/// `kubectl get target -o jsonpath=path` as the admin.
+pub fn jsonpath(s: &Server, target: &[&str], path: &str) -> String {
+    let mut args = vec!["get"];
+    args.extend(target);
+    let p = format!("jsonpath={path}");
+    args.extend(["-o", &p]);
+    ok(s, "admin", &args)
+}
+
 pub fn merge_patch(s: &Server, target: &[&str], body: &str) -> String {
     let mut args = vec!["patch"];
     args.extend(target);

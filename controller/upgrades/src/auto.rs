@@ -87,7 +87,9 @@ pub fn wanted(
         format!("{}{name}", OperationSpec::NODE_POOL_LINK),
     );
     spec.node_version = Some(target.to_owned());
-    spec.upgrade_settings = pool.spec.upgrade_settings.clone();
+    // A flex-start or queued-provisioning pool's upgrade records
+    // SHORT_LIVED alone (A5), as a manual one does.
+    spec.upgrade_settings = pool.spec.operation_upgrade_settings();
     Some(Operation::new(&op_name, spec))
 }
 

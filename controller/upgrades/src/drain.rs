@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use sluice_model::policy::eviction::{effective_grace, EvictionReason, PdbPolicy};
+use sluice_model::policy::eviction::{effective_grace, EvictionReason, PdbPolicy, EXTENDED_RUN};
 
 pub use sluice_model::policy::eviction::DRAIN_ANNOTATION;
 
@@ -34,6 +34,10 @@ pub struct PodOnNode {
     /// drain report: `PodDisruptionBudget default/web refuses its eviction`),
     /// for the operation's `blocking` list.
     pub held_by: Option<String>,
+    /// Annotated `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`:
+    /// an autoscaled blue-green drain leaves it for 7 days after the
+    /// node's cordon (A3).
+    pub safe_to_evict_false: bool,
 }
 
 /// The drain a Node's annotations ask for.
@@ -119,19 +123,82 @@ pub fn deadline(
     )
 }
 
-/// Where the drain of a node with `pods` left stands at `now`.
+/// How long a drained node is kept after its drain started before it is
+/// deleted, however soon its pods are gone. The drain takes the node out
+/// of every load balancer's backends (its NEGs and instance groups), and
+/// that takes a moment to reach the load balancers: deleted sooner, an
+/// empty node would still be sent new connections as it went (the
+/// cluster autoscaler waits as long after tainting a node, its
+/// `--node-delete-delay-after-taint`, 5 s).
+pub const LOAD_BALANCER_DELAY: SignedDuration = SignedDuration::from_secs(5);
+
+/// Where the drain of a node with `pods` left stands at `now`. The node
+/// is never over before [`LOAD_BALANCER_DELAY`] has passed since `started`.
 pub fn progress(
     reason: EvictionReason,
     started: Timestamp,
     pods: &[PodOnNode],
     now: Timestamp,
 ) -> DrainProgress {
-    if pods.is_empty() {
-        return DrainProgress::Finished;
-    }
+    let out_of_balancers = started
+        .checked_add(LOAD_BALANCER_DELAY)
+        .unwrap_or(Timestamp::MAX);
     let left = pods.len();
-    match deadline(reason, started, pods) {
+    if pods.is_empty() {
+        return if now >= out_of_balancers {
+            DrainProgress::Finished
+        } else {
+            DrainProgress::Waiting {
+                left,
+                deadline: Some(out_of_balancers),
+            }
+        };
+    }
+    match deadline(reason, started, pods).map(|d| d.max(out_of_balancers)) {
         Some(d) if now >= d => DrainProgress::Forced { left },
+        deadline => DrainProgress::Waiting { left, deadline },
+    }
+}
+
+/// Until when a node cordoned at `cordoned_at` keeps its pods marked
+/// `safe-to-evict: "false"` from an autoscaled blue-green drain (A3: 7
+/// days after the cordon); `None` when it holds none.
+pub fn protected_until(pods: &[PodOnNode], cordoned_at: Timestamp) -> Option<Timestamp> {
+    pods.iter().any(|p| p.safe_to_evict_false).then(|| {
+        cordoned_at
+            .checked_add(signed(EXTENDED_RUN))
+            .unwrap_or(Timestamp::MAX)
+    })
+}
+
+/// Where an autoscaled blue-green drain (A2, A3) started at `started` on a
+/// node cordoned at `cordoned_at` stands: as [`progress`] for its other
+/// pods; a protected pod is not evicted before [`protected_until`], and
+/// its budget and grace caps count from then, so the node is neither over
+/// nor forced while such a pod is protected.
+pub fn autoscaled_progress(
+    started: Timestamp,
+    cordoned_at: Timestamp,
+    pods: &[PodOnNode],
+    now: Timestamp,
+) -> DrainProgress {
+    const REASON: EvictionReason = EvictionReason::AutoscaledBlueGreen;
+    let plain = progress(REASON, started, pods, now);
+    let Some(until) = protected_until(pods, cordoned_at) else {
+        return plain;
+    };
+    let left = pods.len();
+    let protected: Vec<PodOnNode> = pods
+        .iter()
+        .filter(|p| p.safe_to_evict_false)
+        .cloned()
+        .collect();
+    let deadline = deadline(REASON, until.max(started), &protected)
+        .into_iter()
+        .chain(deadline(REASON, started, pods))
+        .max();
+    match deadline {
+        Some(d) if now >= d && now >= until => DrainProgress::Forced { left },
         deadline => DrainProgress::Waiting { left, deadline },
     }
 }
@@ -184,17 +251,116 @@ mod tests {
             name: "default/web-1".into(),
             grace: SignedDuration::from_secs(grace_secs),
             held_by: None,
+            safe_to_evict_false: false,
         }
     }
 
     const H: i64 = 3600;
+    const DAY: i64 = 24 * H;
 
     #[test]
-    fn a_drain_with_no_pod_left_is_finished() {
-        // spec: U1 — the old node is deleted once drained.
-        let p = progress(EvictionReason::NodeUpgrade, t0(), &[], t0());
+    fn an_autoscaled_drain_caps_budgets_at_an_hour_and_grace_at_a_day() {
+        // spec: A2 — budgets honoured up to 1 h, grace up to 24 h, then
+        // the node goes.
+        let at = |s: i64| t0() + SignedDuration::from_secs(s);
+        let pods = [pod(30), pod(3 * DAY)];
+        let p = autoscaled_progress(t0(), t0(), &pods, at(H + DAY - 1));
+        assert_eq!(
+            p,
+            DrainProgress::Waiting {
+                left: 2,
+                deadline: Some(at(H + DAY))
+            }
+        );
+        assert_eq!(
+            autoscaled_progress(t0(), t0(), &pods, at(H + DAY)),
+            DrainProgress::Forced { left: 2 }
+        );
+        assert_eq!(
+            autoscaled_progress(t0(), t0(), &[], at(5)),
+            DrainProgress::Finished
+        );
+    }
+
+    #[test]
+    fn a_safe_to_evict_false_pod_holds_its_node_7_days_from_the_cordon() {
+        // spec: A3 — not drained until 7 days after the node's cordon; the
+        // node is never deleted while the pod is protected; its caps count
+        // from the end of the protection.
+        let at = |s: i64| t0() + SignedDuration::from_secs(s);
+        let keep = PodOnNode {
+            safe_to_evict_false: true,
+            ..pod(60)
+        };
+        let pods = [pod(30), keep.clone()];
+        assert_eq!(protected_until(&pods, t0()), Some(at(7 * DAY)));
+        assert_eq!(protected_until(&[pod(30)], t0()), None);
+        // The drain began 3 days after the cordon: 4 days to wait, then
+        // 1 h of budgets and the pod's 60 s.
+        let started = at(3 * DAY);
+        let end = at(7 * DAY + H + 60);
+        for now in [
+            started,
+            at(7 * DAY - 1),
+            at(7 * DAY),
+            end - SignedDuration::from_secs(1),
+        ] {
+            let p = autoscaled_progress(started, t0(), &pods, now);
+            assert_eq!(
+                p,
+                DrainProgress::Waiting {
+                    left: 2,
+                    deadline: Some(end)
+                },
+                "at {now}"
+            );
+        }
+        assert_eq!(
+            autoscaled_progress(started, t0(), &pods, end),
+            DrainProgress::Forced { left: 2 }
+        );
+        // A drain begun after the 7 days: the caps count from its start.
+        let late = at(8 * DAY);
+        assert_eq!(
+            autoscaled_progress(
+                late,
+                t0(),
+                &[keep],
+                late + SignedDuration::from_secs(H + 60)
+            ),
+            DrainProgress::Forced { left: 1 }
+        );
+    }
+
+    #[test]
+    fn a_drain_with_no_pod_left_is_finished_once_out_of_the_load_balancers() {
+        // spec: U1 — the old node is deleted once drained, and not before
+        // the load balancers have had the time to stop choosing it.
+        let at = |s: i64| t0() + SignedDuration::from_secs(s);
+        let early = progress(EvictionReason::NodeUpgrade, t0(), &[], at(4));
+        assert_eq!(
+            early,
+            DrainProgress::Waiting {
+                left: 0,
+                deadline: Some(at(5))
+            }
+        );
+        assert!(!early.is_over());
+        let p = progress(EvictionReason::NodeUpgrade, t0(), &[], at(5));
         assert_eq!(p, DrainProgress::Finished);
         assert!(p.is_over());
+    }
+
+    #[test]
+    fn a_drain_that_ignores_budgets_still_waits_for_the_load_balancers() {
+        // spec: B5 — blue's deletion ignores budgets; a pod with no grace
+        // is forced at once, but the node stays 5 s after its drain began.
+        let pods = [pod(0)];
+        let at = |s: i64| t0() + SignedDuration::from_secs(s);
+        let p = progress(EvictionReason::BluePoolDeletion, t0(), &pods, at(1));
+        assert!(!p.is_over(), "{p:?}");
+        let p = progress(EvictionReason::BluePoolDeletion, t0(), &pods, at(5));
+        assert_eq!(p, DrainProgress::Forced { left: 1 });
     }
 
     #[test]

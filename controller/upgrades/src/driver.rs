@@ -101,7 +101,7 @@ pub fn plan(inputs: &Inputs<'_>, now: Timestamp) -> Result<UpgradePlan, UpgradeE
     }
     let sides = Sides::resolve(&op_name, op, inputs.pool, inputs.config)?;
     let recreates = sides.recreates();
-    let strategy = strategy::select(&op_name, op, recreates)?;
+    let strategy = strategy::select(&op_name, op, inputs.pool, recreates)?;
     // The pool is written only once every node is upgraded: a pool already
     // at the target means the upgrade completed (its status may not have
     // been written before a restart).

@@ -29,8 +29,6 @@ pub enum UpgradeError {
     },
     #[error("operation {op}: spec.upgradeSettings: maxSurge and maxUnavailable may not both be 0")]
     NothingAtOnce { op: String },
-    #[error("operation {op}: spec.upgradeSettings: {what} upgrades are not supported yet")]
-    NotYet { op: String, what: &'static str },
     #[error("operation {op}: spec.action: ROLLBACK: the upgrade of node pool {pool:?} completed, and a completed upgrade cannot be rolled back: downgrade instead (a new upgrade to the earlier version)")]
     RollbackAfterCompletion { op: String, pool: String },
     #[error("operation {op}: spec.config: {source}")]

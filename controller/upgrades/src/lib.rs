@@ -85,6 +85,7 @@ pub mod interpret;
 mod observe;
 mod policy_gate;
 pub mod scaling_rules;
+mod short_lived;
 mod status;
 mod strategy;
 mod surge;
@@ -116,7 +117,5 @@ pub const UPGRADING_ANNOTATION: &str = "sluice.dev/upgrading";
 /// cordon.
 pub const CORDONED_BY_ANNOTATION: &str = "sluice.dev/cordoned-by";
 
-/// Companion of [`CORDONED_BY_ANNOTATION`]: when the node was cordoned
-/// (RFC 3339); the clock autoscaled blue-green's 7-day protection counts
-/// from (A3).
-pub const CORDONED_AT_ANNOTATION: &str = "sluice.dev/cordoned-at";
+/// Companion of [`CORDONED_BY_ANNOTATION`]: when the node was cordoned.
+pub use sluice_model::policy::eviction::CORDONED_AT_ANNOTATION;

@@ -59,6 +59,9 @@ pub(crate) struct Member<'a> {
     pub registered: bool,
     /// `spec.unschedulable`, by anyone.
     pub cordoned: bool,
+    /// When the controller cordoned it ([`crate::CORDONED_AT_ANNOTATION`]),
+    /// which autoscaled blue-green's protection counts from (A3).
+    pub cordoned_at: Option<Timestamp>,
 }
 
 impl Member<'_> {
@@ -133,6 +136,10 @@ pub(crate) fn observe<'a>(
                     .and_then(|n| n.spec.as_ref())
                     .and_then(|s| s.unschedulable)
                     .unwrap_or(false),
+                cordoned_at: node
+                    .and_then(|n| n.metadata.annotations.as_ref())
+                    .and_then(|a| a.get(crate::CORDONED_AT_ANNOTATION))
+                    .and_then(|t| t.parse().ok()),
             }
         })
         .collect()

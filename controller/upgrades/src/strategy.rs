@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::jiff::Timestamp;
-use sluice_model::node_pool::{BlueGreenInfo, UpgradeStrategy};
+use sluice_model::node_pool::{BlueGreenInfo, NodePool, UpgradeStrategy};
 use sluice_model::operation::{BlueGreenProgress, Metric, Operation, OperationStatus};
 use sluice_nodepools::reconcile::ZoneHold;
 
@@ -16,6 +16,7 @@ use crate::blue_green::BlueGreen;
 use crate::in_place::InPlacePass;
 use crate::inputs::Inputs;
 use crate::observe::Direction;
+use crate::short_lived::ShortLived;
 use crate::status::ZoneLine;
 use crate::surge::{Settings, Surge};
 use crate::target::Sides;
@@ -87,15 +88,21 @@ pub(crate) trait Strategy {
     fn run(&self, pass: &Pass<'_>) -> Outcome;
 }
 
-/// The strategy of `op`: in place for a label/taint change (U7), else the
+/// The strategy of `op` on `pool`: in place for a label/taint change
+/// (U7); `SHORT_LIVED` for a flex-start or queued-provisioning pool,
+/// whatever the operation recorded (A5: GKE picks it by itself); else the
 /// operation's `upgradeSettings.strategy`.
 pub(crate) fn select(
     op_name: &str,
     op: &Operation,
+    pool: &NodePool,
     recreates: bool,
 ) -> Result<Box<dyn Strategy>, UpgradeError> {
     if !recreates {
         return Ok(Box::new(InPlacePass));
+    }
+    if pool.spec.short_lived() {
+        return Ok(Box::new(ShortLived));
     }
     let u = op.spec.upgrade_settings.clone().unwrap_or_default();
     match u.strategy() {
@@ -104,17 +111,8 @@ pub(crate) fn select(
         })),
         UpgradeStrategy::BlueGreen => {
             let bg = u.blue_green_settings.clone().unwrap_or_default();
-            if bg.autoscaled_rollout_policy.is_some() {
-                return Err(UpgradeError::NotYet {
-                    op: op_name.to_owned(),
-                    what: "autoscaled blue-green (blueGreenSettings.autoscaledRolloutPolicy)",
-                });
-            }
             Ok(Box::new(BlueGreen::new(&bg)))
         }
-        UpgradeStrategy::ShortLived => Err(UpgradeError::NotYet {
-            op: op_name.to_owned(),
-            what: "SHORT_LIVED",
-        }),
+        UpgradeStrategy::ShortLived => Ok(Box::new(ShortLived)),
     }
 }

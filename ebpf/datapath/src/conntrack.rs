@@ -1,7 +1,7 @@
 //! Connection tracking: TCP state, timeouts, and keeping the forward and
 //! reply entries of a flow in step.
 
-use crate::env::Maps;
+use crate::env::{CtWrite, Maps, SeqTrack};
 use crate::maps::{
     CtKey, CtValue, CT_DIR_FORWARD, CT_DIR_REPLY, CT_F_FIN_FORWARD, CT_F_FIN_REPLY, CT_F_LAST_ACK,
     CT_F_REPLY_CLOSED_FIRST, CT_STATE_CLOSED, CT_STATE_CLOSING, CT_STATE_ESTABLISHED,
@@ -68,14 +68,206 @@ pub struct PortHolder {
 impl PortHolder {
     #[inline(always)]
     pub fn of(v: &CtValue) -> Self {
+        let (state, flags) = merged(v);
         PortHolder {
             expires_ns: v.expires_ns,
-            state: v.state,
-            flags: v.flags,
+            state,
+            flags,
             close_seq: v.close_seq,
             close_tsval: v.close_tsval,
         }
     }
+}
+
+/// The flow's TCP state and flags from the two halves of `v` (see
+/// [`CtValue`]): the later state, the union of the flags, and closing once
+/// both FINs are in, whichever side saw which.
+#[inline(always)]
+pub fn merge(state: u8, flags: u8, rep_state: u8, rep_flags: u8) -> (u8, u8) {
+    let flags = flags | rep_flags;
+    let mut state = if rep_state > state { rep_state } else { state };
+    let both = CT_F_FIN_FORWARD | CT_F_FIN_REPLY;
+    if flags & both == both && state < CT_STATE_CLOSING {
+        state = CT_STATE_CLOSING;
+    }
+    (state, flags)
+}
+
+/// [`merge`] of an entry's value.
+#[inline(always)]
+pub fn merged(v: &CtValue) -> (u8, u8) {
+    merge(v.state, v.flags, v.rep_state, v.rep_flags)
+}
+
+/// How far past the last sequence number a direction sent a segment of it
+/// may start and still be believed: reordering between CPUs' queues, a few
+/// super-frames. A blind sender's guess lands within it once in 4 096.
+pub const SEQ_AHEAD: u32 = 1 << 20;
+/// How far behind it a segment may start (retransmits of a whole window),
+/// and how far an acknowledgment may move at once.
+pub const SEQ_BACK: u32 = 1 << 24;
+
+/// `a` later than `b` in sequence space (RFC 9293's wrapping comparison).
+#[inline(always)]
+fn after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// The sequence space a TCP segment takes: its payload, a SYN and a FIN.
+#[inline(always)]
+fn seq_len(flow: &Flow) -> u32 {
+    let mut n = u32::from(flow.l4_len).saturating_sub(u32::from(flow.tcp_hlen));
+    if flow.tcp_flags & TCP_SYN != 0 {
+        n += 1;
+    }
+    if flow.tcp_flags & TCP_FIN != 0 {
+        n += 1;
+    }
+    n
+}
+
+/// Whether `seq` is plausible for a direction that sent up to `nxt`.
+#[inline(always)]
+fn in_gate(nxt: u32, seq: u32) -> bool {
+    let d = seq.wrapping_sub(nxt) as i32;
+    d <= SEQ_AHEAD as i32 && d >= -(SEQ_BACK as i32)
+}
+
+/// The tracking of a fresh flow's forward entry, from its first packet,
+/// into `v`.
+#[inline(always)]
+pub fn seq_start(flow: &Flow, v: &mut CtValue) {
+    let t = seq_first(flow);
+    v.seq_nxt = t.nxt;
+    v.seq_ack = t.ack;
+}
+
+#[inline(always)]
+fn seq_first(flow: &Flow) -> SeqTrack {
+    if !flow.is_tcp() {
+        return SeqTrack::default();
+    }
+    SeqTrack {
+        nxt: flow.seq.wrapping_add(seq_len(flow)),
+        ack: if flow.tcp_flags & TCP_ACK != 0 {
+            flow.ack
+        } else {
+            0
+        },
+    }
+}
+
+/// What `flow`, seen on the live entry `v` of its own direction, moves in
+/// that entry's tracking; `None`: nothing. A reset moves nothing; a SYN
+/// during the handshake starts the direction over (the endpoint's SYN-ACK
+/// after anything forged before it); a direction not seen yet starts at
+/// its first segment (a flow picked up mid-stream); otherwise only a
+/// plausible segment ([`in_gate`]) moves it, and only forward.
+#[inline(always)]
+pub fn seq_advance(v: &CtValue, flow: &Flow, now: u64) -> Option<SeqTrack> {
+    if !flow.is_tcp() || v.expires_ns <= now || flow.tcp_flags & TCP_RST != 0 {
+        return None;
+    }
+    let syn = flow.tcp_flags & TCP_SYN != 0;
+    if v.seq_nxt == 0 || (syn && merged(v).0 == CT_STATE_SYN_SENT) {
+        let t = seq_first(flow);
+        let same = t.nxt == v.seq_nxt && t.ack == v.seq_ack;
+        return if same { None } else { Some(t) };
+    }
+    if !in_gate(v.seq_nxt, flow.seq) {
+        return None;
+    }
+    let mut t = SeqTrack {
+        nxt: v.seq_nxt,
+        ack: v.seq_ack,
+    };
+    let end = flow.seq.wrapping_add(seq_len(flow));
+    if after(end, t.nxt) {
+        t.nxt = end;
+    }
+    if flow.tcp_flags & TCP_ACK != 0
+        && (t.ack == 0 || (after(flow.ack, t.ack) && flow.ack.wrapping_sub(t.ack) <= SEQ_BACK))
+    {
+        t.ack = flow.ack;
+    }
+    if t.nxt == v.seq_nxt && t.ack == v.seq_ack {
+        None
+    } else {
+        Some(t)
+    }
+}
+
+/// What a reset or FIN's sequence numbers make of it (RFC 5961).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeqCheck {
+    /// Acceptable: it may change the flow's state.
+    Accept,
+    /// A reset within the window but not at the number the receiver
+    /// expects: passed to the endpoint, whose own TCP answers with a
+    /// challenge ACK (RFC 5961 §3.2), and the flow is left as it is.
+    InWindow,
+    /// Not a segment of this flow as far as the datapath saw it: dropped.
+    Outside,
+}
+
+/// Check the reset or FIN `flow` of direction `own` (this entry's
+/// tracking) against what the other direction `other` sent.
+///
+/// The receiver expects a reset at its `RCV.NXT` (RFC 5961 §3.2). The
+/// datapath does not know it exactly, but it lies between the last
+/// acknowledgment the receiver sent and the end of what the sender sent:
+/// a reset in that range is accepted (for an idle flow the range is that
+/// one number). A FIN must be plausible for the sender (`in_gate`) and
+/// acknowledge nothing the receiver never sent (RFC 5961 §5).
+#[inline(always)]
+pub fn seq_check(own: &SeqTrack, other: &SeqTrack, flow: &Flow) -> SeqCheck {
+    let rst = flow.tcp_flags & TCP_RST != 0;
+    let has_ack = flow.tcp_flags & TCP_ACK != 0;
+    if own.nxt == 0 {
+        // This side sent nothing yet: a reset is an endpoint without the
+        // connection answering the other side's segment, as RFC 9293
+        // (3.10.7.1) builds it: acknowledging exactly what it sent, or
+        // at the number that segment acknowledged. A FIN has nothing to
+        // be checked against.
+        if !rst {
+            return SeqCheck::Accept;
+        }
+        let answers_ack = !has_ack && other.ack != 0 && flow.seq == other.ack;
+        let acks_all = has_ack && other.nxt != 0 && flow.ack == other.nxt;
+        return if answers_ack || acks_all {
+            SeqCheck::Accept
+        } else {
+            SeqCheck::Outside
+        };
+    }
+    if rst {
+        let hi = own.nxt;
+        let lo = if other.ack != 0 && !after(other.ack, hi) {
+            other.ack
+        } else {
+            hi
+        };
+        if !after(lo, flow.seq) && !after(flow.seq, hi) {
+            return SeqCheck::Accept;
+        }
+        return if in_gate(hi, flow.seq) {
+            SeqCheck::InWindow
+        } else {
+            SeqCheck::Outside
+        };
+    }
+    if !in_gate(own.nxt, flow.seq) {
+        return SeqCheck::Outside;
+    }
+    if has_ack {
+        if other.nxt != 0 && after(flow.ack, other.nxt) {
+            return SeqCheck::Outside;
+        }
+        if own.ack != 0 && own.ack.wrapping_sub(flow.ack) as i32 > SEQ_BACK as i32 {
+            return SeqCheck::Outside;
+        }
+    }
+    SeqCheck::Accept
 }
 
 /// How the SNAT port held by the entry `v` may be used at `now`.
@@ -287,10 +479,15 @@ impl CtEntry {
     }
 }
 
-/// A live entry (present and not expired) for `e.key`, into `e.val`.
-#[inline(always)]
-pub fn lookup<M: Maps>(maps: &M, e: &mut CtEntry, now: u64) -> bool {
-    maps.ct_get_into(&e.key, &mut e.val) && e.val.expires_ns > now
+/// A live entry (present and not expired) for `e.key`, into `e.val`, as
+/// it was before `flow`; `flow` moves the entry's sequence tracking in
+/// place, in the same lookup ([`seq_advance`]). Its own BPF function, so
+/// the tracking's temporaries stay out of its callers' frames, which sit
+/// under the deepest call chains (512 bytes in all).
+#[inline(never)]
+pub fn lookup<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) -> bool {
+    maps.ct_get_tracking(&e.key, &mut e.val, |v| seq_advance(v, flow, now))
+        && e.val.expires_ns > now
 }
 
 /// A client's reset after its FIN that the endpoint ignores. Once the
@@ -306,19 +503,56 @@ pub fn lookup<M: Maps>(maps: &M, e: &mut CtEntry, now: u64) -> bool {
 fn stale_reset(e: &CtEntry, flow: &Flow) -> bool {
     e.key.dir == CT_DIR_FORWARD
         && flow.tcp_flags & TCP_RST != 0
-        && e.val.flags & CT_F_FIN_FORWARD != 0
+        && merged(&e.val).1 & CT_F_FIN_FORWARD != 0
         && flow.seq != e.val.close_seq
+}
+
+/// What [`touch`] made of a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Touched {
+    /// Recorded (or nothing to record): translate it.
+    Yes,
+    /// A reset or FIN whose sequence numbers are not acceptable: the flow
+    /// is untouched; translate it (`drop` false) or drop it.
+    Refused { drop: bool },
+}
+
+/// Check a reset or FIN on `e` against both directions' tracking: this
+/// entry's (as looked up) and the other entry's (one more lookup, for
+/// these rare segments only).
+#[inline(always)]
+fn check_close<M: Maps>(maps: &M, e: &mut CtEntry, flow: &Flow) -> SeqCheck {
+    let own = SeqTrack {
+        nxt: e.val.seq_nxt,
+        ack: e.val.seq_ack,
+    };
+    e.flip();
+    let other = maps.ct_seq(&e.key).unwrap_or_default();
+    e.flip();
+    seq_check(&own, &other, flow)
 }
 
 /// Record that `flow` was seen on entry `e` in its direction: advance the
 /// TCP state, push expiry, and write both entries when anything changed
-/// enough to matter. `e` keeps its orientation; its value is updated.
+/// enough to matter. `e` keeps its orientation and its value as looked up.
+///
+/// Both entries are written in place, and only in the fields this
+/// direction owns (see [`CtValue`]): the other side's packets, on another
+/// CPU at the same moment, write theirs, and neither update is lost.
 #[inline(never)]
-pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
-    if stale_reset(e, flow) {
-        return;
+pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) -> Touched {
+    if flow.is_tcp() && flow.tcp_flags & (TCP_RST | TCP_FIN) != 0 {
+        match check_close(maps, e, flow) {
+            SeqCheck::Accept => {}
+            SeqCheck::InWindow => return Touched::Refused { drop: false },
+            SeqCheck::Outside => return Touched::Refused { drop: true },
+        }
     }
-    let (state, mut flags) = advance(e.val.state, e.val.flags, e.key.dir, flow);
+    if stale_reset(e, flow) {
+        return Touched::Yes;
+    }
+    let (cur_state, cur_flags) = merged(&e.val);
+    let (state, mut flags) = advance(cur_state, cur_flags, e.key.dir, flow);
     // The endpoint's FIN after the client's, but not acknowledging it: it
     // was sent before the client's FIN arrived, the FINs crossed, and the
     // endpoint goes through CLOSING to TIME_WAIT as if it had closed first
@@ -326,7 +560,7 @@ pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
     // the port was free at once for SYNs that TIME_WAIT refuses.
     if e.key.dir == CT_DIR_REPLY
         && flow.tcp_flags & TCP_FIN != 0
-        && e.val.flags & (CT_F_FIN_FORWARD | CT_F_FIN_REPLY) == CT_F_FIN_FORWARD
+        && cur_flags & (CT_F_FIN_FORWARD | CT_F_FIN_REPLY) == CT_F_FIN_FORWARD
         && (flow.ack.wrapping_sub(e.val.close_seq) as i32) < 0
     {
         flags |= CT_F_REPLY_CLOSED_FIRST;
@@ -342,30 +576,57 @@ pub fn touch<M: Maps>(maps: &mut M, e: &mut CtEntry, flow: &Flow, now: u64) {
         && flow.tcp_flags & TCP_SYN == 0
         && flow.has_ts()
         && (flow.tsval.wrapping_sub(e.val.close_tsval) as i32) > 0;
-    let changed = state != e.val.state || flags != e.val.flags || later_ts;
+    let changed = state != cur_state || flags != cur_flags || later_ts;
     // Closing states must not be extended by late packets beyond their own
     // short timeout, but a refresh within it is harmless.
     if !changed && expires < e.val.expires_ns.saturating_add(CT_REFRESH_NS) {
-        return;
+        return Touched::Yes;
     }
-    if e.key.dir == CT_DIR_FORWARD && flow.tcp_flags & TCP_FIN != 0 && flags != e.val.flags {
+    let mut w = CtWrite {
+        dir: e.key.dir,
+        state,
+        flags,
+        close: false,
+        close_seq: e.val.close_seq,
+        close_tsval: e.val.close_tsval,
+        expires_ns: expires,
+    };
+    if e.key.dir == CT_DIR_FORWARD && flow.tcp_flags & TCP_FIN != 0 && flags != cur_flags {
         // The client's first FIN: where a TIME_WAIT socket of the endpoint
         // will stand ([`time_wait_accepts`]). A retransmitted FIN is
         // later on the client's clock than anything it recorded, and a
         // new SYN later still.
         let payload = u32::from(flow.l4_len).saturating_sub(u32::from(flow.tcp_hlen));
-        e.val.close_seq = flow.seq.wrapping_add(payload).wrapping_add(1);
-        e.val.close_tsval = flow.tsval;
+        w.close = true;
+        w.close_seq = flow.seq.wrapping_add(payload).wrapping_add(1);
+        w.close_tsval = flow.tsval;
     } else if later_ts {
-        e.val.close_tsval = flow.tsval;
+        w.close = true;
+        w.close_tsval = flow.tsval;
     }
-    e.val.state = state;
-    e.val.flags = flags;
-    e.val.expires_ns = expires;
-    maps.ct_put(&e.key, &e.val);
+    write_half(maps, &e.key, &mut w, flow.is_tcp(), now);
     e.flip();
-    maps.ct_put(&e.key, &e.val);
+    write_half(maps, &e.key, &mut w, flow.is_tcp(), now);
     e.flip();
+    Touched::Yes
+}
+
+/// Write this direction's half of the state into the entry at `key`, in
+/// place. The expiry is the one field both sides write: when the merged
+/// state after the write has another timeout than the one this packet
+/// computed (the other side moved the flow on meanwhile), it is written
+/// again for the merged state, so a late refresh of an established flow
+/// cannot give a closing one hours.
+#[inline(always)]
+fn write_half<M: Maps>(maps: &mut M, key: &CtKey, w: &mut CtWrite, tcp: bool, now: u64) {
+    let used = timeout_ns(tcp, w.state);
+    if let Some(state) = maps.ct_write_half(key, w) {
+        let wanted = timeout_ns(tcp, state);
+        if wanted != used {
+            w.expires_ns = now.saturating_add(wanted);
+            let _ = maps.ct_write_half(key, w);
+        }
+    }
 }
 
 #[cfg(test)]

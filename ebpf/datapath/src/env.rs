@@ -9,6 +9,49 @@ use crate::maps::{
     ServiceKey, ServiceValue, SnatExhaustKey,
 };
 
+/// One direction's sequence tracking (`CtValue::seq_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SeqTrack {
+    /// 0: nothing seen (see `CtValue::seq_nxt`).
+    pub nxt: u32,
+    /// 0: no acknowledgment seen.
+    pub ack: u32,
+}
+
+/// What one packet writes into an entry of its flow (see
+/// [`Maps::ct_write_half`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtWrite {
+    /// Whose half: `CT_DIR_FORWARD` (the client's) or `CT_DIR_REPLY`.
+    pub dir: u8,
+    pub state: u8,
+    pub flags: u8,
+    /// Write `close_seq` and `close_tsval` too.
+    pub close: bool,
+    pub close_seq: u32,
+    pub close_tsval: u32,
+    pub expires_ns: u64,
+}
+
+impl CtWrite {
+    /// `w` applied to `v`, as both engines do it.
+    #[inline(always)]
+    pub fn apply(&self, v: &mut CtValue) {
+        if self.dir == crate::maps::CT_DIR_FORWARD {
+            v.state = self.state;
+            v.flags = self.flags;
+        } else {
+            v.rep_state = self.state;
+            v.rep_flags = self.flags;
+        }
+        if self.close {
+            v.close_seq = self.close_seq;
+            v.close_tsval = self.close_tsval;
+        }
+        v.expires_ns = self.expires_ns;
+    }
+}
+
 /// How an L4 checksum update must be applied, mirroring the flags of
 /// `bpf_l4_csum_replace` so the kernel engine maps them one to one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +131,27 @@ pub trait Maps {
     fn ct_holder(&self, key: &CtKey) -> Option<PortHolder> {
         self.ct_get(key).map(|v| PortHolder::of(&v))
     }
+    /// [`Maps::ct_get_into`], then, if `track` returns one, the entry's
+    /// own sequence tracking (`seq_*`) replaced in place: one lookup for
+    /// both. `out` holds the value as it was before.
+    fn ct_get_tracking<F: FnOnce(&CtValue) -> Option<SeqTrack>>(
+        &mut self,
+        key: &CtKey,
+        out: &mut CtValue,
+        track: F,
+    ) -> bool;
+    /// The sequence tracking of the entry at `key`.
+    fn ct_seq(&self, key: &CtKey) -> Option<SeqTrack> {
+        self.ct_get(key).map(|v| SeqTrack {
+            nxt: v.seq_nxt,
+            ack: v.seq_ack,
+        })
+    }
+    /// Write one direction's half of the state into the entry at `key` in
+    /// place, never the whole value (see [`CtValue`]): `state`/`flags` of
+    /// `w.dir`'s half, the client's close fields when `w.close`, and the
+    /// expiry. The merged state read back after the write; `None`: no entry.
+    fn ct_write_half(&mut self, key: &CtKey, w: &CtWrite) -> Option<u8>;
     /// Insert or replace.
     fn ct_put(&mut self, key: &CtKey, value: &CtValue) -> bool;
     /// Insert only when absent (BPF_NOEXIST): how SNAT ports are claimed

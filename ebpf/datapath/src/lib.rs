@@ -33,7 +33,7 @@ pub mod host;
 
 pub use outcome::{Event, Outcome, Verdict};
 
-use conntrack::{CtEntry, PortUse};
+use conntrack::{CtEntry, PortUse, Touched};
 use env::{Clock, Maps, Packet};
 use maps::{
     addr_is_zero, is_v4_mapped, vip_marker_key, LocalKey, ServiceKey, SnatExhaustKey,
@@ -166,9 +166,12 @@ pub fn process<P: Packet, M: Maps, C: Clock>(
     // A reply of a translated flow (any hook): source := VIP:port,
     // destination := client.
     run.ct.set_key(&run.flow, CT_DIR_REPLY);
-    let event = if conntrack::lookup(maps, &mut run.ct, run.now) {
-        conntrack::touch(maps, &mut run.ct, &run.flow, run.now);
-        Event::ReplyNat
+    let event = if conntrack::lookup(maps, &mut run.ct, &run.flow, run.now) {
+        match conntrack::touch(maps, &mut run.ct, &run.flow, run.now) {
+            Touched::Yes => Event::ReplyNat,
+            Touched::Refused { drop: false } => Event::CtInvalid,
+            Touched::Refused { drop: true } => return out(Verdict::Drop, Event::CtInvalid),
+        }
     } else if hook != Hook::WireIngress {
         return out(Verdict::Pass, Event::NotService);
     } else {
@@ -192,7 +195,10 @@ pub fn process<P: Packet, M: Maps, C: Clock>(
     // A translated packet for a pod on this node goes straight to the
     // pod's link, past the node's routing (and its TTL is spent here, as
     // that routing would have). Replies and remote endpoints are routed.
-    let link = if hook == Hook::WireIngress && event != Event::ReplyNat && run.flow.ttl > 1 {
+    // (`run.ct` is the forward entry for packets to a frontend, the reply
+    // entry for replies.)
+    let link = if hook == Hook::WireIngress && run.ct.key.dir == CT_DIR_FORWARD && run.flow.ttl > 1
+    {
         local_link_frame(pkt, maps, &run.ct.val.nat_daddr)
     } else {
         0
@@ -302,7 +308,7 @@ fn to_frontend<M: Maps>(maps: &mut M, run: &mut Run) -> Step {
 
     let ct = &mut run.ct;
     ct.set_key(flow, CT_DIR_FORWARD);
-    if conntrack::lookup(maps, ct, run.now) {
+    if conntrack::lookup(maps, ct, flow, run.now) {
         // A pure SYN on an established or closing flow, or on a flow still
         // opening but with another initial sequence number, is a new
         // connection reusing the tuple; only a retransmitted SYN (same
@@ -313,8 +319,11 @@ fn to_frontend<M: Maps>(maps: &mut M, run: &mut Run) -> Step {
         let reused = conntrack::is_pure_syn(flow)
             && (ct.val.state != CT_STATE_SYN_SENT || ct.val.syn_seq != flow.seq);
         if !reused {
-            conntrack::touch(maps, ct, flow, run.now);
-            return Step::Apply(Event::Established);
+            return match conntrack::touch(maps, ct, flow, run.now) {
+                Touched::Yes => Step::Apply(Event::Established),
+                Touched::Refused { drop: false } => Step::Apply(Event::CtInvalid),
+                Touched::Refused { drop: true } => Step::Done(out(Verdict::Drop, Event::CtInvalid)),
+            };
         }
         // The client reuses the tuple for a new connection: choose again,
         // so a terminating endpoint stops getting new connections (P5).
@@ -338,11 +347,17 @@ fn to_frontend<M: Maps>(maps: &mut M, run: &mut Run) -> Step {
     v.nat_dport = choice.ep.port;
     v.state = state;
     v.flags = 0;
-    v._pad = [0; 2];
+    v.rep_state = 0;
+    v.rep_flags = 0;
     v.svc_id = svc.id;
     v.syn_seq = if flow.is_tcp() { flow.seq } else { 0 };
     v.close_seq = 0;
     v.close_tsval = 0;
+    // The reply entry is written first and tracks the endpoint's side,
+    // which has sent nothing yet; the forward entry gets the client's
+    // segment before it is written ([`conntrack_new_flow`]).
+    v.seq_nxt = 0;
+    v.seq_ack = 0;
     v.expires_ns = run
         .now
         .saturating_add(conntrack::timeout_ns(flow.is_tcp(), state));
@@ -384,6 +399,7 @@ fn conntrack_new_flow<M: Maps>(maps: &mut M, run: &mut Run, local: bool) -> Opti
             return Some(Event::NoSnatPort);
         }
     }
+    conntrack::seq_start(&run.flow, &mut ct.val);
     if !maps.ct_put(&ct.key, &ct.val) {
         ct.flip();
         maps.ct_delete(&ct.key);

@@ -273,6 +273,19 @@ pub const CT_F_LAST_ACK: u8 = 1 << 4;
 /// The translation to apply to packets matching a [`CtKey`], and the state
 /// of the flow (the same in both entries of a pair).
 ///
+/// The client's packets and the endpoint's may be handled on two CPUs at
+/// once, so an update never rewrites the whole value (a replaced value
+/// loses whatever the other CPU wrote meanwhile): each side writes, in
+/// place, only fields it owns. The TCP state is two such halves,
+/// (`state`, `flags`) written by the client's packets and
+/// (`rep_state`, `rep_flags`) by the endpoint's; the flow's state is their
+/// merge (`conntrack::merged`). States only move forward, so the merge is
+/// the later of the two and the union of the flags. `close_seq` and
+/// `close_tsval` are the client's; `expires_ns` is written by both, and
+/// each writer checks the merged state after its write (see
+/// `conntrack::touch`). `seq_*` track the sequence space of the entry's own
+/// direction, written only by packets looked up through that entry.
+///
 /// Forward entry: source := `nat_saddr:nat_sport` (node address and SNAT
 /// port, or the client unchanged for `Local`), destination :=
 /// `nat_daddr:nat_dport` (the endpoint). Reply entry: source := VIP:port,
@@ -284,9 +297,12 @@ pub struct CtValue {
     pub nat_daddr: Addr,
     pub nat_sport: u16,
     pub nat_dport: u16,
+    /// TCP state and `CT_F_*` flags as the client's packets left them.
     pub state: u8,
     pub flags: u8,
-    pub _pad: [u8; 2],
+    /// The same, as the endpoint's packets left them.
+    pub rep_state: u8,
+    pub rep_flags: u8,
     pub svc_id: u32,
     /// The sequence number of the SYN that opened a TCP flow (0 for UDP).
     /// A SYN with another on a flow still in `SYN_SENT` is a new
@@ -303,6 +319,14 @@ pub struct CtValue {
     pub close_tsval: u32,
     /// Monotonic time after which the entry counts as absent.
     pub expires_ns: u64,
+    /// The sequence number after the last byte (SYN and FIN included)
+    /// this entry's direction sent; 0: nothing seen yet. (A direction whose
+    /// count lands on 0 reads as not seen for a segment, once in 2^32, and
+    /// starts over from its next: harmless.)
+    pub seq_nxt: u32,
+    /// The highest acknowledgment number this entry's direction sent; 0:
+    /// none yet (the same aliasing).
+    pub seq_ack: u32,
 }
 
 #[repr(C, align(8))]
@@ -349,7 +373,7 @@ const _: () = {
     assert!(size_of::<Endpoint>() == 24);
     assert!(size_of::<NodeConfig>() == 40);
     assert!(size_of::<CtKey>() == 40);
-    assert!(size_of::<CtValue>() == 64);
+    assert!(size_of::<CtValue>() == 72);
     assert!(size_of::<AffinityKey>() == 24);
     assert!(size_of::<AffinityValue>() == 32);
     assert!(size_of::<LocalKey>() == 16);

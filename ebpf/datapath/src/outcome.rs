@@ -116,4 +116,10 @@ events! {
     /// neither forge replies of other pods' translated flows nor have the
     /// node forward traffic in someone else's name.
     Spoofed => "spoofed",
+    /// A TCP reset or FIN on a tracked flow whose sequence numbers are not
+    /// acceptable (RFC 5961): the flow is left as it was; dropped, or, for
+    /// a reset within the window, passed for the endpoint to answer with a
+    /// challenge ACK. Named after conntrack's `invalid` count (Cilium's
+    /// `CT: Invalid`), what a blind spoofer's resets and FINs show up as.
+    CtInvalid => "ct_invalid",
 }

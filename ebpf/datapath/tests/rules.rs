@@ -5,11 +5,11 @@
 mod common;
 
 use common::*;
-use sluice_datapath::conntrack::{CT_TIMEOUT_TCP_CLOSE_NS, SNAT_TIME_WAIT_HOLD_NS};
+use sluice_datapath::conntrack::{merged, CT_TIMEOUT_TCP_CLOSE_NS, SNAT_TIME_WAIT_HOLD_NS};
 use sluice_datapath::maps::{
-    CtKey, LocalKey, LocalLink, CT_DIR_FORWARD, CT_DIR_REPLY, CT_STATE_CLOSED, CT_STATE_CLOSING,
-    CT_STATE_ESTABLISHED, CT_STATE_FIN_WAIT, CT_STATE_SYN_SENT, PROTO_TCP, PROTO_UDP,
-    SVC_F_AFFINITY, SVC_F_LOCAL,
+    CtKey, LocalKey, LocalLink, CT_DIR_FORWARD, CT_DIR_REPLY, CT_F_FIN_FORWARD, CT_F_FIN_REPLY,
+    CT_STATE_CLOSED, CT_STATE_CLOSING, CT_STATE_ESTABLISHED, CT_STATE_FIN_WAIT, CT_STATE_SYN_SENT,
+    PROTO_TCP, PROTO_UDP, SVC_F_AFFINITY, SVC_F_LOCAL,
 };
 use sluice_datapath::{Event, Hook, Verdict};
 use std::collections::HashSet;
@@ -60,6 +60,8 @@ both!(
     local_pod_frames_go_to_its_link,
     flooded_frames_are_left_to_their_host,
     pods_speak_only_for_their_own_addresses,
+    ct_forged_resets_and_fins_leave_the_flow,
+    ct_both_sides_closing_at_once_lose_nothing,
 );
 
 fn tcp_svc(net: Net, flags: u32, ready: &[u16], terminating: &[u16]) -> common::Env {
@@ -502,11 +504,9 @@ fn fwd_key(net: Net, sport: u16) -> CtKey {
     }
 }
 
-fn pair_state(env: &common::Env, net: Net, sport: u16) -> (u8, u8) {
-    use sluice_datapath::env::Maps;
-    let fk = fwd_key(net, sport);
-    let fv = env.maps.ct_get(&fk).expect("forward entry");
-    let rk = CtKey {
+/// The reply entry's key of the forward value `fv`.
+fn reply_key(fv: &sluice_datapath::maps::CtValue) -> CtKey {
+    CtKey {
         saddr: fv.nat_daddr,
         daddr: fv.nat_saddr,
         sport: fv.nat_dport,
@@ -514,9 +514,16 @@ fn pair_state(env: &common::Env, net: Net, sport: u16) -> (u8, u8) {
         proto: PROTO_TCP,
         dir: CT_DIR_REPLY,
         _pad: [0; 2],
-    };
+    }
+}
+
+fn pair_state(env: &common::Env, net: Net, sport: u16) -> (u8, u8) {
+    use sluice_datapath::env::Maps;
+    let fk = fwd_key(net, sport);
+    let fv = env.maps.ct_get(&fk).expect("forward entry");
+    let rk = reply_key(&fv);
     let rv = env.maps.ct_get(&rk).expect("reply entry");
-    (fv.state, rv.state)
+    (merged(&fv).0, merged(&rv).0)
 }
 
 /// The client side and the endpoint side of one translated connection.
@@ -1536,4 +1543,249 @@ fn pods_speak_only_for_their_own_addresses(net: Net) {
     arp.extend_from_slice(&[0x08, 0x06]);
     arp.extend_from_slice(&[0u8; 28]);
     assert_eq!(env.run_on(&arp, Hook::FromPod, evil).0.event, Event::NotIp);
+}
+
+/// A connection through `PORT` from client port `cport`, handshake done:
+/// the client's ISN 1, the endpoint's 100. The endpoint and SNAT port.
+fn handshake(env: &mut common::Env, net: Net, cport: u16) -> (sluice_datapath::maps::Addr, u16) {
+    let f = tcp(net, net.client(), cport, net.vip(), PORT, &syn(1));
+    let d = decode(&env.run(&f, Hook::WireIngress).1);
+    let (ep, snat) = (d.dst, d.ports().0);
+    let sa = tcp(
+        net,
+        ep,
+        TARGET,
+        net.node(),
+        snat,
+        &seg(TCP_SYN | TCP_ACK, 100, 2, b""),
+    );
+    assert_eq!(env.run(&sa, Hook::WireIngress).0.event, Event::ReplyNat);
+    let a = tcp(
+        net,
+        net.client(),
+        cport,
+        net.vip(),
+        PORT,
+        &seg(TCP_ACK, 2, 101, b"hi"),
+    );
+    assert_eq!(env.run(&a, Hook::WireIngress).0.event, Event::Established);
+    (ep, snat)
+}
+
+// spec: P3, P6 (a blind spoofer's reset or FIN neither ends a live flow nor
+// frees its SNAT port, nor makes the node answer for it; RFC 5961)
+fn ct_forged_resets_and_fins_leave_the_flow(net: Net) {
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let (ep, snat) = handshake(&mut env, net, 40100);
+    let client = |flags, seq, ack| {
+        tcp(
+            net,
+            net.client(),
+            40100,
+            net.vip(),
+            PORT,
+            &seg(flags, seq, ack, b""),
+        )
+    };
+    let server = |flags, seq, ack| {
+        tcp(
+            net,
+            ep,
+            TARGET,
+            net.node(),
+            snat,
+            &seg(flags, seq, ack, b""),
+        )
+    };
+    let forged = [
+        // In the window but not where the endpoint expects it: passed for
+        // the endpoint's challenge ACK, the flow untouched.
+        (client(TCP_RST, 4_000, 0), Hook::WireIngress, Verdict::Pass),
+        // Far outside: dropped.
+        (
+            client(TCP_RST, 0x8000_0000, 0),
+            Hook::WireIngress,
+            Verdict::Drop,
+        ),
+        (
+            client(TCP_FIN | TCP_ACK, 0x4000_0000, 101),
+            Hook::WireIngress,
+            Verdict::Drop,
+        ),
+        // A FIN acknowledging data the endpoint never sent.
+        (
+            client(TCP_FIN | TCP_ACK, 4, 0x4000_0000),
+            Hook::WireIngress,
+            Verdict::Drop,
+        ),
+        (
+            server(TCP_RST, 0x9000_0000, 0),
+            Hook::WireIngress,
+            Verdict::Drop,
+        ),
+        (
+            server(TCP_RST | TCP_ACK, 0x1234_5678, 4),
+            Hook::WireIngress,
+            Verdict::Drop,
+        ),
+    ];
+    for (f, hook, verdict) in forged {
+        let (o, out) = env.run(&f, hook);
+        assert_eq!(o.event, Event::CtInvalid, "{hook:?}");
+        assert_eq!(o.verdict, verdict);
+        // Never an answer of the node's own (P6 is for flows nothing serves).
+        assert_ne!(decode(&out).ports().0, PORT, "answered for the flow");
+        assert_eq!(
+            pair_state(&env, net, 40100),
+            (CT_STATE_ESTABLISHED, CT_STATE_ESTABLISHED)
+        );
+    }
+    // A new flow may not take the live flow's port.
+    let other = tcp(net, net.client_n(9), 40100, net.vip(), PORT, &syn(7));
+    let d = decode(&env.run(&other, Hook::WireIngress).1);
+    assert_ne!(d.ports().0, snat);
+    // The reset the endpoint expects (its RCV.NXT, what the client sent
+    // up to) ends the flow.
+    assert_eq!(
+        env.run(&client(TCP_RST, 4, 0), Hook::WireIngress).0.event,
+        Event::Established
+    );
+    assert_eq!(
+        pair_state(&env, net, 40100),
+        (CT_STATE_CLOSED, CT_STATE_CLOSED)
+    );
+}
+
+/// `HostMaps` with a packet held back: it runs, whole, the moment the first
+/// packet has read its flow's entry and is about to write it. That is the
+/// interleaving two CPUs produce when the client's packet and the
+/// endpoint's are handled at once.
+struct Racing<'a> {
+    inner: &'a mut sluice_datapath::host::HostMaps,
+    held: Option<(Vec<u8>, Hook)>,
+    clock: sluice_datapath::host::TestClock,
+}
+
+impl sluice_datapath::env::Maps for Racing<'_> {
+    fn node(&self) -> sluice_datapath::maps::NodeConfig {
+        self.inner.node()
+    }
+    fn service(
+        &self,
+        k: &sluice_datapath::maps::ServiceKey,
+    ) -> Option<sluice_datapath::maps::ServiceValue> {
+        self.inner.service(k)
+    }
+    fn endpoint(&self, slot: u32) -> Option<sluice_datapath::maps::Endpoint> {
+        self.inner.endpoint(slot)
+    }
+    fn maglev(&self, slot: u32) -> Option<u32> {
+        self.inner.maglev(slot)
+    }
+    fn ct_get(&self, k: &CtKey) -> Option<sluice_datapath::maps::CtValue> {
+        self.inner.ct_get(k)
+    }
+    fn ct_get_tracking<
+        F: FnOnce(&sluice_datapath::maps::CtValue) -> Option<sluice_datapath::env::SeqTrack>,
+    >(
+        &mut self,
+        k: &CtKey,
+        out: &mut sluice_datapath::maps::CtValue,
+        track: F,
+    ) -> bool {
+        self.inner.ct_get_tracking(k, out, track)
+    }
+    fn ct_write_half(&mut self, k: &CtKey, w: &sluice_datapath::env::CtWrite) -> Option<u8> {
+        if let Some((frame, hook)) = self.held.take() {
+            let mut p = sluice_datapath::host::VecPacket::new(frame).from_link(POD_LINK);
+            let o = sluice_datapath::process(&mut p, &mut *self.inner, &mut self.clock, hook);
+            assert_eq!(o.event, Event::ReplyNat, "the held packet");
+        }
+        self.inner.ct_write_half(k, w)
+    }
+    fn ct_put(&mut self, k: &CtKey, v: &sluice_datapath::maps::CtValue) -> bool {
+        self.inner.ct_put(k, v)
+    }
+    fn ct_put_new(&mut self, k: &CtKey, v: &sluice_datapath::maps::CtValue) -> bool {
+        self.inner.ct_put_new(k, v)
+    }
+    fn ct_delete(&mut self, k: &CtKey) {
+        self.inner.ct_delete(k)
+    }
+    fn affinity_get(
+        &self,
+        k: &sluice_datapath::maps::AffinityKey,
+    ) -> Option<sluice_datapath::maps::AffinityValue> {
+        self.inner.affinity_get(k)
+    }
+    fn affinity_put(
+        &mut self,
+        k: &sluice_datapath::maps::AffinityKey,
+        v: &sluice_datapath::maps::AffinityValue,
+    ) {
+        self.inner.affinity_put(k, v)
+    }
+    fn local_link(&self, k: &LocalKey) -> Option<LocalLink> {
+        self.inner.local_link(k)
+    }
+    fn snat_exhausted(&mut self, k: &sluice_datapath::maps::SnatExhaustKey) {
+        self.inner.snat_exhausted(k)
+    }
+}
+
+// spec: P3 (the SNAT port stays held for the endpoint's TIME_WAIT: the
+// client's FIN and timestamp must survive the endpoint's FIN updating the
+// same flow at the same moment)
+fn ct_both_sides_closing_at_once_lose_nothing(net: Net) {
+    use sluice_datapath::env::Maps;
+    let mut env = tcp_svc(net, 0, &[1], &[]);
+    let (ep, snat) = handshake(&mut env, net, 40200);
+    // The FINs cross: the client's (timestamp 777) on one CPU, the
+    // endpoint's on the other.
+    let fin = tcp(
+        net,
+        net.client(),
+        40200,
+        net.vip(),
+        PORT,
+        &seg(TCP_FIN | TCP_ACK, 4, 101, b"").with_ts(777),
+    );
+    let their_fin = tcp(
+        net,
+        ep,
+        TARGET,
+        net.node(),
+        snat,
+        &seg(TCP_FIN | TCP_ACK, 101, 4, b""),
+    );
+    let mut racing = Racing {
+        inner: &mut env.maps,
+        held: Some((their_fin, Hook::WireIngress)),
+        clock: env.clock.clone(),
+    };
+    let mut p = sluice_datapath::host::VecPacket::new(fin).from_link(POD_LINK);
+    let o = sluice_datapath::process(
+        &mut p,
+        &mut racing,
+        &mut env.clock.clone(),
+        Hook::WireIngress,
+    );
+    assert_eq!(o.event, Event::Established);
+    assert!(racing.held.is_none(), "the endpoint's FIN ran in between");
+    let fv = env
+        .maps
+        .ct_get(&fwd_key(net, 40200))
+        .expect("forward entry");
+    let rk = reply_key(&fv);
+    let rv = env.maps.ct_get(&rk).expect("reply entry");
+    for v in [fv, rv] {
+        let (state, flags) = merged(&v);
+        assert_eq!(state, CT_STATE_CLOSING);
+        assert_eq!(
+            flags & (CT_F_FIN_FORWARD | CT_F_FIN_REPLY),
+            CT_F_FIN_FORWARD | CT_F_FIN_REPLY
+        );
+        assert_eq!(v.close_tsval, 777, "the client's FIN timestamp");
+        assert_eq!(v.close_seq, 5);
+    }
 }

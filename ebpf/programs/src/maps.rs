@@ -34,15 +34,15 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray},
 };
 use sluice_datapath::{
-    conntrack::PortHolder,
-    env::Maps,
+    conntrack::{merge, PortHolder},
+    env::{CtWrite, Maps, SeqTrack},
     maps::{
         AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink, MaglevChunk,
-        NodeConfig, ServiceKey, ServiceValue, AFFINITY_MAX_ENTRIES, CT_MAX_ENTRIES,
-        ENDPOINTS_MAX_ENTRIES, EVENTS_MAX_ENTRIES, LOCAL_MAX_ENTRIES, MAGLEV_CHUNK,
+        NodeConfig, ServiceKey, ServiceValue, SnatExhaustKey, AFFINITY_MAX_ENTRIES, CT_DIR_FORWARD,
+        CT_MAX_ENTRIES, ENDPOINTS_MAX_ENTRIES, EVENTS_MAX_ENTRIES, LOCAL_MAX_ENTRIES, MAGLEV_CHUNK,
         MAGLEV_MAX_CHUNKS, MAP_AFFINITY, MAP_CT, MAP_ENDPOINTS, MAP_EVENTS, MAP_LOCAL, MAP_MAGLEV,
         MAP_NODE, MAP_SERVICES, MAP_SNAT_EXHAUSTED, NODE_MAX_ENTRIES, SERVICES_MAX_ENTRIES,
-        SNAT_EXHAUSTED_MAX_ENTRIES, SnatExhaustKey,
+        SNAT_EXHAUSTED_MAX_ENTRIES,
     },
 };
 
@@ -179,6 +179,70 @@ impl Maps for AyaMaps {
                 true
             }
             None => false,
+        }
+    }
+
+    #[inline(always)]
+    fn ct_get_tracking<F: FnOnce(&CtValue) -> Option<SeqTrack>>(
+        &mut self,
+        key: &CtKey,
+        out: &mut CtValue,
+        track: F,
+    ) -> bool {
+        let Some(p) = CT.get_ptr_mut(key) else {
+            return false;
+        };
+        // SAFETY: `p` points at the live map value, `out` onto the stack:
+        // valid, aligned and disjoint. The writes touch only the tracking
+        // words, which packets of this entry's direction alone write.
+        unsafe {
+            core::ptr::copy_nonoverlapping(p, out, 1);
+            if let Some(t) = track(out) {
+                core::ptr::write_volatile(&mut (*p).seq_nxt, t.nxt);
+                core::ptr::write_volatile(&mut (*p).seq_ack, t.ack);
+            }
+        }
+        true
+    }
+
+    #[inline(always)]
+    fn ct_seq(&self, key: &CtKey) -> Option<SeqTrack> {
+        // SAFETY: three words read from the map value.
+        unsafe { CT.get(key) }.map(|v| SeqTrack {
+            nxt: v.seq_nxt,
+            ack: v.seq_ack,
+        })
+    }
+
+    #[inline(always)]
+    fn ct_write_half(&mut self, key: &CtKey, w: &CtWrite) -> Option<u8> {
+        let p = CT.get_ptr_mut(key)?;
+        // SAFETY: `p` points at the live map value. Volatile stores of
+        // exactly the fields this direction owns: the compiler must not
+        // widen them into a read-modify-write of the neighbouring bytes,
+        // which the other side's CPU may be writing.
+        unsafe {
+            if w.dir == CT_DIR_FORWARD {
+                core::ptr::write_volatile(&mut (*p).state, w.state);
+                core::ptr::write_volatile(&mut (*p).flags, w.flags);
+            } else {
+                core::ptr::write_volatile(&mut (*p).rep_state, w.state);
+                core::ptr::write_volatile(&mut (*p).rep_flags, w.flags);
+            }
+            if w.close {
+                core::ptr::write_volatile(&mut (*p).close_seq, w.close_seq);
+                core::ptr::write_volatile(&mut (*p).close_tsval, w.close_tsval);
+            }
+            core::ptr::write_volatile(&mut (*p).expires_ns, w.expires_ns);
+            let (s, f) = (
+                core::ptr::read_volatile(&(*p).state),
+                core::ptr::read_volatile(&(*p).rep_state),
+            );
+            let (fl, rf) = (
+                core::ptr::read_volatile(&(*p).flags),
+                core::ptr::read_volatile(&(*p).rep_flags),
+            );
+            Some(merge(s, fl, f, rf).0)
         }
     }
 

@@ -1,6 +1,7 @@
 //! The blue-green phases (B1–B6) under traffic: the pool set to
 //! blue-green with `sluice node-pools update`, then
-//! 1. an upgrade through every phase with short soaks;
+//! 1. an upgrade through every phase with short soaks, the controller
+//!    killed -9 between its batches;
 //! 2. one rolled back in the drain phase, after its first batch;
 //! 3. one completed with `complete-upgrade` during a long soak.
 //!
@@ -39,7 +40,7 @@ impl Scene {
         Ok(report)
     }
 
-    fn update(&self, c: &KubeCluster, flags: &[&str]) -> Result<String> {
+    pub(super) fn update(&self, c: &KubeCluster, flags: &[&str]) -> Result<String> {
         let mut args = vec!["node-pools", "update", &self.pool];
         args.extend_from_slice(flags);
         let out = self.sluice(c, &args)?;
@@ -47,7 +48,7 @@ impl Scene {
         Ok(out)
     }
 
-    fn names(&self, c: &KubeCluster) -> Result<BTreeSet<String>> {
+    pub(super) fn names(&self, c: &KubeCluster) -> Result<BTreeSet<String>> {
         Ok(self.node_states(c)?.into_iter().map(|n| n.name).collect())
     }
 
@@ -55,21 +56,38 @@ impl Scene {
     /// phase change into figures labelled `label: PHASE`; the phases seen,
     /// in order, and the operation as last read. Each phase may last at
     /// most the scene's wait.
-    fn follow(
+    ///
+    /// With `crash`, the controller is killed -9 and started again the
+    /// first time the operation matches it, the clients looping on.
+    pub(super) fn follow(
         &self,
-        c: &KubeCluster,
+        c: &mut KubeCluster,
         report: &mut Report,
         op: &str,
         label: &str,
         until: impl Fn(&OpView) -> bool,
+        crash: Option<&dyn Fn(&OpView) -> bool>,
     ) -> Result<(Vec<String>, OpView)> {
         let mut seen: Vec<String> = Vec::new();
         let mut loops = Loops::start(c);
         let mut since = Instant::now();
         let mut current = String::new();
         let mut said: Vec<String> = Vec::new();
+        let mut crashed = false;
         loop {
             let view = self.op(c, op)?;
+            if !crashed && !view.is_final() && crash.is_some_and(|f| f(&view)) {
+                crashed = true;
+                let t = Instant::now();
+                c.crash_and_restart_controller()?;
+                println!(
+                    "    {op}: {} ({}): the controller killed -9 and serving again after {:.1} s",
+                    view.phase,
+                    view.message,
+                    t.elapsed().as_secs_f64()
+                );
+                continue;
+            }
             // What holds the upgrade, each time it changes: where a phase's
             // time goes.
             if view.blocking != said {
@@ -173,20 +191,25 @@ impl Scene {
         let blue = self.names(c)?;
         let t = Instant::now();
         let op = self.start_with(c, v, &[])?;
-        let (phases, end) = self.follow(c, report, &op, "blue-green", OpView::is_final)?;
-        // A phase of one pass (the cordons) may fall between two reads.
-        let must = [
-            "CREATING_GREEN_POOL",
-            "DRAINING_BLUE_POOL",
-            "NODE_POOL_SOAKING",
-        ];
-        let in_order = must.iter().all(|p| phases.iter().any(|s| s == p))
-            && phases
-                .iter()
-                .filter_map(|p| PHASES.iter().position(|x| x == p))
-                .collect::<Vec<_>>()
-                .windows(2)
-                .all(|w| w[0] <= w[1]);
+        // Killed -9 between the batches: the restarted controller must
+        // carry on from the API's state (batches, soak, cordons).
+        let between: &dyn Fn(&OpView) -> bool =
+            &|o| o.phase == "DRAINING_BLUE_POOL" && o.batches_drained >= 1;
+        let (phases, end) = self.follow(
+            c,
+            report,
+            &op,
+            "blue-green",
+            OpView::is_final,
+            Some(between),
+        )?;
+        // A phase of one pass (the cordons) may fall between two reads;
+        // under load a read takes seconds, and green's creation (seconds
+        // too) may also be missed: the order is checked, and the phases
+        // that wait on purpose must show.
+        let must = ["DRAINING_BLUE_POOL", "NODE_POOL_SOAKING"];
+        let in_order =
+            must.iter().all(|p| phases.iter().any(|s| s == p)) && super::in_order(&phases, &PHASES);
         report.check(
             end.state == "DONE" && in_order,
             format!(
@@ -229,9 +252,14 @@ impl Scene {
         let blue = self.names(c)?;
         let t = Instant::now();
         let op = self.start_with(c, v, &[])?;
-        let (_, first) = self.follow(c, report, &op, "rollback", |o| {
-            o.is_final() || (o.phase == "DRAINING_BLUE_POOL" && o.batches_drained >= 1)
-        })?;
+        let (_, first) = self.follow(
+            c,
+            report,
+            &op,
+            "rollback",
+            |o| o.is_final() || (o.phase == "DRAINING_BLUE_POOL" && o.batches_drained >= 1),
+            None,
+        )?;
         if first.is_final() {
             return Err(anyhow!(
                 "{op} ended ({}) before it could be rolled back",
@@ -240,7 +268,11 @@ impl Scene {
         }
         let out = self.sluice(c, &["node-pools", "rollback", &self.pool, "--respect-pdb"])?;
         println!("    {}", out.trim());
-        let (phases, end) = self.follow(c, report, &op, "rollback", OpView::is_final)?;
+        // Killed -9 as the rollback runs: blue must end uncordoned and
+        // green gone, not half made.
+        let rolling: &dyn Fn(&OpView) -> bool = &|o| o.phase == "ROLLBACK_STARTED";
+        let (phases, end) =
+            self.follow(c, report, &op, "rollback", OpView::is_final, Some(rolling))?;
         report.check(
             end.state == "ROLLED_BACK" && phases.iter().any(|p| p == "ROLLBACK_STARTED"),
             format!(
@@ -281,16 +313,21 @@ impl Scene {
         )?;
         let t = Instant::now();
         let op = self.start_with(c, v, &[])?;
-        let (_, soaking) = self.follow(c, report, &op, "complete", |o| {
-            o.is_final() || o.phase == "NODE_POOL_SOAKING"
-        })?;
+        let (_, soaking) = self.follow(
+            c,
+            report,
+            &op,
+            "complete",
+            |o| o.is_final() || o.phase == "NODE_POOL_SOAKING",
+            None,
+        )?;
         if soaking.is_final() {
             return Err(anyhow!("{op} ended ({}) before its soak", soaking.state));
         }
         let out = self.sluice(c, &["node-pools", "complete-upgrade", &self.pool])?;
         println!("    {}", out.trim());
         let soak_ended = Instant::now();
-        let (_, end) = self.follow(c, report, &op, "complete", OpView::is_final)?;
+        let (_, end) = self.follow(c, report, &op, "complete", OpView::is_final, None)?;
         report.check(
             end.state == "DONE",
             format!(

@@ -17,6 +17,10 @@
 //! through every phase with short soaks, one rolled back in the drain
 //! phase, one completed early during its soak.
 //!
+//! Autoscaled blue-green ([`Scene::run_autoscaled_blue_green`],
+//! `autoscaled.rs`): the pool autoscaled, green grown from zero while blue
+//! waits cordoned, then drains.
+//!
 //! Every phase counts the requests served and failed per Service and the
 //! time per node upgraded. Checks are recorded, printed as they happen,
 //! never hidden; the caller fails on any. Waits are bounded; nothing is
@@ -35,6 +39,7 @@ use crate::kube_cluster::{
 };
 use crate::{tcp_request, Engine, Family, TcpOutcome, Traffic};
 
+mod autoscaled;
 mod blue_green;
 mod surge;
 
@@ -93,6 +98,33 @@ impl Report {
             .filter(|(ok, _)| !ok)
             .map(|(_, w)| w.as_str())
             .collect()
+    }
+
+    /// For the CI tests: the figures printed; every check but the
+    /// traffic's holds, and at most one request in `one_in` failed (each
+    /// loss printed). Panics otherwise.
+    pub fn assert_with_traffic_allowance(&self, one_in: u64) {
+        for f in &self.figures {
+            println!("{}: {:.1} s, requests {:?}", f.phase, f.seconds, f.requests);
+        }
+        let (served, lost): (u64, u64) = self
+            .figures
+            .iter()
+            .flat_map(|f| f.requests.values())
+            .fold((0, 0), |(s, l), (ok, failed)| (s + ok, l + failed));
+        assert!(served > 0, "no traffic measured");
+        let (traffic, other): (Vec<&str>, Vec<&str>) = self
+            .failed()
+            .into_iter()
+            .partition(|c| c.contains("requests served"));
+        assert!(other.is_empty(), "failed checks: {other:#?}");
+        for t in &traffic {
+            println!("lost: {t}");
+        }
+        assert!(
+            lost * one_in <= served,
+            "{lost} of {served} requests failed: {traffic:#?}"
+        );
     }
 }
 
@@ -475,6 +507,16 @@ impl Scene {
         let seen = self.wait_op(c, &op, what, |o| o.is_final() || o.upgraded >= upgraded)?;
         Ok((loops, t, op, seen))
     }
+}
+
+/// Whether the known phases in `seen` come in `order`'s order (a phase
+/// `order` does not name is skipped).
+fn in_order(seen: &[String], order: &[&str]) -> bool {
+    seen.iter()
+        .filter_map(|p| order.iter().position(|x| x == p))
+        .collect::<Vec<_>>()
+        .windows(2)
+        .all(|w| w[0] <= w[1])
 }
 
 fn listed(names: &[String]) -> String {

@@ -95,6 +95,9 @@ pub fn run(bins: Bins, engine: Engine, keep: bool) -> Result<()> {
     let mut spec = KubeClusterSpec::new(&["lab-a", "lab-b"], 2);
     spec.engine = engine;
     spec.monitor_grace_s = 6;
+    // A node killed outright has its Node deleted by the pool at once;
+    // its pods then wait out the pod GC's quarantine (40 s upstream).
+    spec.pod_gc_quarantine_s = 5;
     spec.agent = Some(bins.agent.clone());
     spec.controller = Some(bins.controller.clone());
     println!(
@@ -231,7 +234,8 @@ fn demo(c: &mut KubeCluster, bins: &Bins, engine: Engine) -> Result<usize> {
 /// surge upgrades of the pool with the `sluice` CLI (the controller killed
 /// -9 in the first, the second cancelled and resumed, the third rolled
 /// back), then three blue-green ones (every phase, a rollback while
-/// draining, an early complete-upgrade).
+/// draining, an early complete-upgrade), then an autoscaled blue-green one
+/// (green grown from zero through the wait).
 fn upgrades(c: &mut KubeCluster, bins: &Bins, checks: &mut Checks) -> Result<()> {
     let surge = upgrade_scene::Scene {
         sluice: bins.sluice.clone(),
@@ -247,6 +251,12 @@ fn upgrades(c: &mut KubeCluster, bins: &Bins, checks: &mut Checks) -> Result<()>
         ..surge
     };
     let report = blue_green.run_blue_green(c)?;
+    figures(&report, checks);
+    let autoscaled = upgrade_scene::Scene {
+        versions: ["1.37.7".into(), "1.37.8".into(), "1.37.9".into()],
+        ..blue_green
+    };
+    let report = autoscaled.run_autoscaled_blue_green(c)?;
     figures(&report, checks);
     println!("==> kubectl get nodepool,operations");
     print_indented(&c.kubectl(&["get", "nodepool,operations"])?);

@@ -48,9 +48,12 @@ const SLOW: &[(&str, u32)] = &[
     ("controller_upgrade", 185),
     // Measured alone at 153 s for both engines together (2026-12-01).
     ("controller_blue_green", 155),
+    // Both engines, 40 s each alone (2026-12-02).
+    ("controller_autoscaled_blue_green", 85),
     ("controller_lb", 96),
+    // Measured alone at 82 s with its run-limit test (2026-12-02).
+    ("netns_provider", 82),
     ("controller_cluster", 62),
-    ("netns_provider", 61),
     ("health_flood", 50),
     ("upgrades", 42),
     ("store_suite", 34),
@@ -58,6 +61,8 @@ const SLOW: &[(&str, u32)] = &[
     ("vip_flood", 20),
     ("weeks", 28),
     ("sluice_simulation", 28),
+    // 200 nodes upgraded autoscaled blue-green over 8 simulated days.
+    ("autoscaled_upgrade", 55),
     ("agent_drain", 24),
     ("bad_input", 21),
     // Compiling the examples, in the lanes beside the others.

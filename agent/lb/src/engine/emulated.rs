@@ -389,8 +389,9 @@ fn record_path(wire_name: &str) -> std::path::PathBuf {
 
 /// A namespace's identity: the device and inode of its nsfs file.
 fn ns_id(ns: &Netns) -> Option<String> {
-    // SAFETY: fstat on a descriptor the handle keeps open, into a local.
+    // SAFETY: `stat` is plain data; all zeroes is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat on a descriptor the handle keeps open, into a local.
     let r = unsafe { libc::fstat(ns.fd().as_raw_fd(), &mut st) };
     (r == 0).then(|| format!("{}:{}", st.st_dev, st.st_ino))
 }

@@ -251,6 +251,8 @@ impl RecvBatch {
                 };
                 frames
             ],
+            // SAFETY: `mmsghdr` is plain data; all zeroes is its empty
+            // value, filled in before each call.
             msgs: vec![unsafe { std::mem::zeroed() }; frames],
         }
     }

@@ -67,6 +67,9 @@ pub struct NodeFacts {
     pub unschedulable: bool,
     /// [`DRAIN_CORDONED_ANNOTATION`] is set.
     pub cordoned_by_agent: bool,
+    /// `sluice.dev/cordoned-at` on this clock: when a drain counts from
+    /// (A3) if the node was cordoned before the agent saw the drain.
+    pub cordoned_at: Option<Instant>,
     /// `sluice.dev/pool-kind`.
     pub pool: PoolKind,
 }
@@ -280,14 +283,26 @@ pub struct ApiDrains {
     singles: std::collections::VecDeque<(String, Ended)>,
 }
 
-/// Node `node` as the drain needs it, if the state has it.
-pub fn node_facts(state: &DesiredState, node: &str) -> Option<NodeFacts> {
+/// Node `node` as the drain needs it, if the state has it; `now` and
+/// `wall` are the same moment on both clocks.
+pub fn node_facts(
+    state: &DesiredState,
+    node: &str,
+    now: Instant,
+    wall: SystemTime,
+) -> Option<NodeFacts> {
     state.nodes.get(node).map(|n| NodeFacts {
         drain: n.drain,
         unschedulable: n.unschedulable,
         cordoned_by_agent: n.cordoned_by_agent,
+        cordoned_at: n.cordoned_at.and_then(|t| on_this_clock(t, now, wall)),
         pool: n.pool,
     })
+}
+
+/// A past wall-clock time on the monotonic clock (a future one is now).
+fn on_this_clock(t: SystemTime, now: Instant, wall: SystemTime) -> Option<Instant> {
+    now.checked_sub(wall.duration_since(t).unwrap_or(Duration::ZERO))
 }
 
 /// The pods bound to `node`; `now` and `wall` are the same moment on both
@@ -310,8 +325,7 @@ pub fn pod_facts(
             started: p
                 .reported
                 .start_time
-                .map(|t| wall.duration_since(t).unwrap_or(Duration::ZERO))
-                .and_then(|ago| now.checked_sub(ago)),
+                .and_then(|t| on_this_clock(t, now, wall)),
             deleting: p.deleting,
             evict: p.evict,
             daemon_set: p.daemon_set,
@@ -513,7 +527,9 @@ impl ApiDrains {
             (Some(reason), _) => {
                 self.drain = Some(DrainRun {
                     reason,
-                    since: now,
+                    // The cordon's own time when the controller wrote it:
+                    // a restarted agent does not start A3's 7 days again.
+                    since: node.cordoned_at.filter(|t| *t <= now).unwrap_or(now),
                     active: true,
                     members: BTreeSet::new(),
                     protected: BTreeMap::new(),

@@ -7,6 +7,7 @@ fn node(drain: Option<EvictionReason>, unschedulable: bool, ours: bool) -> NodeF
         drain,
         unschedulable,
         cordoned_by_agent: ours,
+        cordoned_at: None,
         pool: PoolKind::Standard,
     }
 }
@@ -311,6 +312,44 @@ fn protected_and_daemon_set_pods_are_left() {
 }
 
 const EXTENDED_RUN_FOR_TEST: Duration = crate::pods::eviction::EXTENDED_RUN;
+
+// spec: A3 — autoscaled blue-green protects a `safe-to-evict: "false"`
+// pod for 7 days from the node's cordon, as the controller stamped it on
+// the Node: an agent that first sees the drain 6 days later (or restarts
+// then) protects the pod for one more day, not seven.
+#[test]
+fn the_seven_days_count_from_the_nodes_cordon_across_a_restart() {
+    let day = Duration::from_secs(86_400);
+    let mut keep = pod("keep", 30);
+    keep.safe_to_evict_false = true;
+    let t0 = Instant::now();
+    let now = t0 + 6 * day;
+    let mut n = node(Some(EvictionReason::AutoscaledBlueGreen), true, true);
+    n.cordoned_at = Some(t0);
+    // A fresh agent (its drain state empty, as after a restart).
+    let mut d = ApiDrains::default();
+    assert!(d.plan(&n, &[keep.clone()], now).is_empty());
+    let until = d.progress(now).expect("a drain").protected[0].1;
+    assert_eq!(until, Some(t0 + EXTENDED_RUN_FOR_TEST));
+    assert!(d.plan(&n, &[keep.clone()], t0 + 7 * day - S).is_empty());
+    assert_eq!(
+        d.plan(&n, &[keep.clone()], t0 + 7 * day),
+        vec![evict("keep", 30)]
+    );
+    // Without the stamp the agent counts from when it saw the drain.
+    let mut n = node(Some(EvictionReason::AutoscaledBlueGreen), true, true);
+    n.cordoned_at = None;
+    let mut d = ApiDrains::default();
+    assert!(d.plan(&n, &[keep.clone()], now).is_empty());
+    let until = d.progress(now).expect("a drain").protected[0].1;
+    assert_eq!(until, Some(now + EXTENDED_RUN_FOR_TEST));
+    // A stamp in the future (clock skew) counts as now.
+    n.cordoned_at = Some(now + day);
+    let mut d = ApiDrains::default();
+    assert!(d.plan(&n, &[keep], now).is_empty());
+    let until = d.progress(now).expect("a drain").protected[0].1;
+    assert_eq!(until, Some(now + EXTENDED_RUN_FOR_TEST));
+}
 
 // A pod bound to the node while it drains (one tolerating the cordon) is
 // evicted too; ending the drain stops the asking, not what was accepted.

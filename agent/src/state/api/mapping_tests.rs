@@ -90,7 +90,7 @@ fn nodes_keep_internal_ips_cidrs_taints_and_the_sluice_keys() {
         "metadata": {
             "name": "node-1",
             "deletionTimestamp": "2026-11-23T10:00:00Z",
-            "annotations": {"sluice.dev/drain": "NodeUpgrade"},
+            "annotations": {"sluice.dev/drain": "NodeUpgrade", "sluice.dev/cordoned-at": "2026-11-23T09:00:00Z"},
             "labels": {"sluice.dev/pool-kind": "autopilot"},
         },
         "spec": {
@@ -117,6 +117,9 @@ fn nodes_keep_internal_ips_cidrs_taints_and_the_sluice_keys() {
     assert_eq!(info.drain, Some(EvictionReason::NodeUpgrade));
     assert_eq!(info.pool, PoolKind::Autopilot);
     assert!(!info.cordoned_by_agent);
+    // spec: A3 — the controller's cordon time, read off the Node.
+    let at: sluice_model::k8s::jiff::Timestamp = "2026-11-23T09:00:00Z".parse().expect("a time");
+    assert_eq!(info.cordoned_at, Some(std::time::SystemTime::from(at)));
 }
 
 // A request that cannot be read (a typo in `sluice.dev/drain`,
@@ -128,7 +131,7 @@ fn an_unreadable_request_is_named_and_the_object_kept_without_it() {
     let n = obj::<Node>(json!({
         "metadata": {
             "name": "node-1",
-            "annotations": {"sluice.dev/drain": "NodeUpgrde", "sluice.dev/drain-cordoned": "true"},
+            "annotations": {"sluice.dev/drain": "NodeUpgrde", "sluice.dev/drain-cordoned": "true", "sluice.dev/cordoned-at": "yesterday"},
             "labels": {"sluice.dev/pool-kind": "autopilot"},
         },
         "spec": {"podCIDRs": ["198.19.1.0/24"]},
@@ -153,6 +156,9 @@ fn an_unreadable_request_is_named_and_the_object_kept_without_it() {
         "the rest of the Node counts"
     );
     assert!(info.cordoned_by_agent);
+    // An unreadable cordon time is dropped, not a fault: the drain counts
+    // from when the agent saw it.
+    assert_eq!(info.cordoned_at, None);
     assert_eq!(m.state.pods["default/web-1"].evict, None);
     let fields: Vec<(&str, &str)> = m
         .faults

@@ -258,6 +258,7 @@ mod tests {
                 unschedulable: false,
                 drain: None,
                 cordoned_by_agent: false,
+                cordoned_at: None,
                 pool: crate::pods::PoolKind::Standard,
             };
             state.nodes.insert(n.to_string(), info);

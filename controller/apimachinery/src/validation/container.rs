@@ -217,7 +217,7 @@ fn env(list: &[EnvVar], path: &Path) -> ErrorList {
             if k.is_empty() {
                 errs.push(Error::required(&p.child("key"), ""));
             } else {
-                invalid_each(&mut errs, &p.child("key"), k, config_key(k));
+                invalid_each(&mut errs, &p.child("key"), k, names::config_key(k));
             }
         }
         if sources == 0 {
@@ -242,32 +242,6 @@ fn env(list: &[EnvVar], path: &Path) -> ErrorList {
                 "may not have more than one field specified at a time",
             ));
         }
-    }
-    errs
-}
-
-/// `IsConfigMapKey`.
-pub fn config_key(k: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if k.len() > names::DNS1123_SUBDOMAIN_MAX {
-        errs.push(names::max_len_error(names::DNS1123_SUBDOMAIN_MAX));
-    }
-    if !k
-        .bytes()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-    {
-        errs.push(names::regex_error(
-            "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
-            "[-._a-zA-Z0-9]+",
-            &["key.name", "KEY_NAME", "key-name"],
-        ));
-    }
-    if k == "." {
-        errs.push("must not be '.'".into());
-    } else if k == ".." {
-        errs.push("must not be '..'".into());
-    } else if k.starts_with("..") {
-        errs.push("must not start with '..'".into());
     }
     errs
 }

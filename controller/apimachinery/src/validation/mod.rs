@@ -7,6 +7,7 @@
 
 pub mod apps;
 pub mod budget;
+pub mod config_map;
 pub mod container;
 pub mod endpoint_slice;
 pub mod event;
@@ -20,6 +21,7 @@ pub mod node;
 pub mod pod;
 pub mod pod_spec;
 pub mod pod_update;
+pub mod secret;
 pub mod service;
 pub mod volume;
 
@@ -30,7 +32,7 @@ pub use field::{BadValue, Error, ErrorList, ErrorType, Path};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
@@ -38,8 +40,10 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 pub fn validates(group: &str, kind: &str) -> bool {
     matches!(
         (group, kind),
-        ("", "Service" | "Pod" | "Node" | "Namespace" | "Event")
-            | ("apps", "Deployment" | "ReplicaSet")
+        (
+            "",
+            "Service" | "Pod" | "Node" | "Namespace" | "Event" | "ConfigMap" | "Secret"
+        ) | ("apps", "Deployment" | "ReplicaSet")
             | ("coordination.k8s.io", "Lease")
             | ("discovery.k8s.io", "EndpointSlice")
             | ("policy", "PodDisruptionBudget")
@@ -94,6 +98,13 @@ pub fn validate(group: &str, kind: &str, new: &Value, old: Option<&Value>) -> Er
             namespace::validate_update,
         ),
         ("", "Event") => run::<Event>(new, old, event::validate_create, event::validate_update),
+        ("", "ConfigMap") => run::<ConfigMap>(
+            new,
+            old,
+            config_map::validate_create,
+            config_map::validate_update,
+        ),
+        ("", "Secret") => run::<Secret>(new, old, secret::validate_create, secret::validate_update),
         ("apps", "Deployment") => run::<Deployment>(
             new,
             old,

@@ -12,6 +12,7 @@ const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 const ENV_VAR_FMT: &str = "[-._a-zA-Z][-._a-zA-Z0-9]*";
 const PERCENT_FMT: &str = "[0-9]+%";
+const CONFIG_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
 
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
@@ -19,6 +20,8 @@ const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alp
 const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const ENV_VAR_MSG: &str = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit";
+const CONFIG_KEY_MSG: &str =
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";
 const PERCENT_MSG: &str =
     "a valid percent string must be a numeric string followed by an ending '%'";
 
@@ -253,6 +256,28 @@ pub fn env_var_name(v: &str) -> Vec<String> {
         ));
     }
     errs.extend(dots(v));
+    errs
+}
+
+/// `IsConfigMapKey`: a ConfigMap's or Secret's key (and a key a pod
+/// refers to), which becomes a file name in a volume. The empty key fails
+/// the pattern, as upstream's `+` demands a character.
+pub fn config_key(k: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if k.len() > DNS1123_SUBDOMAIN_MAX {
+        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
+    }
+    let ok = !k.is_empty()
+        && k.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
+    if !ok {
+        errs.push(regex_error(
+            CONFIG_KEY_MSG,
+            CONFIG_KEY_FMT,
+            &["key.name", "KEY_NAME", "key-name"],
+        ));
+    }
+    errs.extend(dots(k));
     errs
 }
 

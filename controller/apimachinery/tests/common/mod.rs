@@ -73,3 +73,13 @@ pub fn update_table(
 pub fn s(v: &str) -> String {
     v.to_string()
 }
+
+pub const CONFIG_KEY: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+
+/// `s`'s bytes as the API carries bytes: base64.
+pub fn b64(s: &str) -> String {
+    match serde_json::to_value(k8s_openapi::ByteString(s.as_bytes().to_vec())) {
+        Ok(Value::String(v)) => v,
+        other => panic!("base64 of {s:?}: {other:?}"),
+    }
+}

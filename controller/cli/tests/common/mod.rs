@@ -151,6 +151,13 @@ pub fn run(kc: &Path, args: &[&str]) -> Output {
     sluice(Some(kc), None, args)
 }
 
+/// `sluice node-pools update pool-a ARGS…`.
+pub fn update(kc: &Path, args: &[&str]) -> Output {
+    let mut all = vec!["node-pools", "update", "pool-a"];
+    all.extend_from_slice(args);
+    run(kc, &all)
+}
+
 pub fn code(o: &Output) -> Option<i32> {
     o.status.code()
 }
@@ -178,5 +185,59 @@ pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>
         }
         assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `sluice node-pools upgrade pool-a --version V FLAGS --async --format
+/// json`: the operation's name.
+pub fn start_upgrade(kc: &Path, version: &str, flags: &[&str]) -> String {
+    let mut args = vec!["node-pools", "upgrade", "pool-a", "--version", version];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--async", "--format", "json"]);
+    let o = run(kc, &args);
+    assert_eq!(code(&o), Some(OK), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the operation as JSON");
+    v["metadata"]["name"].as_str().expect("a name").to_string()
+}
+
+/// `sluice operations wait NAME --timeout 90s --format json`: its exit
+/// code, the blue-green phases its lines showed (in order, without
+/// repeats) and what it printed.
+pub fn wait_phases(kc: &Path, name: &str) -> (Option<i32>, Vec<String>, String) {
+    let o = run(
+        kc,
+        &[
+            "operations",
+            "wait",
+            name,
+            "--timeout",
+            "90s",
+            "--format",
+            "json",
+        ],
+    );
+    let mut phases: Vec<String> = Vec::new();
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+        if let Some(p) = v["phase"].as_str() {
+            if phases.last().map(String::as_str) != Some(p) {
+                phases.push(p.to_string());
+            }
+        }
+    }
+    (code(&o), phases, text(&o))
+}
+
+/// Every phase in `seen` is one of `order`, in that order (repeats and
+/// phases a read missed allowed); `out` is shown on failure.
+pub fn assert_phases_in_order(seen: &[String], order: &[&str], out: &str) {
+    let mut at = 0;
+    for p in seen {
+        let i = order
+            .iter()
+            .position(|o| o == p)
+            .unwrap_or_else(|| panic!("{p}: {out}"));
+        assert!(i >= at, "phases out of order: {seen:?}");
+        at = i;
     }
 }

@@ -18,6 +18,13 @@ pub const DRAIN_ANNOTATION: &str = "sluice.dev/drain";
 /// for a drain through the API, so that only its own cordon is undone when
 /// the drain ends, also after a restart (a user's cordon stays).
 pub const DRAIN_CORDONED_ANNOTATION: &str = "sluice.dev/drain-cordoned";
+
+/// When an upgrade cordoned the node (RFC 3339), written by the controller
+/// with the cordon: the clock autoscaled blue-green's 7-day protection
+/// counts from (A3), read by the planner and the node's agent alike, so
+/// that neither an agent's restart nor its first sight of the drain moves
+/// it.
+pub const CORDONED_AT_ANNOTATION: &str = "sluice.dev/cordoned-at";
 /// Annotation on a Pod asking the agent of its node to evict it once, with
 /// the same reason names (and grace caps, PDB handling) as a drain.
 pub const EVICT_ANNOTATION: &str = "sluice.dev/evict";

@@ -7,6 +7,7 @@ mod load_balancer;
 mod node_pool;
 mod openapi;
 mod operation;
+mod short_lived;
 
 use crate::decode::{decode_object, DecodeError, FieldValidation};
 use crate::kind::SluiceKind;

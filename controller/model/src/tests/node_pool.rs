@@ -7,7 +7,7 @@ use crate::node_pool::*;
 use crate::validation::ErrorKind;
 
 /// Every field set once.
-const FULL: &str = r#"
+pub(super) const FULL: &str = r#"
 apiVersion: sluice.dev/v1
 kind: NodePool
 metadata:
@@ -28,6 +28,11 @@ spec:
         value: batch
         effect: NO_SCHEDULE
     spot: true
+    pricePerHour: 0.05
+    reservationAffinity:
+      consumeReservationType: SPECIFIC_RESERVATION
+      key: compute.googleapis.com/reservation-name
+      values: [res-a]
   version: 1.33.2
   autoscaling:
     enabled: true
@@ -46,6 +51,8 @@ spec:
   management:
     autoUpgrade: true
     autoRepair: true
+  placementPolicy:
+    type: COMPACT
 status:
   status: RUNNING
   statusMessage: all nodes ready
@@ -67,10 +74,15 @@ status:
     lastFailureTime: "2026-11-23T01:00:00Z"
     quotaExceeded: true
     message: "instances: limit 10"
+  autoscaler:
+    targetSizes: {zone-a: 3, zone-b: 2}
+    nodesToRemove:
+      - {name: pool-a-zone-b-1, zone: zone-b}
+    memory: {unneededSince: {pool-a-zone-b-1: "2026-11-23T01:00:00Z"}}
 "#;
 
 /// Just what is required.
-const MINIMAL: &str = r#"
+pub(super) const MINIMAL: &str = r#"
 apiVersion: sluice.dev/v1
 kind: NodePool
 metadata: {name: pool-b}
@@ -96,6 +108,15 @@ fn full_example_round_trips() {
     assert_eq!(status.status, Some(NodePoolPhase::Running));
     assert_eq!(status.instances[1].state, InstanceState::Failed);
     assert_eq!(status.create_backoff.map(|b| b.failures), Some(2));
+    let a = status.autoscaler.unwrap_or_default();
+    assert_eq!(a.target_sizes.get("zone-b"), Some(&2));
+    assert_eq!(a.nodes_to_remove[0].name, "pool-a-zone-b-1");
+    assert!(a.memory.is_some_and(|m| m.get("unneededSince").is_some()));
+    let r = pool.spec.config.reservation_affinity.unwrap_or_default();
+    assert_eq!(
+        r.consume_reservation_type,
+        ReservationType::SpecificReservation
+    );
 }
 
 #[test]
@@ -539,4 +560,162 @@ fn blue_green_settings_need_the_blue_green_strategy() {
         "{e}"
     );
     assert!(crate::validation::validate_node_pool(&pool("BLUE_GREEN")).is_ok());
+}
+
+#[test]
+fn price_and_reservation_affinity() {
+    // spec: C8 — a price is a non-negative number of dollars.
+    breaks(
+        FULL,
+        |p: &mut NodePool| p.spec.config.price_per_hour = Some(-0.5),
+        "spec.config.pricePerHour",
+        ErrorKind::Invalid,
+        "non-negative",
+    );
+    breaks(
+        FULL,
+        |p: &mut NodePool| p.spec.config.price_per_hour = Some(f64::NAN),
+        "spec.config.pricePerHour",
+        ErrorKind::Invalid,
+        "non-negative",
+    );
+    // spec: C8 — GKE's reservation affinity: a specific reservation is
+    // named by GKE's key, the others name none.
+    fn affinity(p: &mut NodePool) -> &mut ReservationAffinity {
+        p.spec
+            .config
+            .reservation_affinity
+            .get_or_insert_with(Default::default)
+    }
+    breaks(
+        FULL,
+        |p: &mut NodePool| affinity(p).values.clear(),
+        "spec.config.reservationAffinity.values",
+        ErrorKind::Required,
+        "at least one reservation",
+    );
+    breaks(
+        FULL,
+        |p: &mut NodePool| affinity(p).key = Some("name".into()),
+        "spec.config.reservationAffinity.key",
+        ErrorKind::Invalid,
+        "compute.googleapis.com/reservation-name",
+    );
+    breaks(
+        FULL,
+        |p: &mut NodePool| {
+            let a = affinity(p);
+            a.consume_reservation_type = ReservationType::AnyReservation;
+            a.values.clear();
+        },
+        "spec.config.reservationAffinity.key",
+        ErrorKind::Forbidden,
+        "SPECIFIC_RESERVATION",
+    );
+    let none = edited(FULL, |p: &mut NodePool| {
+        p.spec.config.reservation_affinity = Some(ReservationAffinity {
+            consume_reservation_type: ReservationType::NoReservation,
+            ..Default::default()
+        })
+    });
+    assert_eq!(none.validate(), Ok(()));
+}
+
+fn tpu_pool(p: &mut NodePool, topology: &str, chips: Option<i32>) {
+    p.spec.placement_policy = Some(PlacementPolicy {
+        type_: None,
+        tpu_topology: Some(topology.into()),
+    });
+    p.spec.config.capacity.tpu = chips;
+}
+
+#[test]
+fn tpu_topology_divides_into_nodes() {
+    // spec: C10 — 16x16 of 4-chip hosts is 64 nodes.
+    let ok = edited(FULL, |p: &mut NodePool| tpu_pool(p, "16x16", Some(4)));
+    assert_eq!(ok.validate(), Ok(()));
+    assert_eq!(
+        ok.spec.placement_policy.and_then(|p| p.tpu_chips()),
+        Some(Ok(256))
+    );
+    breaks(
+        FULL,
+        |p: &mut NodePool| tpu_pool(p, "3x3", Some(4)),
+        "spec.placementPolicy.tpuTopology",
+        ErrorKind::Invalid,
+        "do not divide into nodes of 4",
+    );
+    breaks(
+        FULL,
+        |p: &mut NodePool| tpu_pool(p, "2x2x2x2", Some(4)),
+        "spec.placementPolicy.tpuTopology",
+        ErrorKind::Invalid,
+        "AxB or AxBxC",
+    );
+    breaks(
+        FULL,
+        |p: &mut NodePool| tpu_pool(p, "2x0", Some(4)),
+        "spec.placementPolicy.tpuTopology",
+        ErrorKind::Invalid,
+        "AxB or AxBxC",
+    );
+    breaks(
+        FULL,
+        |p: &mut NodePool| tpu_pool(p, "2x2", None),
+        "spec.config.capacity.tpu",
+        ErrorKind::Required,
+        "chips per node",
+    );
+    breaks(
+        FULL,
+        |p: &mut NodePool| tpu_pool(p, "2x2", Some(0)),
+        "spec.config.capacity.tpu",
+        ErrorKind::Invalid,
+        "must be positive",
+    );
+    // spec: C11 — a slice never needs more nodes than a cluster holds.
+    breaks(
+        FULL,
+        |p: &mut NodePool| tpu_pool(p, "1000x1000", Some(4)),
+        "spec.placementPolicy.tpuTopology",
+        ErrorKind::Invalid,
+        "more than a cluster holds",
+    );
+}
+
+#[test]
+fn autoscaler_sizes_are_counts_a_cluster_holds() {
+    fn status(p: &mut NodePool) -> &mut AutoscalerStatus {
+        p.status
+            .get_or_insert_with(Default::default)
+            .autoscaler
+            .get_or_insert_with(Default::default)
+    }
+    // spec: C1 — a target size is not negative.
+    breaks(
+        FULL,
+        |p: &mut NodePool| {
+            status(p).target_sizes.insert("zone-a".into(), -1);
+        },
+        "status.autoscaler.targetSizes[zone-a]",
+        ErrorKind::Invalid,
+        "0 or more",
+    );
+    // spec: C11 — nor past 15 000 nodes.
+    breaks(
+        FULL,
+        |p: &mut NodePool| {
+            status(p).target_sizes.insert("zone-a".into(), 15_001);
+        },
+        "status.autoscaler.targetSizes[zone-a]",
+        ErrorKind::Invalid,
+        "more than a cluster holds",
+    );
+    breaks(
+        FULL,
+        |p: &mut NodePool| status(p).nodes_to_remove[0].name.clear(),
+        "status.autoscaler.nodesToRemove[0].name",
+        ErrorKind::Required,
+        "named",
+    );
 }

@@ -3,8 +3,11 @@
 use std::collections::BTreeSet;
 
 use super::{ErrorKind, Errors, FieldErrors, Path, SEVEN_DAYS};
+use crate::duration::Duration;
 use crate::node_pool::{
-    BlueGreenSettings, NodeConfig, NodePool, NodePoolAutoscaling, UpgradeSettings, UpgradeStrategy,
+    AutoscalerStatus, BlueGreenSettings, NodeConfig, NodePool, NodePoolAutoscaling, NodePoolSpec,
+    ReservationAffinity, ReservationType, UpgradeSettings, UpgradeStrategy, DWS_MAX_RUN_DURATION,
+    RESERVATION_NAME_KEY,
 };
 
 /// The most nodes a cluster holds (spec C11, GKE's limit).
@@ -52,14 +55,137 @@ pub fn validate_node_pool(pool: &NodePool) -> Result<(), FieldErrors> {
         autoscaling(&mut errors, &path.field("autoscaling"), a);
     }
     if let Some(u) = &spec.upgrade_settings {
-        upgrade_settings(
+        let at = path.field("upgradeSettings");
+        if spec.short_lived() {
+            short_lived_settings(&mut errors, &at, u);
+        } else {
+            upgrade_settings(&mut errors, &at, u, autoscaling_on);
+        }
+    }
+    // A5: a queued-provisioning node is a Dynamic Workload Scheduler node
+    // as a flex-start one is (`config` checks the flex-start case).
+    if spec.short_lived() && !spec.config.flex_start {
+        max_run_within_dws(
             &mut errors,
-            &path.field("upgradeSettings"),
-            u,
-            autoscaling_on,
+            &path.field("config").field("maxRunDuration"),
+            spec.config.max_run_duration,
         );
     }
+    tpu(&mut errors, &path, spec);
+    if let Some(a) = pool.status.as_ref().and_then(|s| s.autoscaler.as_ref()) {
+        autoscaler_status(&mut errors, &Path::root("status").field("autoscaler"), a);
+    }
     errors.into_result()
+}
+
+/// C10: a TPU topology names a whole number of nodes.
+fn tpu(errors: &mut Errors, path: &Path, spec: &NodePoolSpec) {
+    let chips_per_node = spec.config.capacity.tpu;
+    let at_chips = path.field("config").field("capacity").field("tpu");
+    if let Some(c) = chips_per_node.filter(|c| *c <= 0) {
+        errors.invalid(&at_chips, format!("must be positive, got {c}"));
+    }
+    let Some(policy) = &spec.placement_policy else {
+        return;
+    };
+    let at = path.field("placementPolicy").field("tpuTopology");
+    match policy.tpu_chips() {
+        None => {}
+        Some(Err(why)) => errors.invalid(&at, why),
+        Some(Ok(chips)) => match chips_per_node {
+            None => errors.push(
+                &at_chips,
+                ErrorKind::Required,
+                "a TPU slice pool (placementPolicy.tpuTopology) names its chips per node",
+            ),
+            Some(per) if per > 0 => {
+                let per = per as u64;
+                if !chips.is_multiple_of(per) {
+                    errors.invalid(
+                        &at,
+                        format!(
+                            "{chips} chips do not divide into nodes of {per} (config.capacity.tpu)"
+                        ),
+                    );
+                } else if chips / per > MAX_CLUSTER_NODES as u64 {
+                    errors.invalid(
+                        &at,
+                        format!(
+                            "{} nodes is more than a cluster holds ({MAX_CLUSTER_NODES})",
+                            chips / per
+                        ),
+                    );
+                }
+            }
+            Some(_) => {}
+        },
+    }
+}
+
+/// What the autoscaler writes is checked as a user's spec would be: a
+/// size the pool reconciler would act on must be a count a cluster holds.
+fn autoscaler_status(errors: &mut Errors, path: &Path, a: &AutoscalerStatus) {
+    for (zone, size) in &a.target_sizes {
+        let at = path.field("targetSizes").key(zone);
+        errors.non_negative(&at, Some(*size));
+        if i64::from(*size) > MAX_CLUSTER_NODES {
+            errors.invalid(
+                &at,
+                format!("{size} is more than a cluster holds ({MAX_CLUSTER_NODES} nodes)"),
+            );
+        }
+    }
+    for (i, n) in a.nodes_to_remove.iter().enumerate() {
+        if n.name.is_empty() {
+            errors.push(
+                &path.field("nodesToRemove").index(i).field("name"),
+                ErrorKind::Required,
+                "a node to remove is named",
+            );
+        }
+    }
+}
+
+/// GKE's rules for `reservationAffinity`: only a specific reservation
+/// names reservations, by the one key GKE accepts.
+fn reservation_affinity(errors: &mut Errors, path: &Path, r: &ReservationAffinity) {
+    match r.consume_reservation_type {
+        ReservationType::SpecificReservation => {
+            if r.key.as_deref() != Some(RESERVATION_NAME_KEY) {
+                errors.invalid(
+                    &path.field("key"),
+                    format!("SPECIFIC_RESERVATION needs key {RESERVATION_NAME_KEY:?}"),
+                );
+            }
+            if r.values.is_empty() {
+                errors.push(
+                    &path.field("values"),
+                    ErrorKind::Required,
+                    "SPECIFIC_RESERVATION names at least one reservation",
+                );
+            }
+            for (i, v) in r.values.iter().enumerate() {
+                if v.is_empty() {
+                    errors.push(
+                        &path.field("values").index(i),
+                        ErrorKind::Required,
+                        "a reservation name may not be empty",
+                    );
+                }
+            }
+        }
+        ReservationType::AnyReservation | ReservationType::NoReservation => {
+            for (name, set) in [("key", r.key.is_some()), ("values", !r.values.is_empty())] {
+                if set {
+                    errors.push(
+                        &path.field(name),
+                        ErrorKind::Forbidden,
+                        "only with consumeReservationType SPECIFIC_RESERVATION",
+                    );
+                }
+            }
+        }
+    }
 }
 
 pub(super) fn config(errors: &mut Errors, path: &Path, config: &NodeConfig) {
@@ -70,6 +196,27 @@ pub(super) fn config(errors: &mut Errors, path: &Path, config: &NodeConfig) {
         let at = path.field("labels").key(key);
         errors.label_key(&at, key);
         errors.label_value(&at, value);
+    }
+    if let Some(p) = config.price_per_hour {
+        if !p.is_finite() || p < 0.0 {
+            errors.invalid(
+                &path.field("pricePerHour"),
+                format!("must be a non-negative number of dollars, got {p}"),
+            );
+        }
+    }
+    if let Some(r) = &config.reservation_affinity {
+        reservation_affinity(errors, &path.field("reservationAffinity"), r);
+    }
+    // GKE's maxRunDuration ("the maximum duration for the nodes to exist")
+    // is not limited to flex-start pools; only there is it capped.
+    let at = path.field("maxRunDuration");
+    match config.max_run_duration {
+        Some(d) if d <= Duration::ZERO => {
+            errors.invalid(&at, format!("must be more than 0s, got {d}"))
+        }
+        d if config.flex_start => max_run_within_dws(errors, &at, d),
+        _ => {}
     }
     let mut seen = BTreeSet::new();
     for (i, taint) in config.taints.iter().enumerate() {
@@ -167,6 +314,43 @@ fn autoscaling(errors: &mut Errors, path: &Path, a: &NodePoolAutoscaling) {
     }
 }
 
+/// A5: flex-start and queued-provisioning nodes run at most seven days.
+fn max_run_within_dws(errors: &mut Errors, path: &Path, d: Option<Duration>) {
+    if let Some(d) = d.filter(|d| *d > DWS_MAX_RUN_DURATION) {
+        errors.invalid(
+            path,
+            format!(
+                "flex-start and queued-provisioning nodes run at most {DWS_MAX_RUN_DURATION} \
+                 (7 days), got {d}"
+            ),
+        );
+    }
+}
+
+/// A5: a short-lived pool is upgraded `SHORT_LIVED` whatever is stored,
+/// so any other strategy, and every setting, is refused.
+fn short_lived_settings(errors: &mut Errors, path: &Path, u: &UpgradeSettings) {
+    const WHY: &str = "flex-start and queued-provisioning node pools are upgraded with \
+                       SHORT_LIVED, which takes no settings";
+    if u.strategy.is_some_and(|s| s != UpgradeStrategy::ShortLived) {
+        errors.push(&path.field("strategy"), ErrorKind::Forbidden, WHY);
+    }
+    forbid_settings(errors, path, u, WHY);
+}
+
+/// Every setting `u` holds, refused with `why`: the strategy in force
+/// takes none.
+fn forbid_settings(errors: &mut Errors, path: &Path, u: &UpgradeSettings, why: &str) {
+    let set = [
+        ("maxSurge", u.max_surge.is_some()),
+        ("maxUnavailable", u.max_unavailable.is_some()),
+        ("blueGreenSettings", u.blue_green_settings.is_some()),
+    ];
+    for (name, _) in set.iter().filter(|(_, is_set)| *is_set) {
+        errors.push(&path.field(name), ErrorKind::Forbidden, why);
+    }
+}
+
 pub(super) fn upgrade_settings(
     errors: &mut Errors,
     path: &Path,
@@ -198,18 +382,7 @@ pub(super) fn upgrade_settings(
         UpgradeStrategy::BlueGreen => {}
         UpgradeStrategy::ShortLived => {
             // A5: short-lived upgrades take no settings.
-            let set = [
-                ("maxSurge", u.max_surge.is_some()),
-                ("maxUnavailable", u.max_unavailable.is_some()),
-                ("blueGreenSettings", u.blue_green_settings.is_some()),
-            ];
-            for (name, _) in set.iter().filter(|(_, is_set)| *is_set) {
-                errors.push(
-                    &path.field(name),
-                    ErrorKind::Forbidden,
-                    "SHORT_LIVED upgrades take no settings",
-                );
-            }
+            forbid_settings(errors, path, u, "SHORT_LIVED upgrades take no settings");
         }
     }
     if let Some(bg) = &u.blue_green_settings {

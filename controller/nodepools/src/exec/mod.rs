@@ -8,7 +8,15 @@
 //!   one JSON [`Instance`] (the one named `SLUICE_NODE_NAME`, of that
 //!   pool) on stdout and exits 0. Out of quota, it exits 75 (`EX_TEMPFAIL`)
 //!   and prints `{"quota": {"resource": "CPUS", "limit": 24}}`. Any other
-//!   exit is a failure, its stderr the message.
+//!   exit is a failure, its stderr the message. A node with a run limit
+//!   (GKE's `maxRunDuration`; every flex-start or queued-provisioning
+//!   pool's node has one) also gets `SLUICE_NODE_MAX_RUN_DURATION`
+//!   (`3600s`, GKE's form; empty without a limit), the same value as its
+//!   config's `sluice.dev/max-run-duration` label: the script (or the
+//!   machine) ends the machine itself once that long has passed since
+//!   the `createdAt` it printed, as GKE ends a flex-start VM, and `list`
+//!   stops returning it (or returns it `DELETING`). The pool loop then
+//!   makes a new node if the pool still wants one.
 //! - **delete** gets the instance's name as its argument and in
 //!   `SLUICE_NODE_NAME`; exit 0 once the instance is gone or going, 67
 //!   (`EX_NOUSER`) when there is no such instance.
@@ -100,11 +108,19 @@ impl ExecProvider {
     async fn create_now(&self, req: CreateNode) -> Result<Instance, ProviderError> {
         let script = Script::new("create", &self.config.create);
         let stdin = serde_json::to_vec(&req).map_err(|e| script.fail(e))?;
+        // Always set, empty without a limit, so that a value in the
+        // controller's own environment never reaches the script.
+        let run = req
+            .config
+            .max_run_duration()
+            .map(|d| d.to_string())
+            .unwrap_or_default();
         let env = [
             ("SLUICE_NODE_NAME", req.name.as_str()),
             ("SLUICE_NODE_ZONE", req.zone.as_str()),
             ("SLUICE_NODE_POOL", req.pool.as_str()),
             ("SLUICE_NODE_VERSION", req.version.as_str()),
+            ("SLUICE_NODE_MAX_RUN_DURATION", run.as_str()),
         ];
         let done = script
             .run(

@@ -88,6 +88,37 @@ async fn create_gets_the_request_on_stdin_and_in_the_environment() {
 }
 
 #[tokio::test]
+async fn create_is_told_the_run_limit_the_script_enforces() {
+    // spec: A5 — the script ends the machine at createdAt + the limit, as
+    // GKE ends a flex-start VM; the provider only tells it the limit.
+    let s = Scripts::new();
+    s.write(
+        "create",
+        &format!(
+            "cat > \"$DIR/request.json\"\n\
+             printf '%s' \"${{SLUICE_NODE_MAX_RUN_DURATION-unset}}\" > \"$DIR/run\"\n\
+             {ECHO_INSTANCE}"
+        ),
+    );
+    let mut limited = req();
+    limited.config.labels.insert(
+        crate::instance::MAX_RUN_DURATION_LABEL.into(),
+        "3600s".into(),
+    );
+    s.provider().create(limited.clone()).await.unwrap();
+    assert_eq!(s.read("run"), "3600s");
+    let sent: serde_json::Value = serde_json::from_str(&s.read("request.json")).unwrap();
+    assert_eq!(
+        sent["config"]["labels"]["sluice.dev/max-run-duration"],
+        "3600s"
+    );
+    // Without a limit the variable is there and empty, whatever the
+    // controller's own environment holds.
+    s.provider().create(req()).await.unwrap();
+    assert_eq!(s.read("run"), "");
+}
+
+#[tokio::test]
 async fn exit_75_with_a_quota_report_is_quota_exhausted() {
     let s = Scripts::new();
     s.write(

@@ -15,6 +15,13 @@
 //!   a pool being deleted deletes all of its instances;
 //! - surplus instances go in this order, per zone: not registered, then
 //!   registered but not Ready, then the newest;
+//! - while autoscaling is enabled, a zone the cluster autoscaler sized
+//!   (`status.autoscaler.targetSizes`) holds that size within the limits,
+//!   as a managed instance group holds the target size the autoscaler
+//!   sets; the nodes it names (`status.autoscaler.nodesToRemove`) are
+//!   deleted, and in such a zone a registered Ready node is never surplus:
+//!   only the autoscaler picks which running node goes, having drained
+//!   it, so a lowered size never takes the newest node in its place;
 //! - new nodes get `spec.version` (else the cluster's) and names from
 //!   [`crate::naming`]; at most `max_parallel_creations` instances are
 //!   being created at once;
@@ -53,7 +60,7 @@ pub use backoff::record;
 pub use observe::is_ready as is_node_ready;
 use observe::{Fate, Lens, Seen};
 pub use status::{QUOTA_EXCEEDED, READY};
-pub use target::zone_targets;
+pub use target::{pool_targets, zone_targets};
 
 /// When creations may be tried again after the failure `status` records
 /// (`None`: no failure recorded).
@@ -120,6 +127,8 @@ pub enum Action {
 /// Why an instance is deleted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeleteReason {
+    /// The cluster autoscaler drained it and named it for removal.
+    ScaledDown,
     /// The provider reports it failed, with its reason.
     Failed(String),
     /// Its Node did not register within the node startup timeout.
@@ -140,6 +149,7 @@ impl fmt::Display for DeleteReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeleteReason::Failed(why) => write!(f, "failed: {why}"),
+            DeleteReason::ScaledDown => f.write_str("the cluster autoscaler removed it"),
             DeleteReason::StartupTimeout => f.write_str("its Node did not register in time"),
             DeleteReason::NodeDeleted => f.write_str("its Node was deleted"),
             DeleteReason::ZoneRemoved => f.write_str("its zone left the pool's locations"),
@@ -194,10 +204,10 @@ pub fn plan<N: std::borrow::Borrow<Node>>(
     let spec = NodeSpec::of_pool(pool)?.labelled();
     let previous = pool.status.clone().unwrap_or_default();
     let deleting = pool.metadata.deletion_timestamp.is_some();
-    let targets = if deleting {
-        Vec::new()
+    let (targets, autoscaled) = if deleting {
+        Default::default()
     } else {
-        target::zone_targets(&pool.spec, &config.cluster_locations)
+        target::pool_targets(pool, &config.cluster_locations)
     };
     let instances: Vec<Instance> = instances
         .iter()
@@ -212,7 +222,8 @@ pub fn plan<N: std::borrow::Borrow<Node>>(
         now,
     };
     let mut seen = lens.observe(&instances, nodes);
-    mark_surplus(&mut seen, &targets, &config.held_zones);
+    mark_scaled_down(&mut seen, pool, &config.held_zones);
+    mark_surplus(&mut seen, &targets, &config.held_zones, &autoscaled);
 
     let mut actions = deletions(&seen);
 
@@ -264,7 +275,8 @@ pub fn plan<N: std::borrow::Borrow<Node>>(
     let settled = status.status == Some(sluice_model::node_pool::NodePoolPhase::Running)
         && actions.is_empty();
     let backoff_until = retry_at.filter(|_| backing_off && short);
-    let requeue_after = requeue_after(&seen, backoff_until, settled, config, now);
+    let run_ends = run_ends(pool, &seen, config, now);
+    let requeue_after = requeue_after(&seen, backoff_until, run_ends, settled, config, now);
     Ok(Plan {
         actions,
         status,
@@ -291,12 +303,38 @@ fn deletions(seen: &[Seen<'_>]) -> Vec<Action> {
         .collect()
 }
 
+/// When the counted instances' runs end (A5: the provider ends a node
+/// at `createdAt` + the pool's `maxRunDuration`), so the pass that sees
+/// one gone, and replaces it, comes then: nothing else announces it, and
+/// a settled pool is not polled. Read from the pool's limit now, which a
+/// node made before a change of it may not have; the wrong guess costs a
+/// pass. An instance still listed past its end is looked at again after
+/// the poll interval.
+fn run_ends(pool: &NodePool, seen: &[Seen<'_>], config: &Config, now: Timestamp) -> Vec<Timestamp> {
+    let Some(limit) = pool.spec.max_run_duration() else {
+        return Vec::new();
+    };
+    let limit = SignedDuration::from_nanos(limit.as_nanos());
+    seen.iter()
+        .filter(|s| matches!(s.fate, Fate::Counted { .. }))
+        .map(|s| crate::later(s.instance.created_at, limit))
+        .map(|end| {
+            if end > now {
+                end
+            } else {
+                crate::later(now, config.poll_interval)
+            }
+        })
+        .collect()
+}
+
 /// The soonest of: an unregistered instance's startup deadline, the end
-/// of a backoff holding back needed creations, and, unless the pool is
-/// settled, the poll interval.
+/// of a backoff holding back needed creations, the end of a node's run,
+/// and, unless the pool is settled, the poll interval.
 fn requeue_after(
     seen: &[Seen<'_>],
     backoff_until: Option<Timestamp>,
+    run_ends: Vec<Timestamp>,
     settled: bool,
     config: &Config,
     now: Timestamp,
@@ -308,18 +346,50 @@ fn requeue_after(
     let poll = (!settled).then(|| crate::later(now, config.poll_interval));
     deadlines
         .chain(backoff_until)
+        .chain(run_ends)
         .chain(poll)
         .min()
         .map(|t| t.duration_since(now))
 }
 
+/// The nodes the autoscaler named become `Remove(ScaledDown)` while
+/// autoscaling is enabled; not in a zone an upgrade holds (the upgrade
+/// decides that zone's nodes until it lets go, and the autoscaler names
+/// them again after).
+fn mark_scaled_down(seen: &mut [Seen<'_>], pool: &NodePool, held: &BTreeMap<String, ZoneHold>) {
+    if !pool.spec.autoscaling.as_ref().is_some_and(|a| a.enabled) {
+        return;
+    }
+    let Some(a) = pool.status.as_ref().and_then(|s| s.autoscaler.as_ref()) else {
+        return;
+    };
+    let named: HashSet<(&str, &str)> = a
+        .nodes_to_remove
+        .iter()
+        .map(|n| (n.name.as_str(), n.zone.as_str()))
+        .collect();
+    for s in seen.iter_mut() {
+        let i = s.instance;
+        if matches!(s.fate, Fate::Counted { .. })
+            && !held.contains_key(&i.zone)
+            && named.contains(&(i.name.as_str(), i.zone.as_str()))
+        {
+            s.fate = Fate::Remove(DeleteReason::ScaledDown);
+        }
+    }
+}
+
 /// Per zone, the instances over target become `Remove(Surplus)`: not
 /// registered first, then not Ready, then the newest (ties by name).
-/// A zone an upgrade holds keeps up to its `extra` over the target.
+/// A zone an upgrade holds keeps up to its `extra` over the target. In a
+/// zone the autoscaler sizes, only instances not registered or not Ready
+/// may be surplus (a rolled-back scale-up's); a running node waits to be
+/// named.
 fn mark_surplus(
     seen: &mut [Seen<'_>],
     targets: &[(String, usize)],
     held: &BTreeMap<String, ZoneHold>,
+    autoscaled: &std::collections::BTreeSet<String>,
 ) {
     for (zone, target) in targets {
         let target = &target.saturating_add(held.get(zone).map_or(0, |h| h.extra));
@@ -337,7 +407,11 @@ fn mark_surplus(
                 .then_with(|| a.instance.name.cmp(&b.instance.name))
         });
         let surplus = counted.len() - target;
+        let owned = autoscaled.contains(zone);
         for s in counted.into_iter().take(surplus) {
+            if owned && s.registered && s.ready {
+                break;
+            }
             s.fate = Fate::Remove(DeleteReason::Surplus);
         }
     }

@@ -76,6 +76,8 @@ pub(super) fn build(
         // The upgrade loop's to write: kept, so that neither loop undoes
         // the other's write.
         update_info: previous.update_info.clone(),
+        // The autoscaler loop's, likewise.
+        autoscaler: previous.autoscaler.clone(),
         ..Default::default()
     };
     summarize(&mut status, deleting, config, now);

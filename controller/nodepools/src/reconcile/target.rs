@@ -1,6 +1,45 @@
 //! How many nodes each zone of a pool should hold.
 
-use sluice_model::node_pool::NodePoolSpec;
+use std::collections::BTreeSet;
+
+use sluice_model::node_pool::{NodePool, NodePoolSpec};
+
+/// A pool's zones with their targets, as [`zone_targets`] reads the spec,
+/// except that while autoscaling is enabled a zone whose size the cluster
+/// autoscaler chose (`status.autoscaler.targetSizes`) holds that size,
+/// within the pool's limits (per zone `minNodeCount..maxNodeCount`; with
+/// total limits, at most `totalMaxNodeCount`). Also the zones whose size
+/// the autoscaler owns.
+pub fn pool_targets(
+    pool: &NodePool,
+    cluster_locations: &[String],
+) -> (Vec<(String, usize)>, BTreeSet<String>) {
+    let mut targets = zone_targets(&pool.spec, cluster_locations);
+    let mut owned = BTreeSet::new();
+    let Some(a) = pool.spec.autoscaling.as_ref().filter(|a| a.enabled) else {
+        return (targets, owned);
+    };
+    let Some(sizes) = pool.status.as_ref().and_then(|s| s.autoscaler.as_ref()) else {
+        return (targets, owned);
+    };
+    let bound = |v: Option<i32>, or: i64| v.map_or(or, |v| i64::from(v.max(0)));
+    let (min, max) = if a.min_node_count.is_some() || a.max_node_count.is_some() {
+        (
+            bound(a.min_node_count, 0),
+            bound(a.max_node_count, i64::MAX),
+        )
+    } else {
+        (0, bound(a.total_max_node_count, i64::MAX))
+    };
+    for (zone, target) in &mut targets {
+        if let Some(size) = sizes.target_sizes.get(zone) {
+            let size = i64::from(*size).max(min).min(max).max(0);
+            *target = usize::try_from(size).unwrap_or(0);
+            owned.insert(zone.clone());
+        }
+    }
+    (targets, owned)
+}
 
 /// The pool's zones in `locations` order (the cluster's when the pool
 /// names none, as GKE does), each with its target: `initialNodeCount`, or
@@ -51,7 +90,7 @@ pub fn zone_targets(spec: &NodePoolSpec, cluster_locations: &[String]) -> Vec<(S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_model::node_pool::NodePoolAutoscaling;
+    use sluice_model::node_pool::{NodePool, NodePoolAutoscaling};
 
     fn spec(zones: &[&str], initial: Option<i32>, a: Option<NodePoolAutoscaling>) -> NodePoolSpec {
         NodePoolSpec {
@@ -109,6 +148,51 @@ mod tests {
             counts(zone_targets(&spec(&["a"], Some(9), Some(off)), &[])),
             [9]
         );
+    }
+
+    fn autoscaled(a: NodePoolAutoscaling, sizes: &[(&str, i32)]) -> NodePool {
+        let mut pool = NodePool::new("p", spec(&["a", "b"], Some(1), Some(a)));
+        let status = sluice_model::node_pool::AutoscalerStatus {
+            target_sizes: sizes.iter().map(|(z, n)| (z.to_string(), *n)).collect(),
+            ..Default::default()
+        };
+        pool.status = Some(sluice_model::node_pool::NodePoolStatus {
+            autoscaler: Some(status),
+            ..Default::default()
+        });
+        pool
+    }
+
+    #[test]
+    fn the_autoscalers_size_holds_within_the_limits() {
+        let limits = NodePoolAutoscaling {
+            enabled: true,
+            min_node_count: Some(1),
+            max_node_count: Some(5),
+            ..Default::default()
+        };
+        // spec: C1, C6 — the autoscaler's size per zone, bounded by min..max;
+        // a zone it has not sized keeps the spec's target.
+        let (t, owned) = pool_targets(&autoscaled(limits.clone(), &[("a", 4)]), &[]);
+        assert_eq!(counts(t), [4, 1]);
+        assert_eq!(owned.into_iter().collect::<Vec<_>>(), ["a"]);
+        let (t, _) = pool_targets(&autoscaled(limits.clone(), &[("a", 9), ("b", 0)]), &[]);
+        assert_eq!(counts(t), [5, 1]);
+        // spec: C1 — with total limits, a zone never holds more than the total.
+        let total = NodePoolAutoscaling {
+            enabled: true,
+            total_max_node_count: Some(3),
+            ..Default::default()
+        };
+        let (t, _) = pool_targets(&autoscaled(total, &[("a", 7), ("b", 0)]), &[]);
+        assert_eq!(counts(t), [3, 0]);
+        // Autoscaling off: the sizes it left are not read.
+        let off = NodePoolAutoscaling {
+            enabled: false,
+            ..limits
+        };
+        let (t, owned) = pool_targets(&autoscaled(off, &[("a", 4)]), &[]);
+        assert_eq!((counts(t), owned.len()), (vec![1, 1], 0));
     }
 
     #[test]

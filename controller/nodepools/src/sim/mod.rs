@@ -4,14 +4,18 @@
 //! `Running`; creations beyond the quota (`max_instances` across every
 //! pool) fail with [`ProviderError::QuotaExhausted`]; the next N creations
 //! can be made to fail, and any instance can be marked `Failed`. Deletion
-//! is immediate. Nothing boots, so no Node registers by itself: tests and
-//! benchmarks take the Nodes of the running instances from
+//! is immediate. An instance whose spec carries a run limit
+//! ([`NodeSpec::run_ends_at`], GKE's `maxRunDuration`) is gone from
+//! `created_at` + that limit on, as GKE deletes a flex-start VM at the end
+//! of its run; [`SimProvider::next_run_end`] tells an event-driven test
+//! when the next one goes. Nothing boots, so no Node registers by itself:
+//! tests and benchmarks take the Nodes of the running instances from
 //! [`SimProvider::nodes`].
 //!
 //! Instances are kept per pool in ordered maps, so creating, deleting and
 //! listing cost O(log n) and O(pool) even with 5 000 nodes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use k8s_openapi::api::core::v1::Node;
@@ -68,6 +72,8 @@ struct State {
     pools: HashMap<String, BTreeMap<String, Sim>>,
     /// Name → pool, for deletion by name.
     pool_of: HashMap<String, String>,
+    /// When each instance with a run limit ends, earliest first.
+    run_ends: BTreeSet<(Timestamp, String)>,
 }
 
 struct Sim {
@@ -76,6 +82,8 @@ struct Sim {
     created_at: Timestamp,
     spec: NodeSpec,
     failed: Option<String>,
+    /// The end of its run, if it has a limit.
+    ends_at: Option<Timestamp>,
 }
 
 impl SimProvider {
@@ -153,8 +161,18 @@ impl SimProvider {
             .collect()
     }
 
+    /// When the next instance's run ends (it is gone from then on).
+    pub fn next_run_end(&self) -> Option<Timestamp> {
+        self.lock().run_ends.first().map(|(t, _)| *t)
+    }
+
+    /// The state, with every instance whose run is over at the clock's
+    /// now removed first: whatever is read or changed sees them gone.
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        let now = self.clock.now();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.end_runs(now);
+        state
     }
 
     fn create_now(&self, req: CreateNode) -> Result<Instance, ProviderError> {
@@ -185,9 +203,13 @@ impl SimProvider {
             zone: req.zone,
             version: req.version,
             created_at: now,
+            ends_at: req.config.run_ends_at(now),
             spec: req.config,
             failed: None,
         };
+        if let Some(end) = sim.ends_at {
+            state.run_ends.insert((end, req.name.clone()));
+        }
         let instance = state.instance(&req.pool, &req.name, &sim, now);
         state.pool_of.insert(req.name.clone(), req.pool.clone());
         state
@@ -199,18 +221,11 @@ impl SimProvider {
     }
 
     fn delete_now(&self, name: &str) -> Result<(), ProviderError> {
-        let mut state = self.lock();
-        let pool = state
-            .pool_of
-            .remove(name)
-            .ok_or_else(|| ProviderError::NotFound(name.to_owned()))?;
-        if let Some(instances) = state.pools.get_mut(&pool) {
-            instances.remove(name);
-            if instances.is_empty() {
-                state.pools.remove(&pool);
-            }
+        if self.lock().remove(name) {
+            Ok(())
+        } else {
+            Err(ProviderError::NotFound(name.to_owned()))
         }
-        Ok(())
     }
 
     fn list_now(&self, pool: &str) -> Vec<Instance> {
@@ -226,6 +241,31 @@ impl SimProvider {
 }
 
 impl State {
+    /// Remove instance `name`; false if there is none.
+    fn remove(&mut self, name: &str) -> bool {
+        let Some(pool) = self.pool_of.remove(name) else {
+            return false;
+        };
+        if let Some(instances) = self.pools.get_mut(&pool) {
+            if let Some(end) = instances.remove(name).and_then(|sim| sim.ends_at) {
+                self.run_ends.remove(&(end, name.to_owned()));
+            }
+            if instances.is_empty() {
+                self.pools.remove(&pool);
+            }
+        }
+        true
+    }
+
+    /// Remove the instances whose run ended by `now`.
+    fn end_runs(&mut self, now: Timestamp) {
+        while self.run_ends.first().is_some_and(|(end, _)| *end <= now) {
+            if let Some((_, name)) = self.run_ends.pop_first() {
+                self.remove(&name);
+            }
+        }
+    }
+
     fn instance(&self, pool: &str, name: &str, sim: &Sim, now: Timestamp) -> Instance {
         let state = match &sim.failed {
             Some(why) => InstanceState::Failed(why.clone()),

@@ -150,3 +150,55 @@ async fn five_thousand_nodes() {
     assert_eq!(p.list("p").await.unwrap().len(), 5000);
     assert_eq!(p.nodes("p").len(), 5000);
 }
+
+/// `req(name)` with a run limit of `secs`.
+fn limited(name: &str, secs: i64) -> CreateNode {
+    let mut r = req(name);
+    r.config.labels.insert(
+        crate::instance::MAX_RUN_DURATION_LABEL.into(),
+        format!("{secs}s"),
+    );
+    r
+}
+
+#[tokio::test]
+async fn a_node_ends_at_the_end_of_its_run_and_not_before() {
+    // spec: A5 — GKE deletes a flex-start VM when its maxRunDuration is
+    // over; the sim does so on its clock.
+    let (clock, p) = sim();
+    p.set_quota(Some(2));
+    p.create(limited("n1", 3600)).await.unwrap();
+    clock.advance(SignedDuration::from_secs(600));
+    p.create(limited("n2", 3600)).await.unwrap();
+    p.create(req("n3")).await.unwrap_err();
+    assert_eq!(p.next_run_end(), Some(later(start(), 3600)));
+
+    clock.advance(SignedDuration::from_secs(3000) - SignedDuration::from_nanos(1));
+    assert_eq!(p.len(), 2, "one nanosecond before the end, both run");
+    assert_eq!(p.nodes("p").len(), 2);
+    clock.advance(SignedDuration::from_nanos(1));
+    let names: Vec<String> = p.list_now("p").into_iter().map(|i| i.name).collect();
+    assert_eq!(names, ["n2"], "n1's run is over");
+    assert_eq!(p.capacity().await.unwrap(), Some(1), "its quota is free");
+    assert_eq!(
+        p.delete("n1").await,
+        Err(ProviderError::NotFound("n1".into()))
+    );
+    assert_eq!(p.next_run_end(), Some(later(start(), 4200)));
+
+    // A replacement's run counts from its own creation.
+    p.create(limited("n1", 3600)).await.unwrap();
+    clock.advance(SignedDuration::from_secs(600));
+    assert_eq!(p.len(), 1, "n2 ended, the new n1 runs");
+    // Deleted before its end, an instance leaves nothing to end later.
+    p.delete("n1").await.unwrap();
+    assert_eq!(p.next_run_end(), None);
+    // No limit: it runs on.
+    p.create(req("n4")).await.unwrap();
+    clock.advance(SignedDuration::from_secs(30 * 24 * 3600));
+    assert_eq!(p.len(), 1);
+}
+
+fn later(t: Timestamp, secs: i64) -> Timestamp {
+    t.checked_add(SignedDuration::from_secs(secs)).unwrap()
+}

@@ -9,6 +9,7 @@ use sluice_model::k8s::jiff::Timestamp;
 
 use super::{age, pod};
 
+mod config;
 mod load_balancers;
 
 /// One cell of a row.
@@ -341,7 +342,7 @@ pub type Cells = fn(&Value, Timestamp) -> Vec<Cell>;
 
 /// The columns of `kind`, and how its rows are made.
 pub fn for_kind(kind: &str) -> (Vec<Column>, Cells) {
-    if let Some(found) = load_balancers::for_kind(kind) {
+    if let Some(found) = load_balancers::for_kind(kind).or_else(|| config::for_kind(kind)) {
         return found;
     }
     match kind {
@@ -616,6 +617,8 @@ mod tests {
             "Namespace",
             "Lease",
             "Event",
+            "ConfigMap",
+            "Secret",
             "NodePool",
             "Cluster",
             "Operation",

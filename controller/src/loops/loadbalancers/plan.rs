@@ -58,6 +58,11 @@ pub struct Inputs<'a> {
     pub serving: BTreeSet<String>,
     pub subsetting: Subsetting,
     pub existing: Existing<'a>,
+    /// What this process already reported as Events for the Service (the
+    /// subjects of its warnings, and [`ANNOTATION_IGNORED`]): the status
+    /// it wrote with them may not be in the cache yet when the next
+    /// change wakes the Service, and an Event is news only once.
+    pub reported: &'a BTreeSet<String>,
     pub now: Timestamp,
 }
 
@@ -84,6 +89,9 @@ pub struct Plan {
     pub delete_lb: bool,
     pub delete_hc: bool,
     pub events: Vec<Report>,
+    /// What is reported once this plan is written: the `reported` of the
+    /// next decision for the Service.
+    pub reported: BTreeSet<String>,
 }
 
 impl Plan {
@@ -461,9 +469,10 @@ pub fn plan(inputs: &Inputs<'_>) -> Plan {
     };
     // A warning is new when its subject is (a count that moves as nodes
     // come is no news: one Event per zone, not one per node added).
-    let known: BTreeSet<&str> = before
+    let mut known: BTreeSet<&str> = before
         .map(|s| s.warnings.iter().map(|w| subject(w)).collect())
         .unwrap_or_default();
+    known.extend(inputs.reported.iter().map(String::as_str));
     for w in status
         .warnings
         .iter()
@@ -474,17 +483,30 @@ pub fn plan(inputs: &Inputs<'_>) -> Plan {
             message: w.clone(),
         });
     }
-    let had_condition = before.is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == ANNOTATION_IGNORED && c.status == "True")
-    });
+    let had_condition = known.contains(ANNOTATION_IGNORED)
+        || before.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == ANNOTATION_IGNORED && c.status == "True")
+        });
     if let (Some(c), false) = (status.conditions.first(), had_condition) {
         plan.events.push(Report {
             reason: "AnnotationIgnored",
             message: c.message.clone(),
         });
     }
+    plan.reported = status
+        .warnings
+        .iter()
+        .map(|w| subject(w).to_string())
+        .chain(
+            status
+                .conditions
+                .iter()
+                .filter(|c| c.type_ == ANNOTATION_IGNORED && c.status == "True")
+                .map(|_| ANNOTATION_IGNORED.to_string()),
+        )
+        .collect();
     match inputs.existing.lb {
         None => {
             let mut lb = L4LoadBalancer::new(inputs.name, spec);

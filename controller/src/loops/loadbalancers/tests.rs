@@ -79,6 +79,8 @@ struct Store {
     lb: Option<L4LoadBalancer>,
     hc: Option<HealthCheck>,
     negs: BTreeMap<String, NetworkEndpointGroup>,
+    /// The loop's memory of what it reported.
+    reported: BTreeSet<String>,
 }
 
 impl Store {
@@ -104,8 +106,10 @@ impl Store {
                 hc: self.hc.as_ref(),
                 negs: &negs,
             },
+            reported: &self.reported,
             now,
         });
+        self.reported = p.reported.clone();
         for n in p.create_negs.iter().chain(&p.update_negs) {
             self.negs
                 .insert(n.metadata.name.clone().unwrap_or_default(), n.clone());
@@ -279,6 +283,25 @@ fn without_subsetting_the_shared_instance_groups_hold_every_eligible_node() {
     assert!(p.events.is_empty(), "{:?}", p.events);
     let warned = &s.lb().status.as_ref().expect("status").warnings;
     assert!(warned[0].contains("259 nodes"), "{warned:?}");
+    // The cache still shows the LB as it was before any warning (the
+    // status write not seen yet) while another node joins: what the loop
+    // reported is remembered, so still no second Event.
+    let seen = s.lb().status.clone();
+    if let Some(lb) = s.lb.as_mut() {
+        lb.status = None;
+    }
+    more.push(node("zone-a-extra2", "zone-a", 401));
+    let p = s.decide(Some(&svc), &more, &[], Subsetting::default(), at(250));
+    assert!(p.events.is_empty(), "{:?}", p.events);
+    assert!(p.lb_status.is_some(), "the status is written again");
+    assert_ne!(s.lb().status, seen);
+    // Once the warning is gone from what the loop decides, it is news
+    // again when it comes back.
+    let few = cluster(&[100, 30]);
+    let p = s.decide(Some(&svc), &few, &[], Subsetting::default(), at(260));
+    assert!(p.events.is_empty() && p.reported.is_empty(), "{p:?}");
+    let p = s.decide(Some(&svc), &more, &[], Subsetting::default(), at(270));
+    assert_eq!(p.events.len(), 1, "{:?}", p.events);
 
     let groups = plan_groups(&nodes, true, &[]);
     let a = groups

@@ -12,6 +12,7 @@ use sluice_model::policy::disruption::{
     budget_status, decide, guards, refusal_cause, Budget, BudgetStatus, PodFacts,
     UnhealthyPodEvictionPolicy, Verdict,
 };
+use sluice_model::policy::eviction::SAFE_TO_EVICT;
 use sluice_nodepools::reconcile::ZoneHold;
 use sluice_upgrades::{LocalService, PodOnNode};
 
@@ -91,10 +92,17 @@ pub fn pods_by_node<'a>(
             pod.metadata.name.as_deref().unwrap_or_default()
         );
         let held_by = draining.contains(node).then(|| held.refusal(pod)).flatten();
+        let safe_to_evict_false = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SAFE_TO_EVICT))
+            .is_some_and(|v| v == "false");
         out.entry(node.clone()).or_default().push(PodOnNode {
             name,
             grace,
             held_by,
+            safe_to_evict_false,
         });
     }
     out
@@ -207,6 +215,18 @@ fn blue_green(op: &Operation) -> bool {
         .is_some_and(|u| u.strategy() == UpgradeStrategy::BlueGreen)
 }
 
+/// Whether `op` keeps both sides in each zone: blue-green (standard or
+/// autoscaled) and short-lived upgrades hold a zone's old and new nodes
+/// together.
+fn holds_both_sides(op: &Operation) -> bool {
+    op.spec.upgrade_settings.as_ref().is_some_and(|u| {
+        matches!(
+            u.strategy(),
+            UpgradeStrategy::BlueGreen | UpgradeStrategy::ShortLived
+        )
+    })
+}
+
 /// The zones of `pool` an upgrade holds when its latest plan is not
 /// known here (the controller just started): all of them, each with the
 /// operation's `maxSurge` (a blue-green upgrade: the zone's target again,
@@ -214,7 +234,7 @@ fn blue_green(op: &Operation) -> bool {
 /// nodes as surplus nor refills a zone with the old version before the
 /// upgrade loop has looked.
 pub fn all_zones_held(op: &Operation, zones: &[(String, usize)]) -> BTreeMap<String, ZoneHold> {
-    if blue_green(op) {
+    if holds_both_sides(op) {
         return zones
             .iter()
             .map(|(zone, target)| (zone.clone(), ZoneHold { extra: *target }))

@@ -25,6 +25,11 @@ pub struct NodeRecord {
     pub index: u32,
     /// Its agent's process id.
     pub pid: u32,
+    /// RFC 3339: when its run ends and the provider removes it (GKE's
+    /// `maxRunDuration` from `createdAt`), kept here so that a restarted
+    /// controller still ends it then. Absent: it runs until deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_ends_at: Option<String>,
 }
 
 impl NodeRecord {
@@ -129,9 +134,24 @@ mod tests {
             created_at: "2026-11-23T12:00:00Z".into(),
             index: 21,
             pid: 4242,
+            run_ends_at: None,
         };
         let path = dir.join("n.json");
         r.write(&path).expect("write");
+        assert_eq!(NodeRecord::read(&path), Ok(r.clone()));
+        // spec: A5 — the end of a node's run survives a restart; a record
+        // written before the field existed still reads.
+        let limited = NodeRecord {
+            run_ends_at: Some("2026-11-23T13:00:00Z".into()),
+            ..r.clone()
+        };
+        limited.write(&path).expect("write");
+        assert_eq!(NodeRecord::read(&path), Ok(limited));
+        std::fs::write(
+            &path,
+            r#"{"pool":"p","zone":"zone-a","version":"1.33.2","createdAt":"2026-11-23T12:00:00Z","index":21,"pid":4242}"#,
+        )
+        .expect("write");
         assert_eq!(NodeRecord::read(&path), Ok(r));
         std::fs::write(&path, r#"{"pool":"p","colour":1}"#).expect("write");
         assert!(NodeRecord::read(&path).is_err());

@@ -8,9 +8,12 @@
 //! - [`system`]: `ip`, the agent process, removal.
 //!
 //! State is this process's memory, and a record per node in `stateDir`
-//! (`<node>.json`, [`agent::NodeRecord`]). When the controller stops
-//! ([`NetnsProvider::shutdown`]) it removes every node it has, so a lab
-//! leaves nothing behind. A controller killed outright leaves its nodes
+//! (`<node>.json`, [`agent::NodeRecord`]). A node with a run limit (GKE's
+//! `maxRunDuration`, carried in its spec) is removed at its end by a
+//! thread of the provider, as a deletion would remove it; the end is in
+//! its record, so a restarted controller still ends it then. When the
+//! controller stops ([`NetnsProvider::shutdown`]) it removes every node it
+//! has, so a lab leaves nothing behind. A controller killed outright leaves its nodes
 //! running; the next one adopts those whose agent still runs in its
 //! namespace (their tokens are in tokens.csv, which it read) and removes
 //! the rest of what the previous run left.
@@ -55,6 +58,8 @@ struct Record {
     created_at: Timestamp,
     /// Its host index (its addresses).
     index: u32,
+    /// When its run ends and it is removed (A5), if it has a limit.
+    run_ends_at: Option<Timestamp>,
     names: NodeNames,
     phase: Phase,
 }
@@ -123,15 +128,39 @@ impl NetnsProvider {
         inner
             .next_index
             .store(plan::resume_from(&used), Ordering::SeqCst);
-        Ok(NetnsProvider {
-            inner: Arc::new(inner),
-        })
+        let inner = Arc::new(inner);
+        let weak = Arc::downgrade(&inner);
+        std::thread::Builder::new()
+            .name("netns-run-ends".into())
+            .spawn(move || end_runs_until_closed(weak))
+            .map_err(|e| format!("starting the thread that ends nodes' runs: {e}"))?;
+        Ok(NetnsProvider { inner })
     }
 
     /// Stop every agent and remove every node (namespaces, links,
     /// tokens, files); later creations are refused. Blocking.
     pub fn shutdown(&self) {
         self.inner.shutdown();
+    }
+}
+
+/// How often the end of nodes' runs is looked for: a node outlives its
+/// `maxRunDuration` by at most this (and `list` already shows it
+/// `DELETING` from the end on).
+const RUN_END_CHECK: Duration = Duration::from_secs(1);
+
+/// Ends nodes' runs (A5) until the provider stops or is dropped; holds it
+/// only while ending some, so dropping it still shuts it down.
+fn end_runs_until_closed(inner: std::sync::Weak<Inner>) {
+    loop {
+        std::thread::sleep(RUN_END_CHECK);
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        if inner.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        inner.end_runs(Timestamp::now());
     }
 }
 
@@ -151,8 +180,9 @@ impl Inner {
         }
     }
 
-    /// Reserve the name and an address, or say why not.
-    fn reserve(&self, req: &CreateNode) -> Result<(u32, NodeNames), ProviderError> {
+    /// Reserve the name and an address, or say why not; the node's
+    /// creation time.
+    fn reserve(&self, req: &CreateNode) -> Result<(u32, NodeNames, Timestamp), ProviderError> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(failed("the controller is stopping"));
         }
@@ -182,23 +212,25 @@ impl Inner {
         self.next_index
             .store(index.saturating_add(1), Ordering::SeqCst);
         let names = plan::names(&self.cfg, &req.name);
+        let created_at = Timestamp::now();
         nodes.insert(
             req.name.clone(),
             Record {
                 pool: req.pool.clone(),
                 zone: req.zone.clone(),
                 version: req.version.clone(),
-                created_at: Timestamp::now(),
+                created_at,
                 index,
+                run_ends_at: req.config.run_ends_at(created_at),
                 names: names.clone(),
                 phase: Phase::Making,
             },
         );
-        Ok((index, names))
+        Ok((index, names, created_at))
     }
 
     fn create(&self, req: CreateNode) -> Result<Instance, ProviderError> {
-        let (index, names) = self.reserve(&req)?;
+        let (index, names, created_at) = self.reserve(&req)?;
         lock(&self.made).insert(req.name.clone());
         let addrs = plan::addresses(&self.cfg, index);
         let argv = plan::agent_argv(&self.cfg, &req, &addrs, &names);
@@ -212,9 +244,10 @@ impl Inner {
                 pool: req.pool.clone(),
                 zone: req.zone.clone(),
                 version: req.version.clone(),
-                created_at: Timestamp::now().to_string(),
+                created_at: created_at.to_string(),
                 index,
                 pid: child.id(),
+                run_ends_at: req.config.run_ends_at(created_at).map(|t| t.to_string()),
             };
             if let Err(e) = record.write(&names.record) {
                 // The node works; only a restarted controller cannot adopt it.
@@ -302,6 +335,9 @@ impl Inner {
                 first.get_or_insert(e);
             }
         };
+        // The credentials first: the agent is stopped already, and a node
+        // whose namespace is seen gone must hold no credential any more.
+        note(self.creds.revoke(name));
         // An agent killed outright leaves its pods' namespaces and its wire
         // namespace (holding the uplink). The node's namespace goes first:
         // removing it kills an agent still in it, whose wire namespace is
@@ -321,7 +357,6 @@ impl Inner {
             note(system::remove_namespace(&wire));
             let _ = std::fs::remove_file(Path::new(AGENT_RECORD_DIR).join(format!("{wire}.json")));
         }
-        note(self.creds.revoke(name));
         // The agent writes its status file through a temporary beside it
         // and renames it; an agent stopped mid-write leaves the temporary.
         let status_tmp = n.status.with_extension("tmp");
@@ -334,12 +369,17 @@ impl Inner {
     }
 
     fn list(&self, pool: &str) -> Vec<Instance> {
+        let now = Timestamp::now();
         let mut nodes = lock(&self.nodes);
         let mut out = Vec::new();
         for (name, r) in nodes.iter_mut().filter(|(_, r)| r.pool == pool) {
+            let over = plan::run_over(r.run_ends_at, now);
             let state = match &mut r.phase {
                 Phase::Making => InstanceState::Creating,
                 Phase::Removing => InstanceState::Deleting,
+                // Being ended (by `end_runs`, within a second): it no
+                // longer counts, so the pool makes its successor now.
+                Phase::Up { .. } if over => InstanceState::Deleting,
                 Phase::Broken(why) => InstanceState::Failed(why.clone()),
                 Phase::Up { agent } => {
                     if !system::netns_exists(&r.names.namespace) {
@@ -362,6 +402,28 @@ impl Inner {
             out.push(self.instance(name, r, state));
         }
         out
+    }
+
+    /// A5: remove every node whose run is over, as GKE deletes a
+    /// flex-start VM at the end of its run: by the path `delete` takes
+    /// (agent stopped, namespaces and files removed). A node being made
+    /// is ended once it is up.
+    fn end_runs(&self, now: Timestamp) {
+        let over = {
+            let nodes = lock(&self.nodes);
+            let up = nodes
+                .iter()
+                .filter(|(_, r)| matches!(r.phase, Phase::Up { .. }))
+                .map(|(name, r)| (name.as_str(), r.run_ends_at));
+            plan::runs_over(up, now)
+        };
+        for name in over {
+            info!(node = %name, "netns node: its run is over (maxRunDuration); removing it");
+            match self.delete(&name) {
+                Ok(()) | Err(ProviderError::NotFound(_)) => {}
+                Err(e) => warn!(node = %name, error = %e, "ending a netns node's run"),
+            }
+        }
     }
 
     fn shutdown(&self) {
@@ -423,6 +485,7 @@ impl Inner {
                             version: r.version.clone(),
                             created_at: r.created_at.parse().unwrap_or_else(|_| Timestamp::now()),
                             index: r.index,
+                            run_ends_at: plan::read_run_end(r.run_ends_at.as_deref()),
                             phase: Phase::Up {
                                 agent: Agent::Adopted {
                                     pid: r.pid,

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
+use sluice_model::k8s::jiff::Timestamp;
 use sluice_nodepools::CreateNode;
 
 use super::config::{NetnsConfig, Prefix};
@@ -292,6 +293,34 @@ pub fn agent_argv(
     argv
 }
 
+/// The nodes whose run is over at `now` (A5: the provider ends a node at
+/// `createdAt` + its `maxRunDuration`, as GKE deletes a flex-start VM),
+/// from each node's end, if it has one. In name order.
+pub fn runs_over<'a>(
+    ends: impl IntoIterator<Item = (&'a str, Option<Timestamp>)>,
+    now: Timestamp,
+) -> Vec<String> {
+    let mut over: Vec<String> = ends
+        .into_iter()
+        .filter(|(_, end)| run_over(*end, now))
+        .map(|(name, _)| name.to_string())
+        .collect();
+    over.sort();
+    over
+}
+
+/// Whether a run that ends at `end` (`None`: never) is over at `now`.
+pub fn run_over(end: Option<Timestamp>, now: Timestamp) -> bool {
+    end.is_some_and(|end| end <= now)
+}
+
+/// A recorded end of a run, read back: one that does not parse is no
+/// end (the node is then removed only when deleted) rather than a node
+/// removed at once on a restart.
+pub fn read_run_end(text: Option<&str>) -> Option<Timestamp> {
+    text.and_then(|t| t.parse().ok())
+}
+
 /// 32-bit FNV-1a: stable across runs and builds (std's hasher is not).
 fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5u32, |h, b| {
@@ -325,6 +354,28 @@ mod tests {
             max_nodes: None,
             cluster: "sluice".into(),
         }
+    }
+
+    #[test]
+    fn a_node_s_run_is_over_at_its_end_and_not_before() {
+        // spec: A5
+        let t = |s: &str| -> Timestamp { s.parse().expect("time") };
+        let end = t("2026-11-23T13:00:00Z");
+        let nodes = [
+            ("p-b-x7kq", Some(end)),
+            ("p-a-bcdf", Some(end)),
+            ("p-a-ghjk", Some(t("2026-11-23T14:00:00Z"))),
+            ("p-a-unlimited", None),
+        ];
+        assert!(runs_over(nodes, t("2026-11-23T12:59:59.999Z")).is_empty());
+        assert_eq!(runs_over(nodes, end), ["p-a-bcdf", "p-b-x7kq"]);
+        assert_eq!(
+            runs_over(nodes, t("2030-01-01T00:00:00Z")),
+            ["p-a-bcdf", "p-a-ghjk", "p-b-x7kq"]
+        );
+        assert_eq!(read_run_end(Some("2026-11-23T13:00:00Z")), Some(end));
+        assert_eq!(read_run_end(Some("soon")), None);
+        assert_eq!(read_run_end(None), None);
     }
 
     #[test]

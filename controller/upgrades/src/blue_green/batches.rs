@@ -44,7 +44,7 @@ pub fn batch_count(size: usize, blue: usize) -> usize {
     }
 }
 
-fn signed(d: Duration) -> SignedDuration {
+pub(crate) fn signed(d: Duration) -> SignedDuration {
     SignedDuration::from_nanos(d.as_nanos())
 }
 

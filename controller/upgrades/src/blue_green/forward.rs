@@ -46,6 +46,11 @@ impl<'p, 'a> Run<'p, 'a> {
             }
         }
         let deleting = phase == BlueGreenPhase::DeletingBluePool;
+        if self.autoscaled.is_some() {
+            // The zones are held, so the nodes the autoscaler removed are
+            // deleted here, paused or not, as the pool would.
+            self.remove_named();
+        }
         if self.pass.cancelled && !deleting {
             self.bg.phase = Some(phase);
             self.out.paused_message = Some(format!(
@@ -65,22 +70,16 @@ impl<'p, 'a> Run<'p, 'a> {
             self.bg.batch_soak_end_time = None;
         }
         // Green is kept whole in every phase: a green node lost is remade.
-        if phase != BlueGreenPhase::CreatingGreenPool {
+        if phase != BlueGreenPhase::CreatingGreenPool || self.autoscaled.is_some() {
             self.top_up_green(false);
         }
         // Each phase is entered at most once a pass, so the five forward
         // phases bound the steps; the bound only guards against a loop.
         for _ in 0..8 {
             self.bg.phase = Some(phase);
-            let next = match phase {
-                BlueGreenPhase::CreatingGreenPool => self.create_green(),
-                BlueGreenPhase::CordoningBluePool => self.cordon_blue(),
-                BlueGreenPhase::DrainingBluePool => self.drain_blue(),
-                BlueGreenPhase::NodePoolSoaking => self.soak(),
-                BlueGreenPhase::DeletingBluePool => self.delete_blue(),
-                BlueGreenPhase::UpdateStarted
-                | BlueGreenPhase::WaitingToDrainBluePool
-                | BlueGreenPhase::RollbackStarted => Next::Enter(BlueGreenPhase::CreatingGreenPool),
+            let next = match (self.autoscaled, phase) {
+                (Some(policy), phase) => self.autoscaled_step(policy, phase),
+                (None, phase) => self.standard_step(phase),
             };
             match next {
                 Next::Enter(p) => phase = p,
@@ -93,16 +92,36 @@ impl<'p, 'a> Run<'p, 'a> {
         self.out.headline = self.headline(phase);
     }
 
-    /// Green nodes owed per zone (target minus the green counted), made
-    /// when quota allows; with `check_room`, only if the provider has room
-    /// for all of them at once (B1). Returns whether any is still owed.
-    fn top_up_green(&mut self, check_room: bool) -> bool {
+    /// One standard phase's step (B1–B5).
+    fn standard_step(&mut self, phase: BlueGreenPhase) -> Next {
+        match phase {
+            BlueGreenPhase::CreatingGreenPool => self.create_green(),
+            BlueGreenPhase::CordoningBluePool => self.cordon_blue(BlueGreenPhase::DrainingBluePool),
+            BlueGreenPhase::DrainingBluePool => self.drain_blue(),
+            BlueGreenPhase::NodePoolSoaking => self.soak(),
+            BlueGreenPhase::DeletingBluePool => self.delete_blue(),
+            BlueGreenPhase::UpdateStarted
+            | BlueGreenPhase::WaitingToDrainBluePool
+            | BlueGreenPhase::RollbackStarted => Next::Enter(BlueGreenPhase::CreatingGreenPool),
+        }
+    }
+
+    /// Green nodes owed per zone (target minus the green counted, and
+    /// minus blue for an autoscaled upgrade, whose target is the zone's
+    /// whole size), made when quota allows; with `check_room`, only if the
+    /// provider has room for all of them at once (B1). Returns whether any
+    /// is still owed.
+    pub(super) fn top_up_green(&mut self, check_room: bool) -> bool {
+        let autoscaled = self.autoscaled.is_some();
         let owed: Vec<(String, usize)> = self
             .sides
             .targets
             .iter()
             .map(|(z, t)| {
-                let have = Sides::in_zone(&self.sides.green, z).count();
+                let mut have = Sides::in_zone(&self.sides.green, z).count();
+                if autoscaled {
+                    have += Sides::in_zone(&self.sides.blue, z).count();
+                }
                 (z.clone(), t.saturating_sub(have))
             })
             .filter(|(_, n)| *n > 0)
@@ -171,8 +190,8 @@ impl<'p, 'a> Run<'p, 'a> {
         }
     }
 
-    /// B2: every blue node cordoned, none drained.
-    fn cordon_blue(&mut self) -> Next {
+    /// B2, A1: every blue node cordoned, none drained; then `then`.
+    pub(super) fn cordon_blue(&mut self, then: BlueGreenPhase) -> Next {
         let mut waiting = false;
         for m in self
             .sides
@@ -189,7 +208,7 @@ impl<'p, 'a> Run<'p, 'a> {
         if waiting {
             Next::Wait(None)
         } else {
-            Next::Enter(BlueGreenPhase::DrainingBluePool)
+            Next::Enter(then)
         }
     }
 

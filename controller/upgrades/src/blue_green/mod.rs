@@ -25,6 +25,7 @@
 //! cordons, then drains green (budgets honoured for `respectPdb`, else its
 //! pods deleted) and deletes it.
 
+mod autoscaled;
 pub mod batches;
 mod forward;
 mod report;
@@ -33,10 +34,10 @@ mod rollback;
 use std::collections::HashSet;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use sluice_model::node_pool::BlueGreenSettings;
+use sluice_model::node_pool::{AutoscaledRolloutPolicy, BlueGreenSettings};
 use sluice_model::operation::{BlueGreenPhase, BlueGreenProgress};
 use sluice_model::policy::eviction::EvictionReason;
-use sluice_nodepools::reconcile::zone_targets;
+use sluice_nodepools::reconcile::{pool_targets, zone_targets};
 use sluice_nodepools::{naming, CreateNode};
 
 use crate::drain::{self, PodOnNode};
@@ -56,18 +57,25 @@ pub(crate) struct BlueGreen {
 }
 
 impl BlueGreen {
+    /// Standard blue-green, or autoscaled (A1–A4) when the settings carry
+    /// an `autoscaledRolloutPolicy`.
     pub fn new(settings: &BlueGreenSettings) -> Self {
         BlueGreen {
             settings: settings.clone(),
         }
     }
+
+    fn autoscaled(&self) -> bool {
+        self.settings.autoscaled_rollout_policy.is_some()
+    }
 }
 
 impl Strategy for BlueGreen {
     fn stage_name(&self, direction: Direction) -> &'static str {
-        match direction {
-            Direction::Forward => "blue-green-upgrade",
-            Direction::Rollback => "blue-green-rollback",
+        match (direction, self.autoscaled()) {
+            (Direction::Forward, false) => "blue-green-upgrade",
+            (Direction::Forward, true) => "autoscaled-blue-green-upgrade",
+            (Direction::Rollback, _) => "blue-green-rollback",
         }
     }
 
@@ -78,7 +86,7 @@ impl Strategy for BlueGreen {
                 .nodes
                 .iter()
                 .any(|n| cordoned_by(n) == Some(pass.op_name))
-            || !Sides::of(pass).green.is_empty()
+            || !Sides::of(pass, self.autoscaled()).green.is_empty()
     }
 
     fn gated_after_start(&self) -> bool {
@@ -86,10 +94,11 @@ impl Strategy for BlueGreen {
     }
 
     fn run(&self, pass: &Pass<'_>) -> Outcome {
-        let sides = Sides::of(pass);
+        let sides = Sides::of(pass, self.autoscaled());
         let mut run = Run {
             pass,
             settings: &self.settings,
+            autoscaled: self.settings.autoscaled_rollout_policy.as_ref(),
             sides: &sides,
             bg: pass.previous.blue_green.clone().unwrap_or_default(),
             out: Outcome {
@@ -129,7 +138,9 @@ fn taken_names(pass: &Pass<'_>) -> HashSet<String> {
 }
 
 /// The pool's members split into blue (the pool's side) and green (the
-/// operation's), and each zone's target.
+/// operation's), and each zone's target: green's (the pool's size per zone)
+/// for a standard upgrade; blue and green together for an autoscaled one,
+/// whose zones keep the size the autoscaler chose.
 struct Sides<'a> {
     blue: Vec<Member<'a>>,
     green: Vec<Member<'a>>,
@@ -137,7 +148,7 @@ struct Sides<'a> {
 }
 
 impl<'a> Sides<'a> {
-    fn of(pass: &Pass<'a>) -> Self {
+    fn of(pass: &Pass<'a>, autoscaled: bool) -> Self {
         let inputs = pass.inputs;
         let members = observe(
             pass.pool_name,
@@ -169,10 +180,16 @@ impl<'a> Sides<'a> {
             .into_iter()
             .filter(|m| m.counted)
             .partition(|m| is_green(m));
+        let locations = &inputs.config.cluster_locations;
+        let targets = if autoscaled {
+            pool_targets(inputs.pool, locations).0
+        } else {
+            zone_targets(&inputs.pool.spec, locations)
+        };
         Sides {
             blue,
             green,
-            targets: zone_targets(&inputs.pool.spec, &inputs.config.cluster_locations),
+            targets,
         }
     }
 
@@ -195,6 +212,8 @@ impl<'a> Sides<'a> {
 struct Run<'p, 'a> {
     pass: &'p Pass<'a>,
     settings: &'p BlueGreenSettings,
+    /// Set for an autoscaled upgrade (A1–A4).
+    autoscaled: Option<&'p AutoscaledRolloutPolicy>,
     sides: &'p Sides<'a>,
     bg: BlueGreenProgress,
     out: Outcome,

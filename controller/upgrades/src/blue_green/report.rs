@@ -12,6 +12,9 @@ use crate::strategy::Outcome;
 
 impl Run<'_, '_> {
     pub(super) fn headline(&self, phase: BlueGreenPhase) -> String {
+        if self.autoscaled.is_some() {
+            return self.autoscaled_headline(phase);
+        }
         let p = phase.as_str();
         let green_ready: usize = self
             .sides
@@ -98,7 +101,7 @@ impl Run<'_, '_> {
         .into_iter()
         .flatten()
         .collect();
-        let (blue_rules, green_rules) = scaling_rules::blue_green(phase, false);
+        let (blue_rules, green_rules) = scaling_rules::blue_green(phase, self.autoscaled.is_some());
         self.out.blue_green_info = Some(BlueGreenInfo {
             phase,
             operation: Some(pass.op_name.to_owned()),

@@ -95,7 +95,7 @@ pub struct World {
     sims: BTreeMap<String, Sim>,
     pub nodes: BTreeMap<String, Node>,
     /// Per node, its pods and when they leave (`None`: never by themselves).
-    pods: BTreeMap<String, (Vec<PodOnNode>, Option<Timestamp>)>,
+    pub pods: BTreeMap<String, (Vec<PodOnNode>, Option<Timestamp>)>,
     pub quota: Quota,
     pub gate: Gate,
     pub local_services: Vec<LocalService>,
@@ -363,6 +363,7 @@ impl World {
                             held_by: stuck.then(|| {
                                 "PodDisruptionBudget default/web refuses its eviction".to_owned()
                             }),
+                            safe_to_evict_false: false,
                         })
                         .collect();
                     self.pods.insert(node.clone(), (pods, leave));

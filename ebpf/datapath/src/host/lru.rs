@@ -73,6 +73,26 @@ impl<K: Copy + Eq + Hash, V: Copy> LruMap<K, V> {
         }
     }
 
+    /// Change the entry at `k` in place, if present, and count it as
+    /// recently used (a BPF LRU map marks an element it looks up, and a
+    /// write through the value's pointer follows a lookup).
+    pub fn update(&mut self, k: &K, f: impl FnOnce(&mut V)) -> bool {
+        let gen = self.next_gen;
+        match self.map.get_mut(k) {
+            Some((v, g)) => {
+                f(v);
+                *g = gen;
+            }
+            None => return false,
+        }
+        self.next_gen += 1;
+        self.order.push_back((*k, gen));
+        if self.order.len() > 2 * self.capacity + 64 {
+            self.compact();
+        }
+        true
+    }
+
     /// Insert only if absent.
     pub fn insert_new(&mut self, k: K, v: V) -> bool {
         if self.map.contains_key(&k) {

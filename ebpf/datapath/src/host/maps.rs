@@ -2,8 +2,8 @@
 
 use super::lru::LruMap;
 use super::tables::ServiceTables;
-use crate::conntrack::{port_use, PortHolder, PortUse};
-use crate::env::Maps;
+use crate::conntrack::{merged, port_use, PortHolder, PortUse};
+use crate::env::{CtWrite, Maps, SeqTrack};
 use crate::maps::{
     AffinityKey, AffinityValue, CtKey, CtValue, Endpoint, LocalKey, LocalLink, NodeConfig,
     ServiceKey, ServiceValue, SnatExhaustKey, SNAT_EXHAUSTED_MAX_ENTRIES,
@@ -161,6 +161,35 @@ impl Maps for HostMaps {
 
     fn ct_get(&self, key: &CtKey) -> Option<CtValue> {
         self.ct.get(key)
+    }
+
+    fn ct_get_tracking<F: FnOnce(&CtValue) -> Option<SeqTrack>>(
+        &mut self,
+        key: &CtKey,
+        out: &mut CtValue,
+        track: F,
+    ) -> bool {
+        let Some(v) = self.ct.get(key) else {
+            return false;
+        };
+        *out = v;
+        if let Some(t) = track(&v) {
+            // In place, as the kernel writes into the map value.
+            self.ct.update(key, |v| {
+                v.seq_nxt = t.nxt;
+                v.seq_ack = t.ack;
+            });
+        }
+        true
+    }
+
+    fn ct_write_half(&mut self, key: &CtKey, w: &CtWrite) -> Option<u8> {
+        let mut state = None;
+        self.ct.update(key, |v| {
+            w.apply(v);
+            state = Some(merged(v).0);
+        });
+        state
     }
 
     fn ct_put(&mut self, key: &CtKey, value: &CtValue) -> bool {

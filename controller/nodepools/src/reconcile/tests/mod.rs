@@ -1,5 +1,6 @@
 //! The reconciler's rules, each proved on small fixtures at a fixed `now`.
 
+mod autoscaled;
 mod backoff;
 mod converge;
 mod hold;

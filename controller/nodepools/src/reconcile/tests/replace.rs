@@ -3,6 +3,8 @@
 use k8s_openapi::jiff::SignedDuration;
 use sluice_model::node_pool::{InstanceState as StatusState, NodePoolStatus};
 
+use crate::instance::CreateNode;
+
 use super::*;
 
 #[test]
@@ -121,4 +123,77 @@ fn a_name_the_last_status_listed_as_a_node_is_not_handed_out_again() {
     let booting = [running(&second.name, "zone-a", 5)];
     pl.status = Some(p.status);
     assert_eq!(run(&pl, &booting, &[]).actions, []);
+}
+
+/// `pool` with GKE's flex-start and a run limit of `secs`.
+fn flex_start(mut pool: NodePool, secs: i64) -> NodePool {
+    pool.spec.config.flex_start = true;
+    pool.spec.config.max_run_duration = Some(sluice_model::duration::Duration::from_secs(secs));
+    pool
+}
+
+#[test]
+fn an_instance_its_provider_ended_is_replaced() {
+    // spec: A5 — the provider ends a flex-start node at the end of its
+    // run; it is no longer listed, its Node may still be Ready (its Lease
+    // has not lapsed), and the zone is short of one: a new node is made,
+    // under another name, from the pool's config as it is now.
+    let mut pl = flex_start(pool(&["zone-a"], 2), 3600);
+    pl.status = Some(NodePoolStatus {
+        nodes: vec!["p-a-1".into(), "p-a-2".into()],
+        ..Default::default()
+    });
+    let left = [running("p-a-2", "zone-a", 1800)];
+    let nodes = [node("p-a-1", true), node("p-a-2", true)];
+    let p = run(&pl, &left, &nodes);
+    assert_eq!(deletes(&p), []);
+    let made: Vec<&CreateNode> = p
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Create(c) => Some(c),
+            Action::Delete { .. } => None,
+        })
+        .collect();
+    assert_eq!(made.len(), 1, "{:?}", p.actions);
+    assert_eq!(made[0].zone, "zone-a");
+    assert!(!["p-a-1", "p-a-2"].contains(&made[0].name.as_str()));
+    assert_eq!(
+        made[0].config.max_run_duration(),
+        Some(sluice_model::duration::Duration::from_secs(3600)),
+        "the new node runs as long as the pool says"
+    );
+}
+
+#[test]
+fn a_settled_pool_looks_again_when_a_run_ends() {
+    // spec: A5 — nothing announces a node whose run ended, and a settled
+    // pool is not polled: the pass is due at the end of the first run.
+    let have = [
+        running("p-a-1", "zone-a", 3000),
+        running("p-a-2", "zone-a", 1000),
+    ];
+    let p = run(
+        &flex_start(pool(&["zone-a"], 2), 3600),
+        &have,
+        &ready_nodes(&have),
+    );
+    assert_eq!(p.actions, []);
+    assert_eq!(p.requeue_after, Some(SignedDuration::from_secs(600)));
+    // Without a limit, a settled pool waits for events.
+    let p = run(&pool(&["zone-a"], 2), &have, &ready_nodes(&have));
+    assert_eq!(p.requeue_after, None);
+    // Still listed past its end (a provider late to end it): polled.
+    let late = [running("p-a-1", "zone-a", 4000), have[1].clone()];
+    let p = run(
+        &flex_start(pool(&["zone-a"], 2), 3600),
+        &late,
+        &ready_nodes(&late),
+    );
+    assert_eq!(
+        p.requeue_after,
+        Some(Config::default().poll_interval),
+        "{:?}",
+        p.actions
+    );
 }

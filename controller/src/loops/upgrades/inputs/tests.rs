@@ -33,6 +33,7 @@ fn a_drain_waits_for_the_pods_a_drain_removes() {
             name: "ns/web-1".into(),
             grace: SignedDuration::from_secs(60),
             held_by: None,
+            safe_to_evict_false: false,
         }]
     );
     assert_eq!(by["n2"][0].grace, DEFAULT_GRACE);

@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -46,8 +47,9 @@ impl EtcdServer {
     }
 
     async fn start_once() -> Result<Self, String> {
+        sweep_stale("sluice-etcd-");
         let dir = tempfile::Builder::new()
-            .prefix("sluice-etcd-")
+            .prefix(&format!("sluice-etcd-{}-", std::process::id()))
             .tempdir()
             .map_err(|e| format!("temp dir for etcd: {e}"))?;
         let client_port = free_port()?;
@@ -57,7 +59,13 @@ impl EtcdServer {
         let log_path = dir.path().join("etcd.log");
         let log = File::create(&log_path).map_err(|e| format!("etcd log file: {e}"))?;
         let log2 = log.try_clone().map_err(|e| format!("etcd log file: {e}"))?;
-        let child = Command::new(etcd_binary())
+        let mut cmd = Command::new(etcd_binary());
+        // SAFETY: prctl and getppid are async-signal-safe and touch only
+        // the child, between fork and exec.
+        unsafe {
+            cmd.pre_exec(die_with_parent);
+        }
+        let child = cmd
             .arg("--name=test")
             .arg(format!("--data-dir={}", dir.path().join("data").display()))
             .arg(format!("--listen-client-urls={endpoint}"))
@@ -129,4 +137,45 @@ fn free_port() -> Result<u16, String> {
     l.local_addr()
         .map(|a| a.port())
         .map_err(|e| format!("finding a free port: {e}"))
+}
+
+/// Run in a test's child between fork and exec: the child is killed when
+/// the thread that started it goes, so a test process killed outright (a
+/// runner stopped with SIGKILL, a timeout) leaves no server behind, where
+/// its guard's `Drop` never runs.
+pub fn die_with_parent() -> std::io::Result<()> {
+    // SAFETY: plain syscalls on the calling process.
+    unsafe {
+        let parent = libc::getppid();
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // The parent may have gone before the call took effect.
+        if libc::getppid() != parent {
+            libc::_exit(1);
+        }
+    }
+    Ok(())
+}
+
+/// Removes what test processes that were killed outright left in the temp
+/// directory: each `<prefix><pid>-…` entry whose process is gone (its
+/// children went with it, [`die_with_parent`]; its guard never ran).
+pub fn sweep_stale(prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+        if !alive {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }

@@ -40,10 +40,14 @@ fn spawn_serve(dir: &Path, args: &[String], nofile: Option<u64>) -> Child {
         .append(true)
         .open(dir.join("serve.log"))
         .expect("log");
+    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(serve_bin());
     cmd.args(args).stderr(log);
+    // SAFETY: see `die_with_parent`; only the child, before exec.
+    unsafe {
+        cmd.pre_exec(sluice_store::testing::die_with_parent);
+    }
     if let Some(n) = nofile {
-        use std::os::unix::process::CommandExt;
         // SAFETY: setrlimit is async-signal-safe and touches only the
         // child's own limits, between fork and exec.
         unsafe {
@@ -152,6 +156,7 @@ impl Server {
         extra: &[&str],
         nofile: Option<u64>,
     ) -> Server {
+        sluice_store::testing::sweep_stale("sluice-ctl-serve-");
         let dir =
             std::env::temp_dir().join(format!("sluice-ctl-serve-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);

@@ -64,17 +64,35 @@ pub fn validate_create(c: &ConfigMap) -> ErrorList {
 
 pub fn validate_update(n: &ConfigMap, o: &ConfigMap) -> ErrorList {
     let mut errs = meta::object_meta_update(&n.metadata, &o.metadata);
-    if o.immutable == Some(true) {
-        if n.immutable != Some(true) {
-            errs.push(Error::forbidden(&Path::new("immutable"), IMMUTABLE_SET));
-        }
-        if !same_map(n.data.as_ref(), o.data.as_ref()) {
-            errs.push(Error::forbidden(&Path::new("data"), IMMUTABLE_SET));
-        }
-        if !same_map(n.binary_data.as_ref(), o.binary_data.as_ref()) {
-            errs.push(Error::forbidden(&Path::new("binaryData"), IMMUTABLE_SET));
+    errs.extend(immutable_update(
+        o.immutable,
+        n.immutable,
+        &[
+            ("data", same_map(n.data.as_ref(), o.data.as_ref())),
+            (
+                "binaryData",
+                same_map(n.binary_data.as_ref(), o.binary_data.as_ref()),
+            ),
+        ],
+    ));
+    errs.extend(validate_create(n));
+    errs
+}
+
+/// A ConfigMap's or a Secret's update once the stored one is `immutable`:
+/// it stays so, and each data field (`(path, unchanged)`) stays as it was.
+pub fn immutable_update(was: Option<bool>, is: Option<bool>, fields: &[(&str, bool)]) -> ErrorList {
+    let mut errs = ErrorList::default();
+    if was != Some(true) {
+        return errs;
+    }
+    if is != Some(true) {
+        errs.push(Error::forbidden(&Path::new("immutable"), IMMUTABLE_SET));
+    }
+    for (path, unchanged) in fields {
+        if !unchanged {
+            errs.push(Error::forbidden(&Path::new(path), IMMUTABLE_SET));
         }
     }
-    errs.extend(validate_create(n));
     errs
 }

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
 use serde_json::{Map, Value};
 
-use super::config_map::{same_map, IMMUTABLE_SET, MAX_SIZE};
+use super::config_map::{immutable_update, same_map, MAX_SIZE};
 use super::field::{Error, ErrorList, Path};
 use super::meta::{self, invalid_each};
 use super::names;
@@ -248,14 +248,11 @@ pub fn validate_update(n: &Secret, o: &Secret) -> ErrorList {
     if nt != ot {
         errs.push(Error::invalid(&Path::new("type"), nt, names::IMMUTABLE));
     }
-    if o.immutable == Some(true) {
-        if n.immutable != Some(true) {
-            errs.push(Error::forbidden(&Path::new("immutable"), IMMUTABLE_SET));
-        }
-        if !same_map(n.data.as_ref(), o.data.as_ref()) {
-            errs.push(Error::forbidden(&Path::new("data"), IMMUTABLE_SET));
-        }
-    }
+    errs.extend(immutable_update(
+        o.immutable,
+        n.immutable,
+        &[("data", same_map(n.data.as_ref(), o.data.as_ref()))],
+    ));
     errs.extend(validate_create(n));
     errs
 }

@@ -23,6 +23,10 @@ pub enum ApiError {
     NotFound { what: String },
     #[error("{what}: the API server refused: {message}")]
     Refused { what: String, message: String },
+    /// A 409: the object changed since it was read (its resourceVersion
+    /// is stale); a read-modify-write may read it again and retry.
+    #[error("{what}: the API server refused: {message}")]
+    Conflict { what: String, message: String },
     #[error("{what}: {source}")]
     Kube { what: String, source: kube::Error },
     #[error("{0}")]
@@ -36,6 +40,10 @@ impl ApiError {
         let what = what.into();
         match err {
             kube::Error::Api(s) if s.code == 404 => ApiError::NotFound { what },
+            kube::Error::Api(s) if s.code == 409 => ApiError::Conflict {
+                what,
+                message: s.message.clone(),
+            },
             kube::Error::Api(s) => ApiError::Refused {
                 what,
                 message: s.message.clone(),

@@ -171,16 +171,30 @@ pub fn run(command: Command, kubeconfig: Option<&Path>, format: Format) -> u8 {
     }
 }
 
+/// How many times `update` writes before it reports a conflict, as
+/// client-go's DefaultRetry (5 steps).
+const CONFLICT_ATTEMPTS: u32 = 5;
+
 async fn update(
     client: &Client,
     name: &str,
     flags: &StrategyFlags,
     format: Format,
 ) -> Result<u8, ApiError> {
-    let pool = api::pool(client, name).await?;
-    let settings = request::updated_settings(pool.spec.upgrade_settings.as_ref(), flags)
-        .map_err(ApiError::Input)?;
-    let pool = api::set_upgrade_settings(client, &pool, settings).await?;
+    // The controllers write the pool's status, which moves its
+    // resourceVersion: read, change and write again on a 409, as
+    // client-go's RetryOnConflict does, a bounded number of times.
+    let mut attempt = 0;
+    let pool = loop {
+        attempt += 1;
+        let pool = api::pool(client, name).await?;
+        let settings = request::updated_settings(pool.spec.upgrade_settings.as_ref(), flags)
+            .map_err(ApiError::Input)?;
+        match api::set_upgrade_settings(client, &pool, settings).await {
+            Err(ApiError::Conflict { .. }) if attempt < CONFLICT_ATTEMPTS => continue,
+            written => break written?,
+        }
+    };
     let strategy = pool
         .spec
         .upgrade_settings

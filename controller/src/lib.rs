@@ -1,11 +1,13 @@
 //! The Sluice controller: a small Kubernetes that the real `kubectl` talks
-//! to (issue 9 and on). Today: `init` (the cluster's credentials) and
-//! `serve` (HTTPS, bearer tokens, discovery).
+//! to. `init` makes the cluster's credentials; `serve` runs the API server
+//! (`sluice-apiserver`) over HTTPS and, while it leads, the decision loops
+//! and the node providers.
 
-pub mod api;
+/// The API server, its own crate; here under the name the controller's
+/// modules, tests and benches use.
+pub use sluice_apiserver as api;
+pub use sluice_apiserver::{clock, identity};
 pub mod bootstrap;
-pub mod clock;
-pub mod identity;
 pub mod init;
 pub mod kubeconfig;
 pub mod leader;

@@ -739,8 +739,12 @@ impl Cluster {
                 pin_dir,
             });
         }
+        // A starting agent loads its programs and sizes its maps first
+        // (a kernel agent was 19 s from its health server to its first
+        // program under the suite's load with a disk-heavy job beside
+        // it): the restart's bound, a liveness bound.
         for a in &mut c.agents {
-            a.wait_generation(1, APPLY_TIMEOUT)?;
+            a.wait_generation(1, RESTART_TIMEOUT)?;
         }
         Ok(c)
     }

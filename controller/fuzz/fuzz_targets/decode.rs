@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_controller::api::fuzzing;
+use sluice_apiserver::fuzzing;
 use sluice_controller_fuzz::{check_error, check_stored, collection, MODES};
 
 const CTYPES: &[&str] = &[

@@ -14,7 +14,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use sluice_controller::api::fuzzing;
+use sluice_apiserver::fuzzing;
 use sluice_controller_fuzz::{check_error, check_stored, collection, split_nul, MODES};
 
 const CTYPES: &[&str] = &[

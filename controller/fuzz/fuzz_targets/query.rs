@@ -8,8 +8,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use sluice_controller::api::fuzzing;
-use sluice_controller::api::path::resolve;
+use sluice_apiserver::fuzzing;
+use sluice_apiserver::path::resolve;
 use sluice_controller_fuzz::{check_error, split_nul};
 
 fuzz_target!(|data: &[u8]| {

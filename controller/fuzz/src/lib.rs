@@ -2,8 +2,8 @@
 //! of a request, and the invariants every answer must keep.
 
 use serde_json::Value;
-use sluice_controller::api::resources::RESOURCES;
-use sluice_controller::api::status::ApiError;
+use sluice_apiserver::resources::RESOURCES;
+use sluice_apiserver::status::ApiError;
 
 /// The namespace namespaced objects are created in.
 pub const NAMESPACE: &str = "default";

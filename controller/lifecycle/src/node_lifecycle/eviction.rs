@@ -6,7 +6,7 @@
 //!
 //! The 300 s `not-ready` / `unreachable` tolerations every pod gets on
 //! create (DefaultTolerationSeconds admission) are filled in by the API
-//! server's defaults (`controller/src/api/defaults.rs`), not here.
+//! server's defaults (`controller/apiserver/src/defaults.rs`), not here.
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use sluice_model::k8s::jiff::{SignedDuration, Timestamp};

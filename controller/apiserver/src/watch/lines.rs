@@ -5,11 +5,11 @@ use axum::body::Bytes;
 use serde_json::{json, Value};
 use sluice_store::{Event, EventKind, StoreError};
 
-use crate::api::meta::api_version;
-use crate::api::objects::Selectors;
-use crate::api::path::Target;
-use crate::api::status::ApiError;
-use crate::api::stored;
+use crate::meta::api_version;
+use crate::objects::Selectors;
+use crate::path::Target;
+use crate::status::ApiError;
+use crate::stored;
 
 pub fn line(kind: &str, object: Value) -> Bytes {
     let mut v = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();

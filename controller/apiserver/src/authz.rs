@@ -179,7 +179,7 @@ async fn secret_of_pod_on_node(o: &Objects, node: &str, t: &Target) -> bool {
     let Some(name) = t.name.as_deref() else {
         return false;
     };
-    let Ok(pods) = crate::api::path::resolve(&format!(
+    let Ok(pods) = crate::path::resolve(&format!(
         "/api/v1/namespaces/{}/pods",
         t.namespace.as_deref().unwrap_or_default()
     )) else {
@@ -349,7 +349,7 @@ pub fn check_created(who: &Identity, t: &Target, body: &Value) -> Result<(), Api
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::path::resolve;
+    use crate::path::resolve;
 
     fn d(who: &Identity, verb: &str, path: &str) -> Decision {
         decide(who, verb, &resolve(path).expect(path))

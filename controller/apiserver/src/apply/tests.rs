@@ -9,8 +9,8 @@ use super::fieldset::{PathElement, Set};
 use super::managed::{self, Operation};
 use super::merge::{compare, field_set, merge, remove};
 use super::*;
-use crate::api::meta::MAX_DEPTH;
-use crate::api::path::resolve;
+use crate::meta::MAX_DEPTH;
+use crate::path::resolve;
 
 const NOW: &str = "2026-11-23T10:00:00Z";
 const LATER: &str = "2026-11-23T10:05:00Z";

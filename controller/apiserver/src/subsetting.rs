@@ -85,7 +85,7 @@ pub fn admit(t: &Target, old: Option<&Value>, new: &mut Value, now: &str) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::path::resolve;
+    use crate::path::resolve;
     use serde_json::json;
 
     fn cluster(on: Option<bool>, since: Option<&str>) -> Value {

@@ -27,7 +27,7 @@
 
 use serde_json::Value;
 
-use crate::api::strategic::keys::{strategy, ListStrategy};
+use crate::strategic::keys::{strategy, ListStrategy};
 
 /// How a list is merged and owned.
 #[derive(Debug, Clone, PartialEq, Eq)]

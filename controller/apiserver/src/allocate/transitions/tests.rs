@@ -1,7 +1,7 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::api::allocate::{fill, Family};
+use crate::allocate::{fill, Family};
 
 fn cfg() -> Config {
     Config::from_flags("198.18.0.0/16,fd00:198:18::/112", "30000-32767").expect("cfg")

@@ -278,7 +278,8 @@ pub(super) fn json_response(code: StatusCode, v: Value) -> Response {
     (code, axum::Json(v)).into_response()
 }
 
-pub(crate) fn random<const N: usize>() -> [u8; N] {
+/// `N` random bytes (uids, generated names, bootstrap objects).
+pub fn random<const N: usize>() -> [u8; N] {
     let mut b = [0u8; N];
     // getrandom only fails where the kernel has no entropy source at all.
     let _ = getrandom::getrandom(&mut b);

@@ -253,7 +253,7 @@ pub fn warnings(unknown: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::path::resolve;
+    use crate::path::resolve;
 
     fn pod() -> Value {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},

@@ -147,14 +147,14 @@ fn within_limits(c: &Container) -> Result<(), Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::path::resolve;
+    use crate::path::resolve;
     use serde_json::{json, Value};
     use sluice_model::decode::FieldValidation;
 
     /// What `fields::check` (which calls these) says of `obj` written to
     /// `path`.
     fn check(t: &Target, obj: &Value) -> Result<(), ApiError> {
-        crate::api::fields::check(t, &mut obj.clone(), FieldValidation::Strict, None).map(drop)
+        crate::fields::check(t, &mut obj.clone(), FieldValidation::Strict, None).map(drop)
     }
 
     fn refusal(path: &str, obj: Value) -> (String, String) {

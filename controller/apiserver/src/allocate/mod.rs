@@ -264,8 +264,8 @@ impl Refusal {
     }
 
     /// The answer, for the Service `name`.
-    pub fn status(&self, name: &str) -> crate::api::status::ApiError {
-        use crate::api::status::ApiError;
+    pub fn status(&self, name: &str) -> crate::status::ApiError {
+        use crate::status::ApiError;
         match self {
             Refusal::Invalid(errs) => {
                 let texts: Vec<String> = errs.iter().map(FieldError::text).collect();

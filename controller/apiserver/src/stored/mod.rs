@@ -197,7 +197,7 @@ pub fn render_decoded(stored: &[u8], rev: i64, sel: &Selectors) -> Result<Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::selector::{FieldSelector, LabelSelector};
+    use crate::selector::{FieldSelector, LabelSelector};
     use serde_json::json;
 
     fn sel(labels: &str, fields: &str) -> Selectors {

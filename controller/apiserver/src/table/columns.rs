@@ -147,7 +147,7 @@ fn label_map(v: &Value, ptr: &str) -> String {
 /// A label selector (`matchLabels` and `matchExpressions`) as text, as
 /// kubectl's columns print it (`<none>` when it selects on nothing).
 fn selector(v: &Value, ptr: &str) -> String {
-    or_none(Some(&crate::api::selector::to_string(v.pointer(ptr))))
+    or_none(Some(&crate::selector::to_string(v.pointer(ptr))))
 }
 
 fn template_cells(v: &Value) -> [Cell; 3] {

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use super::fieldset::{canonical, path_string, Path, PathElement, Set};
 use super::schema::{atomic_map, key_default, list_type, skipped, ListType};
-use crate::api::meta::MAX_DEPTH;
+use crate::meta::MAX_DEPTH;
 
 /// Where a walk is: the path from the root, and the field names the
 /// schema is asked about (list elements add a path element, no name).

@@ -416,7 +416,7 @@ pub fn uuid(mut b: [u8; 16]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::path::resolve;
+    use crate::path::resolve;
 
     #[test]
     fn create_fills_what_the_server_owns_and_checks_the_rest() {

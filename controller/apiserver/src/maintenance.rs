@@ -97,7 +97,7 @@ pub fn admit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::path::resolve;
+    use crate::path::resolve;
     use serde_json::json;
 
     const NOW: &str = "2026-09-01T00:00:00Z";

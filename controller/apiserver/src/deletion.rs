@@ -386,7 +386,7 @@ pub fn finalized(t: &Target, old: &Value, new: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::path::resolve;
+    use crate::path::resolve;
     use sluice_model::k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 
     fn now() -> Timestamp {

@@ -57,7 +57,7 @@ pub fn admit(t: &Target, old: Option<&Value>, obj: &Value) -> Result<(), ApiErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::path::resolve;
+    use crate::path::resolve;
     use serde_json::json;
 
     #[test]

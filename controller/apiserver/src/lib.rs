@@ -1,10 +1,17 @@
-//! The API server's HTTP side: one `Router` per concern, state given once.
+//! The Sluice API server: kube-apiserver's HTTP side as the real
+//! `kubectl` and kube-rs use it, one `Router` per concern with its state
+//! given once, over the store (`sluice-store`), the model's kinds and
+//! validation (`sluice-model`, `sluice-apimachinery`) and the admission
+//! rules of the pure decision crates. Its own crate so that what only
+//! serves requests (and its fuzz targets) builds without the decision
+//! loops, the node providers and the kube-rs client.
 
 pub mod allocate;
 pub mod apply;
 pub mod auth;
 pub mod authz;
 pub mod binding;
+pub mod clock;
 pub mod collection;
 pub mod defaults;
 pub mod deletion;
@@ -16,6 +23,7 @@ pub mod fields;
 /// Pure entry points over the request pipeline for the fuzz targets.
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod identity;
 pub mod list;
 pub mod maintenance;
 pub mod meta;

@@ -281,7 +281,7 @@ pub fn scaled(stored: &Value, wanted: &Wanted, read_at: i64) -> (Value, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::path::resolve;
+    use crate::path::resolve;
 
     fn deployment() -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment",

@@ -128,8 +128,17 @@ fn key(pod: &Pod) -> String {
 /// as `deletion` says. Upstream's actuation: evictions retried until
 /// [`MAX_POD_EVICTION_TIME`], then the evicted pods waited for up to the
 /// capped grace plus headroom, then the node goes whatever is left (C4:
-/// drained for at most 10 minutes, then forced).
-pub fn drain_step(node: &Node, pods: &[&Pod], deletion: &Deletion, now: Timestamp) -> Step {
+/// drained for at most 10 minutes, then forced). It is handed over only
+/// once the load balancers have let it go (`released`, as
+/// `OutOfBalancers::may_delete` answers), so none still sends it
+/// connections as it goes.
+pub fn drain_step(
+    node: &Node,
+    pods: &[&Pod],
+    deletion: &Deletion,
+    released: Result<(), Option<Timestamp>>,
+    now: Timestamp,
+) -> Step {
     let tainted = node
         .spec
         .as_ref()
@@ -138,9 +147,14 @@ pub fn drain_step(node: &Node, pods: &[&Pod], deletion: &Deletion, now: Timestam
     if !tainted {
         return Step::Wait;
     }
+    let hand_over = if released.is_ok() {
+        Step::HandOver
+    } else {
+        Step::Wait
+    };
     let moving: Vec<&Pod> = pods.iter().copied().filter(|p| must_move(p)).collect();
     if moving.is_empty() {
-        return Step::HandOver;
+        return hand_over;
     }
     let refused: Vec<&Pod> = moving
         .iter()
@@ -169,7 +183,7 @@ pub fn drain_step(node: &Node, pods: &[&Pod], deletion: &Deletion, now: Timestam
         + SignedDuration::from_secs(MAX_GRACE_SECONDS)
         + EVICTION_HEADROOM;
     if now >= deadline {
-        Step::HandOver
+        hand_over
     } else {
         Step::Wait
     }

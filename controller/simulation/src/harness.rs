@@ -7,6 +7,7 @@
 //! user's writes of `spec.action` a scenario scripts. Each step checks the
 //! [`crate::invariants`].
 
+use sluice_model::policy::balancers::OutOfBalancers;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
@@ -353,6 +354,8 @@ impl Harness {
                 capacity: None,
                 local_services: &[],
                 gate: &gate,
+                // Nothing here follows load balancers.
+                balancers: &OutOfBalancers::untracked(),
                 config: &self.config,
             },
             now,

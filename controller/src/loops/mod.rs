@@ -17,6 +17,8 @@
 //! - node pools and their upgrades (`sluice_nodepools`,
 //!   `sluice_upgrades`, `sluice_maintenance`): [`pools`], [`upgrades`];
 //! - the cluster autoscaler (`sluice_autoscaler`): [`autoscaler`];
+//! - which nodes the load balancers still send to, for the loops that
+//!   delete drained nodes: [`balancers`];
 //! - the garbage collector and namespace deletion (`sluice_lifecycle`):
 //!   [`garbage_collector`], [`namespaces`].
 //!
@@ -24,6 +26,7 @@
 //! and [`wiring::loops`] is the table of them.
 
 pub mod autoscaler;
+pub mod balancers;
 pub mod client;
 pub mod compact;
 pub mod endpoints;

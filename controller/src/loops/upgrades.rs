@@ -96,6 +96,8 @@ pub struct Upgrades {
     pub provider: Arc<dyn NodeProvider>,
     pub config: Config,
     pub holds: Arc<Holds>,
+    /// Whether the load balancers have let a drained node go.
+    pub balancers: Arc<super::balancers::Balancers>,
 }
 
 fn params() -> PatchParams {
@@ -182,6 +184,7 @@ impl Upgrades {
             }
         };
         let node_list: Vec<Node> = nodes.iter().map(|n| n.as_ref().clone()).collect();
+        let balancers = self.balancers.look(now);
         let plan = sluice_upgrades::plan(
             &Inputs {
                 operation: &op,
@@ -193,6 +196,7 @@ impl Upgrades {
                 capacity,
                 local_services: &locals,
                 gate: &gate,
+                balancers: &balancers,
                 config: &self.config,
             },
             now,
@@ -457,6 +461,19 @@ impl Upgrades {
             }
             Change::Relisted => queue.add_all(self.all_keys()),
         }
+    }
+
+    /// A node leaving (or joining) a NEG or an instance group may let a
+    /// drained node go: every live upgrade looks again.
+    pub fn on_backends<K>(&self, _change: &Change<K>, queue: &Queue) {
+        let live: Vec<Key> = self
+            .operations
+            .all()
+            .iter()
+            .filter(|o| inputs::live_upgrade(o).is_some())
+            .map(|o| super::informer::key_of(o.as_ref()))
+            .collect();
+        queue.add_all(live);
     }
 
     /// A change of the maintenance policy opens or closes every gate; a

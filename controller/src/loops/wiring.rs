@@ -27,8 +27,8 @@ use super::informer::{self, Change, Informer};
 use super::queue::Queue;
 use super::spec::{LoopSpec, Watched};
 use super::{
-    autoscaler, compact, endpoints, garbage_collector, loadbalancers, namespaces, nodes, pools,
-    scheduling, upgrades, workloads, LoopConfig, ProviderChoice,
+    autoscaler, balancers, compact, endpoints, garbage_collector, loadbalancers, namespaces, nodes,
+    pools, scheduling, upgrades, workloads, LoopConfig, ProviderChoice,
 };
 
 /// The kinds every loop may read, each watched once.
@@ -380,6 +380,11 @@ fn pool_loops(
     };
     let budgets = c.budgets.clone();
     let holds = Arc::new(upgrades::Holds::default());
+    let balancers = Arc::new(balancers::Balancers::new(
+        c.negs.clone(),
+        c.groups.clone(),
+        c.nodes.clone(),
+    ));
     let pl = Arc::new(pools::Pools {
         client: client.clone(),
         pools: pools_inf.clone(),
@@ -403,15 +408,19 @@ fn pool_loops(
         provider,
         config: pool_config,
         holds,
+        balancers: balancers.clone(),
     });
     let u = || up.clone();
     let (u1, u2, u3, u4, u5, keys) = (u(), u(), u(), u(), u(), u());
+    let (u6, u7) = (u(), u());
     let upgrade = LoopSpec::new("upgrade", &up, |u, k| async move { u.reconcile(k).await })
         .on(&operations, move |ch, q| u1.on_operation(ch, q))
         .on(&c.nodes, move |ch, q| u2.on_node(ch, q))
         .on(&c.pods, move |ch, q| u3.on_pod(ch, q))
         .on(&pools_inf, move |ch, q| u4.on_pool(ch, q))
         .on(&c.clusters, move |ch, q| u5.on_cluster(ch, q))
+        .on(&c.negs, move |ch, q| u6.on_backends(ch, q))
+        .on(&c.groups, move |ch, q| u7.on_backends(ch, q))
         // A plan needs every Node of the pool and every pod on them: a
         // node missing from a cache still filling would look gone.
         .waits_for([
@@ -420,6 +429,7 @@ fn pool_loops(
             c.pods.synced(),
             operations.synced(),
         ])
+        .waits_for(balancers.synced())
         .first(move || keys.all_keys());
     let (p1, p2, ps) = (pl.clone(), pl.clone(), pools_inf.clone());
     let nodepool = LoopSpec::new("nodepool", &pl, |p, k| async move { p.reconcile(k).await })
@@ -449,6 +459,7 @@ fn pool_loops(
                 pools: pools_inf.clone(),
                 budgets,
                 clusters: c.clusters.clone(),
+                balancers,
             },
             config.autoscaler.clone(),
         ),

@@ -91,6 +91,27 @@ impl DrainProgress {
     pub fn is_over(&self) -> bool {
         matches!(self, DrainProgress::Finished | DrainProgress::Forced { .. })
     }
+
+    /// How many pods are left.
+    pub fn left(&self) -> usize {
+        match self {
+            DrainProgress::Finished => 0,
+            DrainProgress::Forced { left } | DrainProgress::Waiting { left, .. } => *left,
+        }
+    }
+
+    /// This progress held until the load balancers have let the node go
+    /// (`released`, as `OutOfBalancers::may_delete` answers): a drain
+    /// that is over waits, until the release, while they have not.
+    pub fn until_released(self, released: Result<(), Option<Timestamp>>) -> DrainProgress {
+        match released {
+            Err(deadline) if self.is_over() => DrainProgress::Waiting {
+                left: self.left(),
+                deadline,
+            },
+            _ => self,
+        }
+    }
 }
 
 /// When a drain for `reason` started at `started` has spent its caps with
@@ -124,13 +145,12 @@ pub fn deadline(
 }
 
 /// How long a drained node is kept after its drain started before it is
-/// deleted, however soon its pods are gone. The drain takes the node out
-/// of every load balancer's backends (its NEGs and instance groups), and
-/// that takes a moment to reach the load balancers: deleted sooner, an
-/// empty node would still be sent new connections as it went (the
-/// cluster autoscaler waits as long after tainting a node, its
-/// `--node-delete-delay-after-taint`, 5 s).
-pub const LOAD_BALANCER_DELAY: SignedDuration = SignedDuration::from_secs(5);
+/// deleted, however soon its pods are gone: the drain takes the node out
+/// of every load balancer's backends, and that takes a moment to reach
+/// them. Deleted sooner, an empty node would still be sent new
+/// connections as it went. Where the balancers are followed, the node
+/// also waits for having left them ([`DrainProgress::until_released`]).
+pub use sluice_model::policy::balancers::LOAD_BALANCER_DELAY;
 
 /// Where the drain of a node with `pods` left stands at `now`. The node
 /// is never over before [`LOAD_BALANCER_DELAY`] has passed since `started`.
@@ -451,6 +471,36 @@ mod tests {
             deadline(EvictionReason::BlueGreenDrain, t0(), &[pod(30)]),
             None
         );
+    }
+
+    #[test]
+    fn a_drain_that_is_over_waits_for_the_load_balancers_to_let_the_node_go() {
+        // spec: U1 — deleted once drained and out of the load balancers.
+        let at = |s: i64| t0() + SignedDuration::from_secs(s);
+        let done = progress(EvictionReason::NodeUpgrade, t0(), &[], at(10));
+        assert_eq!(done.clone().until_released(Ok(())), DrainProgress::Finished);
+        assert_eq!(
+            done.until_released(Err(Some(at(40)))),
+            DrainProgress::Waiting {
+                left: 0,
+                deadline: Some(at(40))
+            }
+        );
+        let forced = DrainProgress::Forced { left: 2 };
+        assert_eq!(forced.left(), 2);
+        assert_eq!(
+            forced.until_released(Err(None)),
+            DrainProgress::Waiting {
+                left: 2,
+                deadline: None
+            }
+        );
+        // Not over: unchanged, whatever the balancers say.
+        let waiting = DrainProgress::Waiting {
+            left: 1,
+            deadline: Some(at(60)),
+        };
+        assert_eq!(waiting.clone().until_released(Err(Some(at(40)))), waiting);
     }
 
     #[test]

@@ -8,10 +8,12 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use sluice_model::node_pool::NodePool;
 use sluice_model::operation::Operation;
+use sluice_model::policy::balancers::OutOfBalancers;
+use sluice_model::policy::eviction::EvictionReason;
 use sluice_nodepools::reconcile::{self, QUOTA_EXCEEDED};
 use sluice_nodepools::Instance;
 
-use crate::drain::PodOnNode;
+use crate::drain::{self, DrainProgress, PodOnNode};
 use crate::gate::Gate;
 
 /// One pass's inputs. `instances` and `nodes` must be complete lists (of
@@ -33,9 +35,33 @@ pub struct Inputs<'a> {
     /// their serving pods (U5's warning).
     pub local_services: &'a [LocalService],
     pub gate: &'a Gate,
+    /// Since when each node has been out of every load balancer: a
+    /// drained node is deleted only once they have let it go.
+    pub balancers: &'a OutOfBalancers,
     /// The pool reconciler's settings: zones, the cluster's version, the
     /// poll interval.
     pub config: &'a reconcile::Config,
+}
+
+impl Inputs<'_> {
+    /// The pods a drain of `node` must still remove.
+    pub fn pods_on(&self, node: &str) -> &[PodOnNode] {
+        self.pods.get(node).map_or(&[][..], Vec::as_slice)
+    }
+
+    /// Where the drain of `node` for `reason`, started at `started`,
+    /// stands at `now`: [`drain::progress`], held while the load
+    /// balancers have not let the node go.
+    pub fn drain_progress(
+        &self,
+        node: &str,
+        reason: EvictionReason,
+        started: Timestamp,
+        now: Timestamp,
+    ) -> DrainProgress {
+        drain::progress(reason, started, self.pods_on(node), now)
+            .until_released(self.balancers.may_delete(node, started, now))
+    }
 }
 
 /// Whether the provider has room for another node.

@@ -147,8 +147,7 @@ impl Strategy for ShortLived {
                     }
                     None => {}
                     Some(started) => {
-                        let pods = pass.inputs.pods.get(&name).map_or(&[][..], Vec::as_slice);
-                        match drain::progress(REASON, started, pods, pass.now) {
+                        match pass.inputs.drain_progress(&name, REASON, started, pass.now) {
                             drain::DrainProgress::Waiting { deadline, .. } => {
                                 wake = crate::driver::earliest([wake, deadline]);
                                 out.busy.insert(name);

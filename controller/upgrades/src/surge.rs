@@ -173,7 +173,7 @@ impl Strategy for Surge {
                 may_start,
                 quota_blocked: quota_blocked.clone(),
                 fresh: pass.direction.sides(pass.sides).0,
-                pods: inputs.pods,
+                inputs,
                 now: pass.now,
             };
             let step = window.step(&zone_members, &mut taken);

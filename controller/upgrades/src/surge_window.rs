@@ -16,13 +16,14 @@
 //! - the zone wants `T` minus the unmarked nodes to replace (and nodes
 //!   left alone) of the new side: one per marked or already deleted node.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use k8s_openapi::jiff::Timestamp;
 use sluice_model::policy::eviction::EvictionReason;
 use sluice_nodepools::{naming, CreateNode};
 
-use crate::drain::{self, DrainProgress, PodOnNode};
+use crate::drain::DrainProgress;
+use crate::inputs::Inputs;
 use crate::observe::{Mark, Member};
 use crate::target::Side;
 use crate::Action;
@@ -39,7 +40,9 @@ pub(crate) struct Window<'a> {
     /// `Some(why)` when quota holds creations back.
     pub quota_blocked: Option<String>,
     pub fresh: &'a Side,
-    pub pods: &'a BTreeMap<String, Vec<PodOnNode>>,
+    /// The pods left on nodes, and whether the load balancers let a
+    /// drained node go.
+    pub inputs: &'a Inputs<'a>,
     pub now: Timestamp,
 }
 
@@ -119,16 +122,25 @@ impl Window<'_> {
                     self.now
                 }
             };
-            let pods = self.pods.get(m.name()).map_or(&[][..], Vec::as_slice);
-            let progress = drain::progress(EvictionReason::NodeUpgrade, started, pods, self.now);
+            let pods = self.inputs.pods_on(m.name());
+            let progress = self.inputs.drain_progress(
+                m.name(),
+                EvictionReason::NodeUpgrade,
+                started,
+                self.now,
+            );
             if let DrainProgress::Waiting { left, deadline } = &progress {
                 in_flight += 1;
                 step.draining.push(m.name().to_owned());
-                let by = deadline.map_or(String::new(), |d| format!(", forced at {d}"));
-                step.blocking.push(format!(
-                    "node {}: draining, {left} pod(s) left{by}",
-                    m.name()
-                ));
+                step.blocking.push(if *left == 0 {
+                    format!(
+                        "node {}: drained; waits for the load balancers to stop sending it connections",
+                        m.name()
+                    )
+                } else {
+                    let by = deadline.map_or(String::new(), |d| format!(", forced at {d}"));
+                    format!("node {}: draining, {left} pod(s) left{by}", m.name())
+                });
                 step.blocking.extend(pods.iter().filter_map(|p| {
                     p.held_by
                         .as_ref()

@@ -2,6 +2,7 @@
 //! their own: quota read off the pool, the gate's words, a rollback's
 //! release of nodes the forward upgrade had started.
 
+use sluice_model::policy::balancers::OutOfBalancers;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -148,6 +149,7 @@ fn a_rollback_lifts_the_drain_and_mark_of_a_node_the_upgrade_had_started() {
         capacity: None,
         local_services: &[],
         gate: &Gate::OPEN,
+        balancers: &OutOfBalancers::untracked(),
         config: &config,
     };
     let plan = plan(&inputs, now()).unwrap();
@@ -198,9 +200,87 @@ fn a_final_operation_plans_nothing_more() {
         capacity: None,
         local_services: &[],
         gate: &Gate::OPEN,
+        balancers: &OutOfBalancers::untracked(),
         config: &config,
     };
     let plan = plan(&inputs, now()).unwrap();
     assert_eq!(plan.actions, []);
     assert_eq!(plan.status, o.status.unwrap());
+}
+
+#[test]
+fn a_drained_node_is_deleted_only_once_the_load_balancers_let_it_go() {
+    // spec: U1 — the old node goes once drained, and not while a load
+    // balancer may still send it connections.
+    let p = pool();
+    let spec = NodeSpec::of_pool(&p).unwrap();
+    let old = instance("p-a-old", "1.33.2");
+    let two = instance("p-a-two", "1.33.2");
+    let new = instance("p-a-new", "1.34.1");
+    let started = now() - SignedDuration::from_secs(60);
+    let mut drained = node_object(&old, &spec);
+    let mut annotations = drain_annotations(EvictionReason::NodeUpgrade, started);
+    annotations.insert(UPGRADING_ANNOTATION.into(), "op".into());
+    drained.metadata.annotations = Some(annotations);
+    let nodes = vec![drained, node_object(&two, &spec), node_object(&new, &spec)];
+    let instances = vec![old, two, new];
+    let o = op(None, OperationState::Running);
+    let config = reconcile::Config::default();
+    let pods = BTreeMap::new();
+    let names = ["p-a-old", "p-a-two", "p-a-new"];
+    let mut balancers = OutOfBalancers::default();
+    let behind = names.map(String::from).into();
+    balancers.observe(&behind, names, started);
+    let inputs = Inputs {
+        operation: &o,
+        pool: &p,
+        instances: &instances,
+        nodes: &nodes,
+        pods: &pods,
+        quota: &Quota::Available,
+        capacity: None,
+        local_services: &[],
+        gate: &Gate::OPEN,
+        balancers: &balancers,
+        config: &config,
+    };
+    let deletes = |plan: &crate::UpgradePlan| {
+        plan.actions.iter().any(|a| {
+            matches!(a, Action::DeleteInstance { name } | Action::Recreate { old: name, .. }
+                if name == "p-a-old")
+        })
+    };
+    let held = plan(&inputs, now()).unwrap();
+    assert!(!deletes(&held), "{:?}", held.actions);
+    let status = format!("{:?}", held.status);
+    assert!(
+        status.contains(
+            "node p-a-old: drained; waits for the load balancers to stop sending it connections"
+        ),
+        "{status}"
+    );
+    // Looked at again before the patience ends (the poll comes sooner).
+    let patience = started + SignedDuration::from_secs(120);
+    assert!(
+        held.requeue_after
+            .is_some_and(|d| d <= SignedDuration::from_secs(60)),
+        "{:?}",
+        held.requeue_after
+    );
+    // Out of every balancer for 10 s: it goes.
+    let mut released = balancers.clone();
+    let behind = ["p-a-two", "p-a-new"].map(String::from).into();
+    released.observe(&behind, names, now() - SignedDuration::from_secs(10));
+    let plan_released = plan(
+        &Inputs {
+            balancers: &released,
+            ..inputs
+        },
+        now(),
+    )
+    .unwrap();
+    assert!(deletes(&plan_released), "{:?}", plan_released.actions);
+    // Still behind one, past the patience: it goes too.
+    let late = plan(&inputs, patience).unwrap();
+    assert!(deletes(&late), "{:?}", late.actions);
 }

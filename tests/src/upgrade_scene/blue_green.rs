@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 
-use super::{Figures, Loops, OpView, Report, Scene, SERVICES};
+use super::{record_traffic, warned_local, Loops, OpView, Report, Scene};
 use crate::kube_cluster::KubeCluster;
 
 /// The phases of a blue-green upgrade, in order.
@@ -74,8 +74,11 @@ impl Scene {
         let mut current = String::new();
         let mut said: Vec<String> = Vec::new();
         let mut crashed = false;
+        // The Local Services the operation warned about in this phase.
+        let mut warned = BTreeSet::new();
         loop {
             let view = self.op(c, op)?;
+            warned.extend(warned_local(&view.warnings));
             if !crashed && !view.is_final() && crash.is_some_and(|f| f(&view)) {
                 crashed = true;
                 let t = Instant::now();
@@ -105,13 +108,10 @@ impl Scene {
             if phase != current || stop {
                 if !current.is_empty() {
                     let ended = std::mem::replace(&mut loops, Loops::start(c));
-                    self.segment(
-                        report,
-                        &format!("{label}: {current}"),
-                        ended,
-                        since.elapsed(),
-                    );
+                    let phase = format!("{label}: {current}");
+                    record_traffic(report, &phase, ended, since.elapsed(), 0, &warned, false);
                     since = Instant::now();
+                    warned.clear();
                 }
                 if seen.last() != Some(&phase) {
                     println!("    {op}: {phase} ({})", view.message);
@@ -134,42 +134,6 @@ impl Scene {
             }
             std::thread::sleep(Duration::from_millis(250));
         }
-    }
-
-    /// One phase's traffic: no request failed for either Service.
-    fn segment(&self, report: &mut Report, phase: &str, loops: Loops, took: Duration) {
-        let counts = loops.finish();
-        for (svc, _, policy) in SERVICES {
-            let (ok, failed, errors) = counts.get(svc).cloned().unwrap_or_default();
-            report.check(
-                failed == 0,
-                format!(
-                    "{svc} ({policy}): {ok} requests served, {failed} failed during {phase}{}",
-                    if errors.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            " ({})",
-                            errors
-                                .iter()
-                                .take(8)
-                                .cloned()
-                                .collect::<Vec<_>>()
-                                .join("; ")
-                        )
-                    }
-                ),
-            );
-        }
-        report.figures.push(Figures {
-            phase: phase.to_owned(),
-            nodes_upgraded: 0,
-            seconds: took.as_secs_f64(),
-            requests: counts
-                .into_iter()
-                .map(|(s, (ok, failed, _))| (s, (ok, failed)))
-                .collect(),
-        });
     }
 
     /// Upgrade 1. spec: B1, B2, B3, B4, B5 — every phase in order, green

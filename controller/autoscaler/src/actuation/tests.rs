@@ -60,7 +60,7 @@ fn nothing_is_evicted_before_the_taint_is_seen() {
     // cannot land on it again.
     let web = pod("web", "ReplicaSet", false, None);
     assert_eq!(
-        drain_step(&node(false), &[&web], &deletion(), t0()),
+        drain_step(&node(false), &[&web], &deletion(), Ok(()), t0()),
         Step::Wait
     );
 }
@@ -73,7 +73,13 @@ fn evictions_are_capped_at_ten_minutes_and_daemon_pods_stay() {
     let short = pod("short", "ReplicaSet", false, Some(5));
     let ds = pod("agent", "DaemonSet", false, None);
     assert_eq!(
-        drain_step(&node(true), &[&long, &short, &ds], &deletion(), secs(1)),
+        drain_step(
+            &node(true),
+            &[&long, &short, &ds],
+            &deletion(),
+            Ok(()),
+            secs(1)
+        ),
         Step::Evict(vec![
             ("default/long".into(), 600),
             ("default/short".into(), 5)
@@ -81,7 +87,7 @@ fn evictions_are_capped_at_ten_minutes_and_daemon_pods_stay() {
     );
     // An empty node (DaemonSet pods only) is handed over at once.
     assert_eq!(
-        drain_step(&node(true), &[&ds], &deletion(), secs(1)),
+        drain_step(&node(true), &[&ds], &deletion(), Ok(()), secs(1)),
         Step::HandOver
     );
 }
@@ -92,10 +98,10 @@ fn a_budget_that_still_refuses_keeps_the_node() {
     // the removal is given up, naming the pod.
     let held = pod("held", "ReplicaSet", false, None);
     assert!(matches!(
-        drain_step(&node(true), &[&held], &deletion(), secs(119)),
+        drain_step(&node(true), &[&held], &deletion(), Ok(()), secs(119)),
         Step::Evict(_)
     ));
-    match drain_step(&node(true), &[&held], &deletion(), secs(120)) {
+    match drain_step(&node(true), &[&held], &deletion(), Ok(()), secs(120)) {
         Step::GiveUp(why) => assert!(why.contains("default/held"), "{why}"),
         other => panic!("{other:?}"),
     }
@@ -107,13 +113,47 @@ fn evicted_pods_are_waited_for_then_the_node_goes() {
     // window, plus upstream's headroom), then forced.
     let going = pod("going", "ReplicaSet", true, None);
     assert_eq!(
-        drain_step(&node(true), &[&going], &deletion(), secs(700)),
+        drain_step(&node(true), &[&going], &deletion(), Ok(()), secs(700)),
         Step::Wait
     );
     assert_eq!(
-        drain_step(&node(true), &[&going], &deletion(), secs(120 + 600 + 30)),
+        drain_step(
+            &node(true),
+            &[&going],
+            &deletion(),
+            Ok(()),
+            secs(120 + 600 + 30)
+        ),
         Step::HandOver
     );
+}
+
+#[test]
+fn a_drained_node_is_handed_over_only_once_the_load_balancers_let_it_go() {
+    // spec: C4 — a node still sent connections is not deleted, even with
+    // no pod left, or with its drain's time spent.
+    let ds = pod("agent", "DaemonSet", false, None);
+    let held = Err(Some(secs(30)));
+    assert_eq!(
+        drain_step(&node(true), &[&ds], &deletion(), held, secs(1)),
+        Step::Wait
+    );
+    let going = pod("going", "ReplicaSet", true, None);
+    let late = secs(120 + 600 + 30);
+    assert_eq!(
+        drain_step(&node(true), &[&going], &deletion(), held, late),
+        Step::Wait
+    );
+    assert_eq!(
+        drain_step(&node(true), &[&going], &deletion(), Ok(()), late),
+        Step::HandOver
+    );
+    // Pods to evict are evicted whatever the balancers say.
+    let web = pod("web", "ReplicaSet", false, None);
+    assert!(matches!(
+        drain_step(&node(true), &[&web], &deletion(), held, secs(1)),
+        Step::Evict(_)
+    ));
 }
 
 fn pool(autoscaler: Option<AutoscalerStatus>) -> NodePool {

@@ -436,7 +436,8 @@ impl Run {
                 .map(|(p, _)| p.clone())
                 .collect();
             let refs: Vec<&Pod> = here.iter().collect();
-            match actuation::drain_step(&node, &refs, &d, now) {
+            // The simulation has no load balancers to wait for.
+            match actuation::drain_step(&node, &refs, &d, Ok(()), now) {
                 Step::Wait => {}
                 Step::Evict(list) => {
                     for (k, _) in list {

@@ -7,6 +7,7 @@
 //! pods removed; `safe-to-evict: "false"` pods left until 7 days after
 //! the node's cordon under an autoscaled blue-green drain).
 
+use sluice_model::policy::balancers::OutOfBalancers;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
@@ -163,6 +164,8 @@ impl Run {
                 capacity,
                 local_services: &[],
                 gate: &Gate::OPEN,
+                // Nothing here follows load balancers.
+                balancers: &OutOfBalancers::untracked(),
                 config: &config,
             },
             now,

@@ -75,6 +75,8 @@ pub struct Caches {
     pub pools: Arc<Informer<NodePool>>,
     pub budgets: Arc<Informer<PodDisruptionBudget>>,
     pub clusters: Arc<Informer<Cluster>>,
+    /// Whether the load balancers have let a drained node go.
+    pub balancers: Arc<super::balancers::Balancers>,
 }
 
 pub struct Autoscaler {
@@ -122,6 +124,7 @@ pub fn spec(a: Autoscaler, all: &super::wiring::Caches) -> LoopSpec {
     // A decision on a partial list would see pools without nodes (and
     // grow them) or pods without budgets (and evict them).
     .waits_for(inputs)
+    .waits_for(a.c.balancers.synced())
     .first(|| vec![key()])
 }
 
@@ -282,12 +285,14 @@ impl Autoscaler {
         }
         let mut handed = Vec::new();
         let deleting = state.deleting.clone();
+        let balancers = self.c.balancers.look(now);
         for (name, d) in &deleting {
             let Some(node) = by_name.get(name.as_str()) else {
                 continue;
             };
             let here = on_node.get(name.as_str()).map_or(&[][..], Vec::as_slice);
-            match plan::drain_step(node, here, d, now) {
+            let released = balancers.may_delete(name, d.started_at, now);
+            match plan::drain_step(node, here, d, released, now) {
                 Step::Wait => {}
                 Step::Evict(list) => self.evict(&list, now).await,
                 Step::HandOver => {

@@ -134,7 +134,10 @@ impl<'p> Run<'p, '_> {
             if drain::protected_until(pods, cordoned_at).is_some_and(|t| now < t) {
                 protected += 1;
             }
-            match drain::autoscaled_progress(started, cordoned_at, pods, now) {
+            let released = self.pass.inputs.balancers.may_delete(&name, started, now);
+            match drain::autoscaled_progress(started, cordoned_at, pods, now)
+                .until_released(released)
+            {
                 DrainProgress::Waiting { deadline, .. } => {
                     draining += 1;
                     wake = super::earlier(wake, deadline);

@@ -271,7 +271,11 @@ impl<'p, 'a> Run<'p, 'a> {
                 });
                 continue;
             };
-            match drain::progress(reason, started, self.pods(&name), self.pass.now) {
+            match self
+                .pass
+                .inputs
+                .drain_progress(&name, reason, started, self.pass.now)
+            {
                 drain::DrainProgress::Waiting { deadline, .. } => {
                     wake = earlier(wake, deadline);
                     self.out.busy.insert(name);

@@ -8,6 +8,7 @@
 
 #![allow(dead_code)]
 
+use sluice_model::policy::balancers::OutOfBalancers;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Node;
@@ -280,6 +281,8 @@ impl World {
                 capacity: self.capacity,
                 local_services: &self.local_services,
                 gate: &self.gate,
+                // Nothing here follows load balancers.
+                balancers: &OutOfBalancers::untracked(),
                 config: &self.config,
             },
             self.now,

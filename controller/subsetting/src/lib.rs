@@ -1,5 +1,5 @@
-//! L4 load-balancer backends as pure decisions (issue 11, spec rules N1–N5
-//! and P7): which nodes stand behind a LoadBalancer Service, per zone.
+//! L4 load-balancer backends as pure decisions (spec rules N1–N5 and P7):
+//! which nodes stand behind a LoadBalancer Service, per zone.
 //!
 //! Nothing here does I/O, reads a clock or awaits: objects come in as plain
 //! structs and decisions go out as values, so the controller's loop can
@@ -19,7 +19,8 @@
 //! - [`health_check`]: the health check GKE makes for the Service's policy,
 //!   with validated overrides.
 //!
-//! The building blocks: [`node`] (a node and why it is left out),
+//! The building blocks: [`node`] (a node, why it is left out, and the
+//! fallback to draining nodes when every node drains),
 //! [`service`] (a Service's key and policy), [`rank`] (the per-Service
 //! order of nodes), [`share`] (how a subset's size is split over zones).
 

@@ -82,3 +82,82 @@ impl Node {
         Ok(())
     }
 }
+
+/// Keeps the load balancers from emptying because of drains alone: when
+/// no node of `nodes` is eligible but some are left out only because they
+/// are being drained, those count as eligible again (their `draining`
+/// cleared). EndpointSlices fall back to serving terminating endpoints for
+/// the same reason: with every node draining at once (a blue pool with no
+/// green node yet) a Service would otherwise have no backend, and the
+/// load balancer would send to whatever it still knew, deleted nodes
+/// included. Once any node is eligible the draining ones leave again.
+/// Whether the fallback applied.
+pub fn fall_back_to_draining(nodes: &mut [Node]) -> bool {
+    if nodes.iter().any(|n| n.is_eligible() && n.validate().is_ok()) {
+        return false;
+    }
+    let mut applied = false;
+    for n in nodes
+        .iter_mut()
+        .filter(|n| n.exclusion() == Some(Exclusion::BeingDrained))
+    {
+        n.draining = false;
+        applied = true;
+    }
+    applied
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draining(name: &str) -> Node {
+        Node {
+            draining: true,
+            ..Node::new(name, "zone-a")
+        }
+    }
+
+    #[test]
+    fn every_node_draining_keeps_them_all_behind_the_load_balancer() {
+        // spec: N2, U1 — a Service keeps backends while all drain at once.
+        let mut nodes = vec![draining("a"), draining("b")];
+        assert!(fall_back_to_draining(&mut nodes));
+        assert!(nodes.iter().all(Node::is_eligible));
+    }
+
+    #[test]
+    fn one_eligible_node_lets_the_draining_ones_go() {
+        let mut nodes = vec![draining("a"), Node::new("green", "zone-b")];
+        assert!(!fall_back_to_draining(&mut nodes));
+        assert!(!nodes[0].is_eligible());
+    }
+
+    #[test]
+    fn harder_exclusions_are_never_undone() {
+        // A node to be deleted, labelled out or being deleted stays out,
+        // draining or not; only the drain is a soft exclusion.
+        let gone = Node {
+            to_be_deleted: true,
+            ..draining("gone")
+        };
+        let labelled = Node {
+            exclude_label: true,
+            ..Node::new("labelled", "zone-a")
+        };
+        let deleting = Node {
+            deleting: true,
+            ..draining("deleting")
+        };
+        let mut nodes = vec![gone, labelled, deleting, draining("d")];
+        assert!(fall_back_to_draining(&mut nodes));
+        let eligible: Vec<&str> = nodes
+            .iter()
+            .filter(|n| n.is_eligible())
+            .map(|n| n.name.as_str())
+            .collect();
+        assert_eq!(eligible, ["d"]);
+        let mut none: Vec<Node> = Vec::new();
+        assert!(!fall_back_to_draining(&mut none));
+    }
+}

@@ -26,6 +26,7 @@ use sluice_model::load_balancer::{
 use sluice_model::validation::health_check_overrides;
 use sluice_subsetting::health_check::{health_check, HealthCheckOverrides, NODE_HEALTH_PORT};
 use sluice_subsetting::instance_groups::instance_groups;
+use sluice_subsetting::node::fall_back_to_draining;
 use sluice_subsetting::lb_kind::{
     kind_after_creation, kind_at_creation, InternalBackend, LbKind, RequestedKind, Subsetting,
 };
@@ -360,8 +361,10 @@ pub fn plan(inputs: &Inputs<'_>) -> Plan {
     let mut plan = Plan::default();
     let by_name: BTreeMap<&str, &NodeFacts> =
         inputs.nodes.iter().map(|f| (f.name.as_str(), f)).collect();
-    let nodes: Vec<sluice_subsetting::Node> =
+    let mut nodes: Vec<sluice_subsetting::Node> =
         by_name.values().filter_map(|f| f.decision_node()).collect();
+    // Every node draining at once keeps them behind the LB, not none.
+    fall_back_to_draining(&mut nodes);
     let annotations = svc.metadata.annotations.clone().unwrap_or_default();
     let (kind, disagrees) = match inputs.existing.lb {
         Some(lb) => {
@@ -553,8 +556,9 @@ impl GroupPlan {
 pub fn plan_groups(nodes: &[NodeFacts], needed: bool, existing: &[&InstanceGroup]) -> GroupPlan {
     let mut plan = GroupPlan::default();
     let by_name: BTreeMap<&str, &NodeFacts> = nodes.iter().map(|f| (f.name.as_str(), f)).collect();
-    let decision: Vec<sluice_subsetting::Node> =
+    let mut decision: Vec<sluice_subsetting::Node> =
         by_name.values().filter_map(|f| f.decision_node()).collect();
+    fall_back_to_draining(&mut decision);
     let groups = if needed {
         instance_groups(&decision)
     } else {

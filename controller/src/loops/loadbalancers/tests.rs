@@ -467,6 +467,33 @@ fn excluded_nodes_and_nodes_without_an_address_are_no_endpoints() {
     }
 }
 
+// spec: N1, N4, U1 — nodes all drained at once (a blue pool with no green
+// node yet) stay behind the load balancer rather than leave it with none;
+// the first node that is not draining takes their place.
+#[test]
+fn when_every_node_drains_the_draining_ones_stay_backends() {
+    let mut nodes = cluster(&[2, 2]);
+    for n in &mut nodes {
+        n.draining = true;
+    }
+    let all: BTreeSet<String> = nodes.iter().map(|n| n.name.clone()).collect();
+    let s = Store::internal(&nodes);
+    let members: BTreeSet<String> = s.members().into_values().flatten().collect();
+    assert_eq!(members, all);
+    let groups = plan_groups(&nodes, true, &[]);
+    let grouped: BTreeSet<String> = groups
+        .create
+        .iter()
+        .flat_map(|g| g.spec.instances.iter().map(|i| i.name.clone()))
+        .collect();
+    assert_eq!(grouped, all);
+    // A green node: only it.
+    nodes.push(node("green", "zone-a", 9));
+    let s = Store::internal(&nodes);
+    let members: BTreeSet<String> = s.members().into_values().flatten().collect();
+    assert_eq!(members, BTreeSet::from(["green".to_owned()]));
+}
+
 #[test]
 fn a_service_that_stops_being_a_load_balancer_loses_its_objects() {
     let nodes = cluster(&[30]);

@@ -93,7 +93,10 @@ impl Node {
 /// included. Once any node is eligible the draining ones leave again.
 /// Whether the fallback applied.
 pub fn fall_back_to_draining(nodes: &mut [Node]) -> bool {
-    if nodes.iter().any(|n| n.is_eligible() && n.validate().is_ok()) {
+    if nodes
+        .iter()
+        .any(|n| n.is_eligible() && n.validate().is_ok())
+    {
         return false;
     }
     let mut applied = false;

@@ -26,10 +26,10 @@ use sluice_model::load_balancer::{
 use sluice_model::validation::health_check_overrides;
 use sluice_subsetting::health_check::{health_check, HealthCheckOverrides, NODE_HEALTH_PORT};
 use sluice_subsetting::instance_groups::instance_groups;
-use sluice_subsetting::node::fall_back_to_draining;
 use sluice_subsetting::lb_kind::{
     kind_after_creation, kind_at_creation, InternalBackend, LbKind, RequestedKind, Subsetting,
 };
+use sluice_subsetting::node::fall_back_to_draining;
 use sluice_subsetting::{compute, ServiceKey, Subset, SubsetService, TrafficPolicy};
 
 use super::inputs::{

@@ -239,7 +239,7 @@ impl<'p, 'a> Run<'p, 'a> {
         }
         let sides = self.sides;
         let pass = self.pass;
-        let pods_of = |node: &str| pass.inputs.pods.get(node).map_or(&[][..], Vec::as_slice);
+        let pods_of = |node: &str| pass.inputs.pods_on(node);
         let (marked, unmarked) = Self::batch_marks(sides);
         let starts: BTreeSet<Timestamp> = marked
             .iter()

@@ -236,11 +236,7 @@ impl<'p, 'a> Run<'p, 'a> {
     }
 
     fn pods(&self, node: &str) -> &[PodOnNode] {
-        self.pass
-            .inputs
-            .pods
-            .get(node)
-            .map_or(&[][..], Vec::as_slice)
+        self.pass.inputs.pods_on(node)
     }
 
     fn blocking(&mut self, line: String) {

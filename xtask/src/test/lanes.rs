@@ -12,11 +12,12 @@
 //! printed whole when it ends, headed as cargo heads it, so the log reads as
 //! cargo's does and the `test result:` lines sum as before.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -263,11 +264,23 @@ pub struct Report {
     /// Every job's process id: what the tests name their namespaces after.
     pub pids: Vec<u32>,
     total: usize,
+    /// How many jobs ran (to their end or stopped).
+    ran: usize,
+    /// A signal stopped the run.
+    interrupted: bool,
 }
 
 impl Report {
     /// The run's verdict: every job passed and some test ran.
     pub fn verdict(self) -> Result<Totals> {
+        if self.interrupted {
+            bail!(
+                "interrupted: {} of {} test runs ran ({} of them failed or were stopped)",
+                self.ran,
+                self.total,
+                self.failed.len()
+            );
+        }
         let failed = &self.failed;
         if !failed.is_empty() {
             bail!(
@@ -288,8 +301,87 @@ impl Report {
 /// job's output when it ends and sum the `test result:` lines. Every job
 /// runs even when one fails; the failures are named at the end.
 pub fn run(jobs: Vec<Job>, lanes: usize, limit: Duration) -> Report {
+    if let Err(e) = crate::signals::install() {
+        println!("warning: {e:#}; an interrupted run would leave its tests running");
+    }
+    run_until(jobs, lanes, limit, Arc::new(crate::signals::interrupted))
+}
+
+/// Asked every [`INTERRUPT_POLL`] whether the run was interrupted.
+type Interrupt = Arc<dyn Fn() -> bool + Send + Sync>;
+
+const INTERRUPT_POLL: Duration = Duration::from_millis(100);
+
+/// The process groups of one run's jobs now running. Each job leads a group
+/// of its own, which a Ctrl-C at the terminal or a SIGTERM to this process
+/// does not reach: an interrupted run stops them itself, or their
+/// controllers, agents and namespaces would outlive it.
+#[derive(Default)]
+struct Running(Mutex<BTreeSet<u32>>);
+
+impl Running {
+    fn with<T>(&self, f: impl FnOnce(&mut BTreeSet<u32>) -> T) -> T {
+        match self.0.lock() {
+            Ok(mut set) => f(&mut set),
+            Err(p) => f(&mut p.into_inner()),
+        }
+    }
+
+    fn signal_all(&self, signal: libc::c_int) {
+        for pid in self.with(|set| set.clone()) {
+            signal_group(pid, signal);
+        }
+    }
+}
+
+/// Once `interrupted` says so: no further job starts, and the running ones'
+/// groups get SIGTERM, then SIGKILL after [`STOP_GRACE`]. Returns whether
+/// the run was interrupted; ends when `finished` is set.
+fn stop_on_interrupt(
+    interrupted: &Interrupt,
+    finished: &AtomicBool,
+    queue: &Mutex<VecDeque<Job>>,
+    running: &Running,
+) -> bool {
+    while !finished.load(Ordering::SeqCst) {
+        if !interrupted() {
+            std::thread::sleep(INTERRUPT_POLL);
+            continue;
+        }
+        let skipped = match queue.lock() {
+            Ok(mut q) => std::mem::take(&mut *q).len(),
+            Err(p) => std::mem::take(&mut *p.into_inner()).len(),
+        };
+        println!("+ interrupted: stopping the running tests; {skipped} test runs not started");
+        running.signal_all(libc::SIGTERM);
+        let until = Instant::now() + STOP_GRACE;
+        while Instant::now() < until && !running.with(|set| set.is_empty()) {
+            std::thread::sleep(INTERRUPT_POLL);
+        }
+        // Until the lanes end: a job popped just before the queue was
+        // emptied may start after the signals went out.
+        while !finished.load(Ordering::SeqCst) {
+            running.signal_all(libc::SIGKILL);
+            std::thread::sleep(INTERRUPT_POLL);
+        }
+        return true;
+    }
+    false
+}
+
+fn run_until(jobs: Vec<Job>, lanes: usize, limit: Duration, interrupted: Interrupt) -> Report {
     let total = jobs.len();
     let queue = Arc::new(Mutex::new(VecDeque::from(order(jobs))));
+    let running = Arc::new(Running::default());
+    let finished = Arc::new(AtomicBool::new(false));
+    let stopper = {
+        let (queue, running, finished) = (
+            Arc::clone(&queue),
+            Arc::clone(&running),
+            Arc::clone(&finished),
+        );
+        std::thread::spawn(move || stop_on_interrupt(&interrupted, &finished, &queue, &running))
+    };
     let (tx, rx) = std::sync::mpsc::channel::<Outcome>();
     let started = Instant::now();
     println!(
@@ -300,13 +392,14 @@ pub fn run(jobs: Vec<Job>, lanes: usize, limit: Duration) -> Report {
     for _ in 0..lanes.max(1) {
         let queue = Arc::clone(&queue);
         let tx = tx.clone();
+        let running = Arc::clone(&running);
         workers.push(std::thread::spawn(move || loop {
             let job = match queue.lock() {
                 Ok(mut q) => q.pop_front(),
                 Err(p) => p.into_inner().pop_front(),
             };
             let Some(job) = job else { return };
-            if tx.send(run_one(&job, limit)).is_err() {
+            if tx.send(run_one(&job, limit, &running)).is_err() {
                 return;
             }
         }));
@@ -315,7 +408,9 @@ pub fn run(jobs: Vec<Job>, lanes: usize, limit: Duration) -> Report {
     let mut totals = Totals::default();
     let mut failed = Vec::new();
     let mut pids = Vec::new();
+    let mut ran = 0;
     for outcome in rx {
+        ran += 1;
         pids.extend(outcome.pid);
         println!("     Running {}", outcome.title);
         for line in outcome.output.lines() {
@@ -333,6 +428,8 @@ pub fn run(jobs: Vec<Job>, lanes: usize, limit: Duration) -> Report {
     for w in workers {
         let _ = w.join();
     }
+    finished.store(true, Ordering::SeqCst);
+    let interrupted = stopper.join().unwrap_or(false);
     println!(
         "test runs: {total} in {:.0} s, {} lanes",
         started.elapsed().as_secs_f64(),
@@ -344,6 +441,8 @@ pub fn run(jobs: Vec<Job>, lanes: usize, limit: Duration) -> Report {
         failed,
         pids,
         total,
+        ran,
+        interrupted,
     }
 }
 
@@ -400,7 +499,7 @@ fn read_lines(mut from: impl Read) -> String {
     s
 }
 
-fn run_one(job: &Job, limit: Duration) -> Outcome {
+fn run_one(job: &Job, limit: Duration, running: &Running) -> Outcome {
     let t0 = Instant::now();
     let mut cmd = Command::new(&job.program);
     cmd.args(&job.args)
@@ -420,6 +519,7 @@ fn run_one(job: &Job, limit: Duration) -> Outcome {
             format!("could not start {}: {e}\n", job.program.display()),
         ),
         Ok(mut child) => {
+            running.with(|set| set.insert(child.id()));
             let (done, dog) = watchdog(child.id(), limit);
             // Both pipes read at once, stderr on a thread: a binary that
             // fills one pipe while we block on the other would hang.
@@ -431,6 +531,7 @@ fn run_one(job: &Job, limit: Duration) -> Outcome {
             let err = err_reader.and_then(|h| h.join().ok()).unwrap_or_default();
             out.push_str(&err);
             let status = child.wait();
+            running.with(|set| set.remove(&child.id()));
             let _ = done.send(());
             let stopped = dog.join().unwrap_or(false);
             match status {
@@ -704,7 +805,7 @@ not json at all
             cwd: std::env::temp_dir(),
             env: Vec::new(),
         };
-        let out = run_one(&job, Duration::from_millis(300));
+        let out = run_one(&job, Duration::from_millis(300), &Running::default());
         assert!(!out.ok);
         assert!(
             out.output.contains("hangs stopped: still running after"),
@@ -712,14 +813,26 @@ not json at all
             out.output
         );
         assert!(out.pid.is_some());
-        let child: u32 = out
-            .output
+        assert_eq!(
+            still_running(child_pid(&out.output)),
+            None,
+            "the job's child outlived it"
+        );
+    }
+
+    /// The pid a job printed as `child=PID`.
+    fn child_pid(output: &str) -> u32 {
+        output
             .lines()
             .find_map(|l| l.strip_prefix("child=")?.trim().parse().ok())
-            .expect("the child's pid");
-        // Gone, or a zombie waiting for its new parent to reap it. A
-        // process closes its files before it becomes a zombie, so the
-        // pipes' end can come a moment before: look for a while.
+            .expect("the child's pid")
+    }
+
+    /// The process's `/proc` state if it still runs after up to 5 s.
+    /// Gone, or a zombie waiting for its new parent to reap it, is `None`.
+    /// A process closes its files before it becomes a zombie, so the pipes'
+    /// end can come a moment before: look for a while.
+    fn still_running(child: u32) -> Option<String> {
         let alive = || {
             let state = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
             let running = state
@@ -735,7 +848,52 @@ not json at all
             std::thread::sleep(Duration::from_millis(50));
             state = alive();
         }
-        assert_eq!(state, None, "the job's child outlived it");
+        state
+    }
+
+    #[test]
+    fn an_interrupted_run_stops_what_its_tests_started_and_starts_no_more() {
+        // The first job leaves a child behind, as a test's controller or
+        // agent would; the interrupt comes once that child is written down.
+        let dir =
+            std::env::temp_dir().join(format!("sluice-xtask-interrupt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let marker = dir.join("child");
+        let job = |title: &str, script: String| Job {
+            title: title.into(),
+            weight: 0,
+            program: PathBuf::from("sh"),
+            args: vec!["-c".into(), script],
+            cwd: std::env::temp_dir(),
+            env: Vec::new(),
+        };
+        let jobs = vec![
+            job(
+                "first",
+                format!(
+                    "sleep 300 & echo child=$! > {m}.tmp && mv {m}.tmp {m}; echo child=$!; sleep 300",
+                    m = marker.display()
+                ),
+            ),
+            job("second", "echo never".into()),
+        ];
+        let seen = marker.clone();
+        let interrupt: Interrupt = Arc::new(move || seen.exists());
+        let report = run_until(jobs, 1, Duration::from_secs(600), interrupt);
+        let child = child_pid(&std::fs::read_to_string(&marker).unwrap_or_default());
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            still_running(child),
+            None,
+            "the interrupted job's child outlived the run"
+        );
+        assert_eq!(report.ran, 1, "the second job started after the interrupt");
+        let err = report.verdict().expect_err("an interrupted run fails");
+        assert!(
+            err.to_string()
+                .contains("interrupted: 1 of 2 test runs ran"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -748,7 +906,7 @@ not json at all
             cwd: std::env::temp_dir(),
             env: Vec::new(),
         };
-        let out = run_one(&job, Duration::from_secs(30));
+        let out = run_one(&job, Duration::from_secs(30), &Running::default());
         assert!(out.ok, "{}", out.output);
         assert!(!out.output.contains("stopped"), "{}", out.output);
     }

@@ -18,14 +18,20 @@ pub fn interrupted() -> bool {
 }
 
 pub fn install() -> Result<()> {
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
+    set(SigHandler::Handler(on_signal))
+}
+
+/// The signals end the process again, as before [`install`]: for what
+/// comes after a part that stops itself at its checks.
+pub fn restore() -> Result<()> {
+    set(SigHandler::SigDfl)
+}
+
+fn set(handler: SigHandler) -> Result<()> {
+    let action = SigAction::new(handler, SaFlags::SA_RESTART, SigSet::empty());
     for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe { sigaction(sig, &action) }.with_context(|| format!("installing {sig} handler"))?;
+        // SAFETY: the handler only stores to an atomic; SIG_DFL has none.
+        unsafe { sigaction(sig, &action) }.with_context(|| format!("setting the {sig} handler"))?;
     }
     Ok(())
 }

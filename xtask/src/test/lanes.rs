@@ -304,7 +304,19 @@ pub fn run(jobs: Vec<Job>, lanes: usize, limit: Duration) -> Report {
     if let Err(e) = crate::signals::install() {
         println!("warning: {e:#}; an interrupted run would leave its tests running");
     }
-    run_until(jobs, lanes, limit, Arc::new(crate::signals::interrupted))
+    let report = run_until(jobs, lanes, limit, Arc::new(crate::signals::interrupted));
+    // The fuzz phase after the lanes has no checks of its own: a signal
+    // ends it as it did before.
+    if let Err(e) = crate::signals::restore() {
+        println!("warning: {e:#}");
+    }
+    report
+}
+
+/// The guarded value, also after a thread panicked holding it: the queue
+/// and the set of running jobs stay usable for the other lanes.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Asked every [`INTERRUPT_POLL`] whether the run was interrupted.
@@ -321,10 +333,7 @@ struct Running(Mutex<BTreeSet<u32>>);
 
 impl Running {
     fn with<T>(&self, f: impl FnOnce(&mut BTreeSet<u32>) -> T) -> T {
-        match self.0.lock() {
-            Ok(mut set) => f(&mut set),
-            Err(p) => f(&mut p.into_inner()),
-        }
+        f(&mut lock(&self.0))
     }
 
     fn signal_all(&self, signal: libc::c_int) {
@@ -348,10 +357,7 @@ fn stop_on_interrupt(
             std::thread::sleep(INTERRUPT_POLL);
             continue;
         }
-        let skipped = match queue.lock() {
-            Ok(mut q) => std::mem::take(&mut *q).len(),
-            Err(p) => std::mem::take(&mut *p.into_inner()).len(),
-        };
+        let skipped = std::mem::take(&mut *lock(queue)).len();
         println!("+ interrupted: stopping the running tests; {skipped} test runs not started");
         running.signal_all(libc::SIGTERM);
         let until = Instant::now() + STOP_GRACE;
@@ -394,11 +400,9 @@ fn run_until(jobs: Vec<Job>, lanes: usize, limit: Duration, interrupted: Interru
         let tx = tx.clone();
         let running = Arc::clone(&running);
         workers.push(std::thread::spawn(move || loop {
-            let job = match queue.lock() {
-                Ok(mut q) => q.pop_front(),
-                Err(p) => p.into_inner().pop_front(),
+            let Some(job) = lock(&queue).pop_front() else {
+                return;
             };
-            let Some(job) = job else { return };
             if tx.send(run_one(&job, limit, &running)).is_err() {
                 return;
             }

@@ -326,8 +326,10 @@ const INTERRUPT_POLL: Duration = Duration::from_millis(100);
 
 /// The process groups of one run's jobs now running. Each job leads a group
 /// of its own, which a Ctrl-C at the terminal or a SIGTERM to this process
-/// does not reach: an interrupted run stops them itself, or their
-/// controllers, agents and namespaces would outlive it.
+/// does not reach: an interrupted run stops them itself. What a test starts
+/// in a group of its own (the harness's controllers, agents and
+/// `sluice-lb`) is not reached by this either, nor by the watchdog: it
+/// outlives an interrupted or stopped test until it is killed by hand.
 #[derive(Default)]
 struct Running(Mutex<BTreeSet<u32>>);
 
